@@ -1,0 +1,132 @@
+"""The composition root: turns settings into a running companion (LLM, stores, personas)."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.clock import Clock, SystemClock
+from core.companion import Companion
+from core.embedded_llm import EMBEDDED_MODEL_NAME, LlamaCppClient
+from core.llm import LLMClient, ModelSettings, OpenAIClient
+from core.memory_injector import Budget, MemoryInjector
+from core.response_handler import ResponseHandler
+from core.types import ROLES, Role
+from knowledge.embedding import Embedder, load_embedder
+from knowledge.store import ChromaKnowledgeBase, open_chroma_client
+from knowledge.working_memory import WorkingMemory
+from personas.loader import PERSONA_DIR, PersonaRegistry
+
+from .config import ConfigError, Settings
+
+
+EMBEDDED_MODEL_NOTICE = (
+    "Using the embedded demo model (SmolLM2-135M, offline, tiny): it runs anywhere but its replies are "
+    "simple and it often loses the thread. For real conversations point the companion at an "
+    "OpenAI-compatible endpoint: set OPENAI_BASE_URL (and OPENAI_API_KEY, COMPANION_CHAT_MODEL)."
+)
+
+
+@dataclass(slots=True)
+class App:
+    """Everything a platform adapter or CLI command needs, built once."""
+
+    settings: Settings
+    companion: Companion
+    llm: LLMClient
+    working_memory: WorkingMemory
+
+    async def aclose(self) -> None:
+        """Release connections and files."""
+        close = getattr(self.llm, "close", None)
+        if close is not None:
+            await close()
+        self.working_memory.close()
+
+
+def model_settings(settings: Settings) -> dict[Role, ModelSettings]:
+    """Per-role model settings; background roles fall back to the chat model and run cooler."""
+    if settings.uses_embedded_model:
+        names = dict.fromkeys(ROLES, EMBEDDED_MODEL_NAME)
+    else:
+        names = {
+            "chat": settings.chat_model,
+            "monitor": settings.monitor_model or settings.chat_model,
+            "summarizer": settings.summarizer_model or settings.chat_model,
+            "reviewer": settings.reviewer_model or settings.chat_model,
+        }
+    window = settings.effective_context_window
+    return {
+        role: ModelSettings(
+            model=names[role],
+            temperature=0.7 if role == "chat" else 0.2,
+            max_tokens=settings.reply_tokens,
+            context_window=window,
+        )
+        for role in ROLES
+    }
+
+
+def build_llm(settings: Settings) -> LLMClient:
+    """The configured endpoint, or the embedded model when none is set."""
+    models = model_settings(settings)
+    if settings.uses_embedded_model:
+        return LlamaCppClient(models)
+    api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    return OpenAIClient(
+        base_url=settings.openai_base_url,
+        api_key=api_key,
+        models=models,
+        timeout=settings.llm_timeout,
+        max_retries=settings.llm_max_retries,
+    )
+
+
+def ensure_writable(directory: Path) -> Path:
+    """Create the data directory if needed and prove we can write there, or say clearly why not."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as error:
+        raise ConfigError(
+            f"the data directory {directory} is not writable ({error.strerror}); "
+            "set COMPANION_DATA_DIR to a directory you can write to"
+        ) from error
+    return directory
+
+
+def build_app(
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    llm: LLMClient | None = None,
+    embedder: Embedder | None = None,
+) -> App:
+    """Wire settings into a ready `App`; tests pass their own clock, LLM or embedder."""
+    clock = clock or SystemClock()
+    data_dir = ensure_writable(settings.data_dir)
+    embedder = embedder or load_embedder(settings.embedder)
+    client = open_chroma_client(path=data_dir / "chroma", host=settings.chroma_host, port=settings.chroma_port)
+    knowledge = ChromaKnowledgeBase(client, embedder, now=clock.now)
+    working_memory = WorkingMemory(data_dir / "companion.sqlite3", window_size=settings.working_memory_size)
+    llm = llm or build_llm(settings)
+    chat = llm.settings("chat")
+    responses = ResponseHandler(
+        working_memory=working_memory,
+        knowledge=knowledge,
+        llm=llm,
+        injector=MemoryInjector(Budget(chat.context_window, chat.max_tokens)),
+        clock=clock,
+        retrieval_limit=settings.retrieval_limit,
+    )
+    companion = Companion(
+        personas=PersonaRegistry(settings.persona_dir or PERSONA_DIR),
+        knowledge=knowledge,
+        responses=responses,
+        clock=clock,
+        default_persona=settings.default_persona,
+    )
+    companion.persona()  # fail at start-up, not at the first message, if the default persona is broken
+    return App(settings=settings, companion=companion, llm=llm, working_memory=working_memory)

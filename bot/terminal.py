@@ -1,0 +1,125 @@
+"""The terminal adapter: interactive chat with streamed replies, or one message per line from a pipe."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timezone
+from typing import TextIO
+
+from core.companion import Companion
+from core.errors import UserFacingError
+from core.types import IncomingMessage
+from knowledge.records import MemoryRecord, Scope
+
+HELP = "Commands: /new (start afresh), /memory (what I remember), /forget (forget everything), /quit"
+ReadLine = Callable[[str], Awaitable[str | None]]
+
+
+def format_memories(records: list[MemoryRecord]) -> str:
+    """`/memory` as plain text, most important first."""
+    if not records:
+        return "I don't remember anything about you yet."
+    lines = [f"[{record.category}] {record.content}  (importance {record.importance:.2f})" for record in records]
+    return "What I remember about you:\n" + "\n".join(lines)
+
+
+class TerminalChat:
+    """One person chatting with one persona in a terminal."""
+
+    def __init__(
+        self,
+        companion: Companion,
+        *,
+        persona_id: str | None,
+        user_name: str,
+        read_line: ReadLine,
+        output: TextIO,
+        interactive: bool,
+    ) -> None:
+        self._companion = companion
+        self._persona_id = companion.persona(persona_id).id
+        self._user_name = user_name
+        self._read_line = read_line
+        self._out = output
+        self._interactive = interactive
+        self.conversation_id = f"cli:{user_name}"
+        self.scope = Scope(self._persona_id, f"cli:{user_name}")
+
+    def _say(self, text: str) -> None:
+        self._out.write(text + "\n")
+        self._out.flush()
+
+    async def run(self) -> None:
+        """Chat until /quit or end of input."""
+        persona = self._companion.persona(self._persona_id)
+        if self._interactive:
+            self._say(HELP)
+            self._say(f"{persona.name}: {self._companion.greeting(persona.id)}")
+        while (line := await self._read_line("> " if self._interactive else "")) is not None:
+            if line.strip() == "/quit":
+                break
+            try:
+                await self._dispatch(line)
+            except UserFacingError as error:
+                self._say(str(error))
+
+    async def _dispatch(self, line: str) -> None:
+        command = line.strip().split(maxsplit=1)[0] if line.strip() else ""
+        if command == "/new":
+            self._say(await self._companion.new_conversation(self._persona_id, self.conversation_id))
+        elif command == "/memory":
+            self._say(format_memories(await self._companion.memories(self.scope)))
+        elif command == "/forget":
+            await self._forget()
+        elif command == "/help":
+            self._say(HELP)
+        elif command.startswith("/"):
+            self._say(f"Unknown command {command}. {HELP}")
+        else:
+            await self._chat(line)
+
+    async def _forget(self) -> None:
+        answer = await self._read_line("Forget everything about you, for good? Type 'yes' to confirm: ")
+        if (answer or "").strip().lower() not in {"yes", "y", "是", "确认"}:
+            self._say("Okay, I won't forget anything.")
+            return
+        report = await self._companion.forget_everything(self.scope)
+        self._say(f"Done. I forgot {report.memories} memories and {report.messages} messages about you.")
+
+    async def _chat(self, text: str) -> None:
+        message = IncomingMessage(
+            conversation_id=self.conversation_id,
+            user_id=self.scope.user_id,
+            speaker_name=self._user_name,
+            text=text,
+            sent_at=datetime.now(timezone.utc),
+            persona_id=self._persona_id,
+        )
+        result = await self._companion.handle(message)
+        if isinstance(result.reply, str):
+            self._say(result.reply)
+            return
+        if not self._interactive:
+            self._say(await result.text())
+            return
+        self._out.write(f"{self._companion.persona(self._persona_id).name}: ")
+        async for piece in result.reply:
+            self._out.write(piece)
+            self._out.flush()
+        self._say("")
+
+
+def stdin_reader(stream: TextIO, *, echo_prompt: bool) -> ReadLine:
+    """Read lines from `stream` without blocking the event loop; None at end of input."""
+
+    async def read_line(prompt: str) -> str | None:
+        def read() -> str | None:
+            if echo_prompt and prompt:
+                print(prompt, end="", flush=True)
+            line = stream.readline()
+            return line.rstrip("\r\n") if line else None
+
+        return await asyncio.to_thread(read)
+
+    return read_line

@@ -1,0 +1,150 @@
+"""ResponseHandler: one reply, from the stored user message to the stored answer.
+
+The user's message is written to working memory before anything can fail, so an LLM error, a
+crash or a restart never loses it; the reply is stored once it has been generated completely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime, timezone
+
+from knowledge.records import MemoryRecord, Scope
+from knowledge.retrieval import rank_for_prompt
+from knowledge.store import KnowledgeBase
+from knowledge.working_memory import StoredMessage, WorkingMemory
+from personas.loader import Persona
+
+from .clock import Clock
+from .errors import LLMError
+from .llm import LLMClient
+from .memory_injector import MemoryInjector, MessageTooLongError, Prompt
+from .types import IncomingMessage, TurnResult
+
+log = logging.getLogger(__name__)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def system_records(persona: Persona) -> list[MemoryRecord]:
+    """The persona's own `system` memories as records, shared by all of its users."""
+    scope = Scope(persona.id, "persona")
+    return [
+        MemoryRecord(
+            id=f"sys_{index}",
+            scope=scope,
+            content=content,
+            category="system",
+            importance=3.0,
+            created_at=_EPOCH,
+            last_access=_EPOCH,
+            source="system",
+            verified=True,
+        )
+        for index, content in enumerate(persona.system_memories, start=1)
+    ]
+
+
+def apology(error: LLMError) -> str:
+    """What the user reads when the model could not answer; their message is already saved."""
+    return (
+        f"Sorry, I can't think straight right now: {error}. "
+        "Your message is saved, so just try again in a moment."
+    )
+
+
+class ResponseHandler:
+    """Keeps working memory and produces the reply to each message."""
+
+    def __init__(
+        self,
+        *,
+        working_memory: WorkingMemory,
+        knowledge: KnowledgeBase,
+        llm: LLMClient,
+        injector: MemoryInjector,
+        clock: Clock,
+        retrieval_limit: int = 8,
+    ) -> None:
+        self.working_memory = working_memory
+        self._knowledge = knowledge
+        self._llm = llm
+        self._injector = injector
+        self._clock = clock
+        self._retrieval_limit = retrieval_limit
+
+    async def reply(self, persona: Persona, scope: Scope, message: IncomingMessage, *, group: bool) -> TurnResult:
+        """Store the message, build the prompt, and return the streamed reply."""
+        stored = self.working_memory.append(
+            persona.id,
+            message.conversation_id,
+            role="user",
+            user_id=scope.user_id,
+            speaker_name=message.speaker_name,
+            content=message.text,
+            sent_at=message.sent_at,
+        )
+        always, retrieved = await self._recall(persona, scope, message.text)
+        window = self.working_memory.window(persona.id, message.conversation_id)
+        try:
+            prompt = self._injector.build(persona, window=window, always=always, retrieved=retrieved, group=group)
+        except MessageTooLongError as error:
+            return TurnResult(message.conversation_id, reply=str(error), notice=str(error), completed=False)
+        result = TurnResult(message.conversation_id, reply="")
+        result.metadata.update(
+            message_id=stored.id,
+            prompt_tokens=prompt.tokens,
+            retrieved_ids=[record.id for record in retrieved],
+        )
+        result.reply = self._stream(persona, scope, stored, prompt, result)
+        return result
+
+    async def _recall(
+        self, persona: Persona, scope: Scope, text: str
+    ) -> tuple[list[MemoryRecord], list[MemoryRecord]]:
+        """System and core memories (always shown) and the facts and episodes relevant to `text`."""
+        try:
+            core = await asyncio.to_thread(self._knowledge.list, scope, categories=["core"])
+            hits = await asyncio.to_thread(
+                self._knowledge.search, scope, text, limit=self._retrieval_limit, categories=["fact", "episode"]
+            )
+        except Exception:  # a broken store must not cost the user their reply
+            log.exception("memory retrieval failed for %s; replying without memories", scope)
+            return system_records(persona), []
+        ranked = rank_for_prompt(hits, self._clock.now())
+        return system_records(persona) + core, [hit.record for hit in ranked]
+
+    async def _stream(
+        self, persona: Persona, scope: Scope, stored: StoredMessage, prompt: Prompt, result: TurnResult
+    ) -> AsyncIterator[str]:
+        parts: list[str] = []
+        try:
+            async for piece in self._llm.stream(prompt.messages, role="chat"):
+                parts.append(piece)
+                yield piece
+        except LLMError as error:
+            result.completed = False
+            result.notice = apology(error)
+            yield ("\n\n" if parts else "") + result.notice
+            return
+        text = "".join(parts).strip()
+        if not text:
+            result.completed = False
+            result.notice = "Sorry, I lost my words for a moment. Your message is saved; say it again?"
+            yield result.notice
+            return
+        self.working_memory.append(
+            persona.id,
+            stored.conversation_id,
+            role="assistant",
+            user_id=scope.user_id,
+            speaker_name=persona.name,
+            content=text,
+            sent_at=self._clock.now(),
+        )
+
+    def window(self, persona_id: str, conversation_id: str) -> Sequence[StoredMessage]:
+        """The conversation as the next prompt will see it."""
+        return self.working_memory.window(persona_id, conversation_id)

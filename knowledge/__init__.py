@@ -1,0 +1,22 @@
+"""The memory store, retrieval and working memory. Imports nothing from core/ or bot/."""
+
+from .embedding import Embedder, load_embedder
+from .records import CATEGORIES, Category, MemoryRecord, Scope, ScoredMemory, Source
+from .store import ChromaKnowledgeBase, KnowledgeBase, open_chroma_client
+from .working_memory import StoredMessage, WorkingMemory
+
+__all__ = [
+    "CATEGORIES",
+    "Category",
+    "ChromaKnowledgeBase",
+    "Embedder",
+    "KnowledgeBase",
+    "MemoryRecord",
+    "Scope",
+    "ScoredMemory",
+    "Source",
+    "StoredMessage",
+    "WorkingMemory",
+    "load_embedder",
+    "open_chroma_client",
+]

@@ -1,0 +1,78 @@
+"""The data the knowledge layer stores: scopes and memory records."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, get_args
+
+Category = Literal["system", "core", "fact", "episode"]
+Source = Literal["user", "background_ai", "system"]
+CATEGORIES: tuple[str, ...] = get_args(Category)
+SOURCES: tuple[str, ...] = get_args(Source)
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """One (persona, user) pair: the unit nothing may cross."""
+
+    persona_id: str
+    user_id: str  # platform-qualified: "discord:99", "telegram:7", "cli:alice"
+
+    def __post_init__(self) -> None:
+        if not self.persona_id or not self.user_id:
+            raise ValueError("a scope needs both a persona id and a user id")
+
+    def __str__(self) -> str:
+        return f"{self.persona_id}/{self.user_id}"
+
+
+def new_memory_id() -> str:
+    """A fresh memory id, `mem_<hex>`."""
+    return f"mem_{uuid.uuid4().hex[:12]}"
+
+
+@dataclass(slots=True)
+class MemoryRecord:
+    """One memory with the metadata of DESIGN §3."""
+
+    id: str
+    scope: Scope
+    content: str
+    category: Category
+    importance: float
+    created_at: datetime
+    last_access: datetime
+    source: Source
+    verified: bool = False
+    topic: str | None = None
+    conversation_id: str | None = None
+    message_ids: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready view, used by inspection commands."""
+        return {
+            "id": self.id,
+            "persona_id": self.scope.persona_id,
+            "user_id": self.scope.user_id,
+            "content": self.content,
+            "category": self.category,
+            "importance": round(self.importance, 4),
+            "created_at": self.created_at.isoformat(),
+            "last_access": self.last_access.isoformat(),
+            "source": self.source,
+            "verified": self.verified,
+            "topic": self.topic,
+            "conversation_id": self.conversation_id,
+            "message_ids": list(self.message_ids),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredMemory:
+    """A search hit: the record and how well it matched (higher is better, 0..1)."""
+
+    record: MemoryRecord
+    similarity: float
+    extra: dict[str, float] = field(default_factory=dict)

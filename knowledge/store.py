@@ -1,0 +1,264 @@
+"""The knowledge base: memory records in chromadb, every operation confined to one scope."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+import chromadb
+from chromadb.config import Settings as ChromaSettings
+
+from .embedding import Embedder
+from .records import CATEGORIES, Category, MemoryRecord, Scope, ScoredMemory, Source, new_memory_id
+
+log = logging.getLogger(__name__)
+
+COLLECTION = "memories"
+Now = Callable[[], datetime]
+
+
+class KnowledgeBase(Protocol):
+    """What core/ needs from a memory store. The scope always comes first and is never optional."""
+
+    def add(
+        self,
+        scope: Scope,
+        content: str,
+        *,
+        category: Category,
+        source: Source,
+        importance: float = 1.0,
+        verified: bool = False,
+        topic: str | None = None,
+        conversation_id: str | None = None,
+        message_ids: Sequence[str] = (),
+    ) -> MemoryRecord: ...
+
+    def search(
+        self, scope: Scope, query: str, *, limit: int = 10, categories: Iterable[Category] | None = None
+    ) -> list[ScoredMemory]: ...
+
+    def get(self, scope: Scope, ids: Iterable[str]) -> list[MemoryRecord]: ...
+
+    def list(self, scope: Scope, *, categories: Iterable[Category] | None = None) -> list[MemoryRecord]: ...
+
+    def delete(self, scope: Scope, ids: Iterable[str]) -> int: ...
+
+    def forget_all(self, scope: Scope) -> int: ...
+
+
+def open_chroma_client(*, path: Path | None = None, host: str | None = None, port: int = 8000) -> Any:
+    """An embedded `PersistentClient` under `path`, or an `HttpClient` when a Chroma server is configured."""
+    settings = ChromaSettings(anonymized_telemetry=False)
+    if host:
+        return chromadb.HttpClient(host=host, port=port, settings=settings)
+    if path is None:
+        raise ValueError("an embedded chromadb store needs a path")
+    path.mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(path), settings=settings)
+
+
+def _scope_filter(scope: Scope, categories: Iterable[Category] | None = None) -> dict[str, Any]:
+    clauses: list[dict[str, Any]] = [{"persona_id": scope.persona_id}, {"user_id": scope.user_id}]
+    if categories is not None:
+        wanted = list(categories)
+        unknown = set(wanted) - set(CATEGORIES)
+        if unknown:
+            raise ValueError(f"unknown categories: {sorted(unknown)}")
+        clauses.append({"category": {"$in": wanted}})
+    return {"$and": clauses}
+
+
+def _timestamp(moment: datetime) -> float:
+    return moment.timestamp()
+
+
+def _moment(timestamp: float) -> datetime:
+    return datetime.fromtimestamp(timestamp, tz=timezone.utc)
+
+
+def _metadata(record: MemoryRecord) -> dict[str, Any]:
+    # chromadb metadata holds only scalars, so optional fields become "" and lists are joined.
+    return {
+        "persona_id": record.scope.persona_id,
+        "user_id": record.scope.user_id,
+        "category": record.category,
+        "importance": float(record.importance),
+        "created_at": _timestamp(record.created_at),
+        "last_access": _timestamp(record.last_access),
+        "source": record.source,
+        "verified": record.verified,
+        "topic": record.topic or "",
+        "conversation_id": record.conversation_id or "",
+        "message_ids": ",".join(record.message_ids),
+    }
+
+
+def _record(memory_id: str, content: str, meta: dict[str, Any]) -> MemoryRecord:
+    return MemoryRecord(
+        id=memory_id,
+        scope=Scope(meta["persona_id"], meta["user_id"]),
+        content=content,
+        category=meta["category"],
+        importance=float(meta["importance"]),
+        created_at=_moment(meta["created_at"]),
+        last_access=_moment(meta["last_access"]),
+        source=meta["source"],
+        verified=bool(meta["verified"]),
+        topic=meta["topic"] or None,
+        conversation_id=meta["conversation_id"] or None,
+        message_ids=tuple(filter(None, meta["message_ids"].split(","))),
+    )
+
+
+class ChromaKnowledgeBase:
+    """Memories of every scope in one chromadb collection, filtered by scope inside each query."""
+
+    def __init__(self, client: Any, embedder: Embedder, *, now: Now) -> None:
+        self._embedder = embedder
+        self._now = now
+        # embedding_function=None: vectors always come from our offline embedder, never chromadb's default.
+        self._collection = client.get_or_create_collection(
+            COLLECTION,
+            embedding_function=None,
+            metadata={"hnsw:space": "cosine", "embedder": embedder.name},
+        )
+        stored_embedder = (self._collection.metadata or {}).get("embedder")
+        if stored_embedder and stored_embedder != embedder.name:
+            log.warning(
+                "this memory store was indexed with %s but %s is in use; search quality will suffer",
+                stored_embedder,
+                embedder.name,
+            )
+
+    def add(
+        self,
+        scope: Scope,
+        content: str,
+        *,
+        category: Category,
+        source: Source,
+        importance: float = 1.0,
+        verified: bool = False,
+        topic: str | None = None,
+        conversation_id: str | None = None,
+        message_ids: Sequence[str] = (),
+    ) -> MemoryRecord:
+        """Store a new memory in `scope` and return it."""
+        if category not in CATEGORIES:
+            raise ValueError(f"unknown category {category!r}")
+        content = content.strip()
+        if not content:
+            raise ValueError("a memory needs some content")
+        now = self._now()
+        record = MemoryRecord(
+            id=new_memory_id(),
+            scope=scope,
+            content=content,
+            category=category,
+            importance=importance,
+            created_at=now,
+            last_access=now,
+            source=source,
+            verified=verified,
+            topic=topic,
+            conversation_id=conversation_id,
+            message_ids=tuple(message_ids),
+        )
+        self._collection.add(
+            ids=[record.id],
+            documents=[content],
+            metadatas=[_metadata(record)],
+            embeddings=self._embedder.embed_passages([content]),
+        )
+        return record
+
+    def search(
+        self, scope: Scope, query: str, *, limit: int = 10, categories: Iterable[Category] | None = None
+    ) -> list[ScoredMemory]:
+        """The memories of `scope` closest in meaning to `query`, best first."""
+        if not query.strip() or limit <= 0:
+            return []
+        result = self._collection.query(
+            query_embeddings=self._embedder.embed_queries([query]),
+            n_results=limit,
+            where=_scope_filter(scope, categories),
+            include=["documents", "metadatas", "distances"],
+        )
+        hits = zip(result["ids"][0], result["documents"][0], result["metadatas"][0], result["distances"][0])
+        return [
+            ScoredMemory(_record(memory_id, content, meta), similarity=1.0 - float(distance))
+            for memory_id, content, meta, distance in hits
+        ]
+
+    def get(self, scope: Scope, ids: Iterable[str]) -> list[MemoryRecord]:
+        """The records with these ids that belong to `scope`; ids of other scopes are simply absent."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return []
+        return self._fetch(ids=wanted, where=_scope_filter(scope))
+
+    def list(self, scope: Scope, *, categories: Iterable[Category] | None = None) -> list[MemoryRecord]:
+        """Every memory of `scope`, most important first."""
+        records = self._fetch(where=_scope_filter(scope, categories))
+        return sorted(records, key=lambda record: (-record.importance, record.created_at))
+
+    def update(
+        self,
+        scope: Scope,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        category: Category | None = None,
+        importance: float | None = None,
+        last_access: datetime | None = None,
+        verified: bool | None = None,
+    ) -> MemoryRecord | None:
+        """Change one memory of `scope`; returns the new record, or None if `scope` has no such id."""
+        found = self.get(scope, [memory_id])
+        if not found:
+            return None
+        record = found[0]
+        if content is not None:
+            record.content = content.strip()
+        for name, value in (
+            ("category", category),
+            ("importance", importance),
+            ("last_access", last_access),
+            ("verified", verified),
+        ):
+            if value is not None:
+                setattr(record, name, value)
+        embeddings = self._embedder.embed_passages([record.content]) if content is not None else None
+        self._collection.update(
+            ids=[record.id], documents=[record.content], metadatas=[_metadata(record)], embeddings=embeddings
+        )
+        return record
+
+    def delete(self, scope: Scope, ids: Iterable[str]) -> int:
+        """Delete the memories of `scope` with these ids; returns how many were deleted."""
+        owned = [record.id for record in self.get(scope, ids)]
+        if owned:
+            self._collection.delete(ids=owned)
+        return len(owned)
+
+    def forget_all(self, scope: Scope) -> int:
+        """Delete every memory of `scope`."""
+        owned = self._collection.get(where=_scope_filter(scope), include=[])["ids"]
+        if owned:
+            self._collection.delete(ids=owned)
+        return len(owned)
+
+    def count(self, scope: Scope) -> int:
+        """How many memories `scope` holds."""
+        return len(self._collection.get(where=_scope_filter(scope), include=[])["ids"])
+
+    def _fetch(self, **query: Any) -> list[MemoryRecord]:
+        result = self._collection.get(include=["documents", "metadatas"], **query)
+        return [
+            _record(memory_id, content, meta)
+            for memory_id, content, meta in zip(result["ids"], result["documents"], result["metadatas"])
+        ]

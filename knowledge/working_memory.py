@@ -1,0 +1,181 @@
+"""Working memory: the raw recent messages of each conversation, kept in SQLite.
+
+Every message is written here before any LLM sees it, so a crash or restart loses nothing. A
+conversation's *window* is what the prompt may use (at most `window_size` messages). Messages that
+leave the window are not deleted: they become `archived` until the summarizer turns them into an
+episode (then `summarized`), and `/forget` is the only thing that removes them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+from .records import Scope
+
+MessageRole = Literal["user", "assistant"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS messages (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    persona_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,          -- the speaker, or for a reply the user it answers
+    role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+    speaker_name TEXT NOT NULL,
+    content TEXT NOT NULL,
+    sent_at TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'window' CHECK (state IN ('window', 'archived', 'summarized'))
+);
+CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages (persona_id, conversation_id, state, seq);
+CREATE INDEX IF NOT EXISTS messages_by_scope ON messages (persona_id, user_id);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """One message of a conversation as working memory keeps it."""
+
+    id: str
+    persona_id: str
+    conversation_id: str
+    user_id: str
+    role: MessageRole
+    speaker_name: str
+    content: str
+    sent_at: datetime
+
+
+class WorkingMemory:
+    """SQLite-backed, per-(persona, conversation) message windows."""
+
+    def __init__(self, path: Path, *, window_size: int = 30) -> None:
+        if window_size < 2:
+            raise ValueError("the working-memory window must hold at least one exchange")
+        self.window_size = window_size
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def append(
+        self,
+        persona_id: str,
+        conversation_id: str,
+        *,
+        role: MessageRole,
+        user_id: str,
+        speaker_name: str,
+        content: str,
+        sent_at: datetime,
+    ) -> StoredMessage:
+        """Store a message durably and move the oldest out of the window when it overflows."""
+        message = StoredMessage(
+            id=f"msg_{uuid.uuid4().hex[:16]}",
+            persona_id=persona_id,
+            conversation_id=conversation_id,
+            user_id=user_id,
+            role=role,
+            speaker_name=speaker_name,
+            content=content,
+            sent_at=sent_at.astimezone(timezone.utc),
+        )
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO messages (id, persona_id, conversation_id, user_id, role, speaker_name,"
+                " content, sent_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    message.id,
+                    persona_id,
+                    conversation_id,
+                    user_id,
+                    role,
+                    speaker_name,
+                    content,
+                    message.sent_at.isoformat(),
+                ),
+            )
+            db.execute(
+                "UPDATE messages SET state = 'archived' WHERE seq IN ("
+                " SELECT seq FROM messages WHERE persona_id = ? AND conversation_id = ?"
+                " AND state = 'window' ORDER BY seq DESC LIMIT -1 OFFSET ?)",
+                (persona_id, conversation_id, self.window_size),
+            )
+        return message
+
+    def window(self, persona_id: str, conversation_id: str) -> list[StoredMessage]:
+        """The conversation's current window, oldest first."""
+        return self._select(
+            "persona_id = ? AND conversation_id = ? AND state = 'window'", (persona_id, conversation_id)
+        )
+
+    def archived(self, persona_id: str, conversation_id: str) -> list[StoredMessage]:
+        """Messages that left the window and still wait to be summarised, oldest first."""
+        return self._select(
+            "persona_id = ? AND conversation_id = ? AND state = 'archived'", (persona_id, conversation_id)
+        )
+
+    def close_window(self, persona_id: str, conversation_id: str) -> int:
+        """Start the conversation afresh (`/new`): the window's messages become archived."""
+        with self._transaction() as db:
+            cursor = db.execute(
+                "UPDATE messages SET state = 'archived' WHERE persona_id = ? AND conversation_id = ?"
+                " AND state = 'window'",
+                (persona_id, conversation_id),
+            )
+        return cursor.rowcount
+
+    def forget(self, scope: Scope) -> int:
+        """Delete every message the user wrote, and every reply to them, for this persona."""
+        with self._transaction() as db:
+            cursor = db.execute(
+                "DELETE FROM messages WHERE persona_id = ? AND user_id = ?", (scope.persona_id, scope.user_id)
+            )
+        return cursor.rowcount
+
+    def count(self, scope: Scope) -> int:
+        """How many stored messages belong to this scope (any state)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT COUNT(*) FROM messages WHERE persona_id = ? AND user_id = ?",
+                (scope.persona_id, scope.user_id),
+            ).fetchone()
+        return int(row[0])
+
+    def close(self) -> None:
+        """Close the database connection."""
+        with self._lock:
+            self._db.close()
+
+    def _select(self, where: str, params: tuple[object, ...]) -> list[StoredMessage]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, persona_id, conversation_id, user_id, role, speaker_name, content, sent_at"
+                f" FROM messages WHERE {where} ORDER BY seq",
+                params,
+            ).fetchall()
+        return [
+            StoredMessage(*row[:7], sent_at=datetime.fromisoformat(row[7]))  # type: ignore[arg-type]
+            for row in rows
+        ]

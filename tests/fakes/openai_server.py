@@ -1,0 +1,324 @@
+"""In-process fake of the OpenAI HTTP API for tests.
+
+It serves real HTTP on 127.0.0.1 so the production `openai` client (retries,
+timeouts, SSE parsing) is exercised end to end instead of being mocked away.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, TypeAlias
+
+DEFAULT_MODEL = "fake-model"
+DEFAULT_REPLY = "ok"
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+}
+
+
+@dataclass(frozen=True)
+class FakeError:
+    """Answer with an OpenAI-style error `times` times before the next queued item."""
+
+    status: int
+    times: int = 1
+    message: str = "fake error"
+    # Real OpenAI sends retry hints; a tiny one keeps the client's retries fast in tests.
+    retry_after_ms: int | None = 10
+
+
+@dataclass(frozen=True)
+class FakeHang:
+    """Accept the request and never answer until the server stops (for timeout tests)."""
+
+
+Reply: TypeAlias = str | Callable[[dict[str, Any]], str]
+Item: TypeAlias = Reply | FakeError | FakeHang
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    path: str
+    model: str | None
+    body: dict[str, Any]
+    stream: bool
+    messages: list[dict[str, Any]]
+
+
+class FakeOpenAIServer:
+    """Scriptable OpenAI-compatible server; see `script`, `set_default`, `set_delay`, `hang`."""
+
+    chunk_size = 4  # characters per streamed content chunk
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.reset()
+
+    # --- lifecycle -------------------------------------------------------
+
+    def start(self) -> FakeOpenAIServer:
+        self._stopping.clear()
+        self._httpd = _HTTPServer(self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-openai", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is None or self._thread is None:
+            return
+        self._stopping.set()  # wakes delayed and hanging handlers
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+        self._httpd = self._thread = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("FakeOpenAIServer is not started")
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    # --- scripting -------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget scripts, defaults, delays and recorded requests (the server may be shared)."""
+        with self._lock:
+            self._queues: dict[str, deque[Item]] = {}
+            self._defaults: dict[str, Item] = {}
+            self._delays: dict[str, float] = {}
+            self._requests: list[RecordedRequest] = []
+            self.default_reply: Reply = DEFAULT_REPLY
+            self.delay = 0.0
+
+    def script(self, model: str, *replies: Item) -> None:
+        """Queue replies (str, callable(body) -> str, FakeError or FakeHang) for `model`, FIFO."""
+        with self._lock:
+            self._queues.setdefault(model, deque()).extend(replies)
+
+    def set_default(self, model: str, reply: Item) -> None:
+        """Answer used for `model` once its queue is empty."""
+        with self._lock:
+            self._defaults[model] = reply
+
+    def set_delay(self, model: str, seconds: float) -> None:
+        """Per-model delay; overrides `server.delay` for that model."""
+        with self._lock:
+            self._delays[model] = seconds
+
+    def hang(self, model: str) -> None:
+        """Make every request for `model` hang until the server stops; a queued FakeHang hangs once."""
+        self.set_default(model, FakeHang())
+
+    @property
+    def models(self) -> list[str]:
+        with self._lock:
+            scripted = set(self._queues) | set(self._defaults) | set(self._delays)
+        return [DEFAULT_MODEL, *sorted(scripted - {DEFAULT_MODEL})]
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    def requests_for(self, model: str) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.model == model]
+
+    # --- used by the request handler --------------------------------------
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self._requests.append(request)
+
+    def _next_item(self, model: str) -> Item:
+        with self._lock:
+            queue = self._queues.get(model)
+            if not queue:
+                return self._defaults.get(model, self.default_reply)
+            head = queue[0]
+            if isinstance(head, FakeError) and head.times > 1:
+                queue[0] = replace(head, times=head.times - 1)
+            else:
+                queue.popleft()
+            return head
+
+    def _delay_for(self, model: str) -> float:
+        with self._lock:
+            return self._delays.get(model, self.delay)
+
+    def _answer(self, model: str, body: dict[str, Any]) -> str | FakeError | None:
+        """Pick the answer for a chat request; None means the server is stopping."""
+        if self._stopping.wait(self._delay_for(model)):
+            return None
+        item = self._next_item(model)
+        if isinstance(item, FakeHang):
+            self._stopping.wait()
+            return None
+        if isinstance(item, (str, FakeError)):
+            return item
+        return item(body)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    # Idle keep-alive connections and hung requests must not block stop().
+    block_on_close = False
+
+    def __init__(self, fake: FakeOpenAIServer) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.fake = fake
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # HTTP/1.1 so httpx can keep connections alive; streams use chunked encoding.
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out as separate writes; Nagle would add ~40 ms per response.
+    disable_nagle_algorithm = True
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Keep test output quiet."""
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up, e.g. after its own timeout
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") != "/v1/models":
+            self._send_error(FakeError(404, message=f"unknown path {self.path}"))
+            return
+        self.server.fake._record(RecordedRequest(self.path, None, {}, False, []))
+        models = self.server.fake.models
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in models]
+        self._send_json(200, {"object": "list", "data": data})
+
+    def do_POST(self) -> None:
+        body = self._read_json()
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._send_error(FakeError(404, message=f"unknown path {self.path}"))
+            return
+        model = str(body.get("model", DEFAULT_MODEL))
+        stream = bool(body.get("stream"))
+        messages = list(body.get("messages", []))
+        self.server.fake._record(RecordedRequest(self.path, model, body, stream, messages))
+        answer = self.server.fake._answer(model, body)
+        if answer is None:
+            self.close_connection = True
+        elif isinstance(answer, FakeError):
+            self._send_error(answer)
+        elif stream:
+            self._send_stream(_chunks(model, answer, body, self.server.fake.chunk_size))
+        else:
+            self._send_json(200, _completion(model, answer, body))
+
+    def _read_json(self) -> dict[str, Any]:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        return json.loads(raw) if raw else {}
+
+    def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error(self, error: FakeError) -> None:
+        headers = {} if error.retry_after_ms is None else {"retry-after-ms": str(error.retry_after_ms)}
+        self._send_json(error.status, _error_body(error), headers)
+
+    def _send_stream(self, events: Iterator[dict[str, Any]]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for event in events:
+            self._write_chunk(f"data: {json.dumps(event)}\n\n".encode())
+        self._write_chunk(b"data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+
+# --- OpenAI payloads --------------------------------------------------------
+
+
+def _text_of(content: Any) -> str:
+    """Message content is a string or a list of typed parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def _usage(body: dict[str, Any], reply: str) -> dict[str, int]:
+    """Rough token counts: one token per whitespace-separated word."""
+    prompt = sum(len(_text_of(m.get("content")).split()) for m in body.get("messages", []))
+    completion = len(reply.split())
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _completion(model: str, reply: str, body: dict[str, Any]) -> dict[str, Any]:
+    choice = {
+        "index": 0,
+        "message": {"role": "assistant", "content": reply},
+        "finish_reason": "stop",
+        "logprobs": None,
+    }
+    return {**_envelope(model, "chat.completion"), "choices": [choice], "usage": _usage(body, reply)}
+
+
+def _chunks(model: str, reply: str, body: dict[str, Any], size: int) -> Iterator[dict[str, Any]]:
+    """Stream events: role, content pieces, a stop chunk and usage if the client asked for it."""
+    envelope = _envelope(model, "chat.completion.chunk")
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return {**envelope, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+    yield chunk({"role": "assistant", "content": ""})
+    for start in range(0, len(reply), size):
+        yield chunk({"content": reply[start : start + size]})
+    yield chunk({}, "stop")
+    if (body.get("stream_options") or {}).get("include_usage"):
+        yield {**envelope, "choices": [], "usage": _usage(body, reply)}
+
+
+def _envelope(model: str, kind: str) -> dict[str, Any]:
+    ident = f"chatcmpl-fake-{uuid.uuid4().hex[:12]}"
+    return {"id": ident, "object": kind, "created": int(time.time()), "model": model}
+
+
+def _error_body(error: FakeError) -> dict[str, Any]:
+    kind = _ERROR_TYPES.get(error.status, "server_error" if error.status >= 500 else "invalid_request_error")
+    return {"error": {"message": error.message, "type": kind, "param": None, "code": str(error.status)}}
