@@ -147,14 +147,13 @@ class _SecretFreeToml(TomlConfigSettingsSource):
         super().__init__(settings_cls, toml_file=path)
 
     def __call__(self) -> dict[str, Any]:
-        data = super().__call__()
-        leaked = SECRET_FIELDS & set(data)
+        leaked = SECRET_FIELDS & {key.lower() for key in self.toml_data}
         if leaked:
             raise ConfigError(
                 f"{self.path}: {', '.join(sorted(leaked))} must not be in the config file; "
                 "set it in the environment (OPENAI_API_KEY)"
             )
-        return data
+        return super().__call__()
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -70,6 +70,7 @@ class LlamaCppClient:
             messages=[message.as_openai() for message in messages],
             temperature=settings.temperature,
             max_tokens=settings.max_tokens,
+            repeat_penalty=1.3,  # a 135M model loops without it
             stream=stream,
         )
 

@@ -26,6 +26,8 @@ from .types import IncomingMessage, TurnResult
 log = logging.getLogger(__name__)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# The embedder reads about 512 tokens; a longer query only costs time.
+MAX_QUERY_CHARS = 2000
 
 
 def system_records(persona: Persona) -> list[MemoryRecord]:
@@ -108,7 +110,7 @@ class ResponseHandler:
         try:
             core = await asyncio.to_thread(self._knowledge.list, scope, categories=["core"])
             hits = await asyncio.to_thread(
-                self._knowledge.search, scope, text, limit=self._retrieval_limit, categories=["fact", "episode"]
+                self._knowledge.search, scope, text[:MAX_QUERY_CHARS], limit=self._retrieval_limit, categories=["fact", "episode"]
             )
         except Exception:  # a broken store must not cost the user their reply
             log.exception("memory retrieval failed for %s; replying without memories", scope)

@@ -1,0 +1,138 @@
+"""The `companion` command: scripted chat, memory inspection, settings and clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bot.app import build_app
+from bot.cli import cli
+from bot.config import load_settings
+from knowledge.records import Scope
+from tests.fakes.openai_server import FakeOpenAIServer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def runner(fake_openai: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.url)
+    monkeypatch.setenv("COMPANION_CHAT_MODEL", "chat-model")
+    monkeypatch.setenv("COMPANION_LLM_TIMEOUT", "2")
+    return CliRunner()
+
+
+def test_piped_chat_answers_each_line_and_handles_commands(runner: CliRunner, fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script("chat-model", "Hi Alice!", "Ramen, of course.")
+    result = runner.invoke(cli, ["chat", "--user", "alice"], input="hello\nwhat should I eat?\n/memory\n/bogus\n")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines == [
+        "Hi Alice!",
+        "Ramen, of course.",
+        "I don't remember anything about you yet.",
+        "Unknown command /bogus. Commands: /new (start afresh), /memory (what I remember), "
+        "/forget (forget everything), /quit",
+    ]
+
+
+def test_quit_stops_reading(runner: CliRunner, fake_openai: FakeOpenAIServer) -> None:
+    result = runner.invoke(cli, ["chat", "--user", "alice"], input="/quit\nhello\n")
+    assert result.exit_code == 0
+    assert fake_openai.requests_for("chat-model") == []
+
+
+def test_forget_asks_first_then_deletes(runner: CliRunner, fake_openai: FakeOpenAIServer) -> None:
+    result = runner.invoke(cli, ["chat", "--user", "alice"], input="I love cats\n/forget\nno\n/forget\nyes\n")
+    assert result.exit_code == 0, result.output
+    assert "Okay, I won't forget anything." in result.output
+    assert "Done. I forgot 0 memories and 2 messages about you." in result.output
+
+
+def test_memory_list_prints_one_scope_as_json(runner: CliRunner) -> None:
+    app = build_app(load_settings())
+    kb = app.companion.knowledge
+    kb.add(Scope("xiaoxiang", "cli:alice"), "Alice loves ramen", category="fact", source="user", topic="preference")
+    kb.add(Scope("xiaoxiang", "cli:bob"), "Bob loves jazz", category="fact", source="user")
+    app.working_memory.close()
+
+    result = runner.invoke(cli, ["memory", "list", "--persona", "xiaoxiang", "--user", "alice", "--json"])
+    assert result.exit_code == 0, result.output
+    [record] = json.loads(result.output)
+    assert record["content"] == "Alice loves ramen"
+    assert record["user_id"] == "cli:alice"
+    assert {"importance", "category", "created_at", "last_access", "source", "verified", "topic"} <= set(record)
+
+
+def test_help_lists_every_setting() -> None:
+    result = CliRunner().invoke(cli, ["--help"])
+    for name in (
+        "COMPANION_DATA_DIR",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+        "COMPANION_CHAT_MODEL",
+        "COMPANION_MONITOR_MODEL",
+        "COMPANION_SUMMARIZER_MODEL",
+        "COMPANION_REVIEWER_MODEL",
+        "COMPANION_CHROMA_HOST",
+        "COMPANION_CHROMA_PORT",
+    ):
+        assert name in result.output
+
+
+def test_an_unwritable_data_directory_is_a_clear_error(runner: CliRunner, tmp_path: Path) -> None:
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where a directory should be")
+    result = runner.invoke(cli, ["--data-dir", str(blocked / "data"), "chat"], input="hi\n")
+    assert result.exit_code == 1
+    assert "is not writable" in result.output and "COMPANION_DATA_DIR" in result.output
+
+
+def test_an_unknown_persona_is_a_clear_error(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["chat", "--persona", "nobody"], input="hi\n")
+    assert result.exit_code == 1
+    assert "unknown persona 'nobody' (known: xiaoxiang)" in result.output
+
+
+def test_the_config_file_sets_values_and_refuses_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "companion.toml"
+    config.write_text('chat_model = "from-file"\nmonitor_model = "cheap"\n')
+    monkeypatch.setenv("COMPANION_CONFIG", str(config))
+    monkeypatch.setenv("COMPANION_MONITOR_MODEL", "from-env")
+    settings = load_settings()
+    assert (settings.chat_model, settings.monitor_model) == ("from-file", "from-env")
+
+    config.write_text('openai_api_key = "sk-leaked"\n')
+    result = CliRunner().invoke(cli, ["chat"], input="")
+    assert result.exit_code == 1
+    assert "must not be in the config file" in result.output
+
+
+def test_an_unreachable_llm_gets_an_apology_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("COMPANION_LLM_MAX_RETRIES", "0")
+    result = CliRunner().invoke(cli, ["chat", "--user", "alice"], input="hello\n")
+    assert result.exit_code == 0
+    assert "Sorry" in result.output and "saved" in result.output
+
+
+def test_the_console_script_reads_a_pipe_until_its_end(fake_openai: FakeOpenAIServer, isolated: Path) -> None:
+    fake_openai.script("chat-model", "one", "two")
+    env = {**os.environ, "OPENAI_BASE_URL": fake_openai.url, "COMPANION_CHAT_MODEL": "chat-model"}
+    done = subprocess.run(
+        [sys.executable, "-c", "from bot.cli import main; main()", "chat", "--user", "alice"],
+        input="first\nsecond\n",
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["one", "two"]

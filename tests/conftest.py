@@ -1,0 +1,115 @@
+"""Shared fixtures: isolation from the machine, the fake OpenAI server, real chromadb and a fake clock."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.app import App, build_app
+from bot.config import Settings
+from knowledge.embedding import Embedder, load_embedder
+from knowledge.records import Scope
+from tests.fakes.clock import FakeClock
+from tests.fakes.openai_server import FakeOpenAIServer
+
+_CLEARED_ENV = (
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "DISCORD_TOKEN",
+    "TELEGRAM_TOKEN",
+    "TELEGRAM_BASE_URL",
+)
+
+
+def _loopback_only(connect):  # type: ignore[no-untyped-def]
+    def guarded(sock: socket.socket, address):  # type: ignore[no-untyped-def]
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            host = address[0]
+            if host != "localhost" and not ipaddress.ip_address(host).is_loopback:
+                raise ConnectionRefusedError(f"tests may not reach {host}")
+        return connect(sock, address)
+
+    return guarded
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own data dir, no real keys or endpoints, and no network past loopback."""
+    import os
+
+    for name in [*_CLEARED_ENV, *(key for key in os.environ if key.startswith("COMPANION_"))]:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COMPANION_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)  # so a developer's ./companion.toml is never read
+    monkeypatch.setattr(socket.socket, "connect", _loopback_only(socket.socket.connect))
+    return tmp_path
+
+
+@pytest.fixture(scope="session")
+def fake_openai_server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_openai(fake_openai_server: FakeOpenAIServer) -> FakeOpenAIServer:
+    """The session's fake OpenAI server, cleared for this test."""
+    fake_openai_server.reset()
+    return fake_openai_server
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    """The real default offline embedder, loaded once."""
+    return load_embedder("auto")
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def settings(fake_openai: FakeOpenAIServer, isolated: Path) -> Settings:
+    """Settings pointing every role at the fake server, each with its own model name."""
+    return Settings(
+        data_dir=isolated / "data",
+        openai_base_url=fake_openai.url,
+        chat_model="chat-model",
+        monitor_model="monitor-model",
+        summarizer_model="summarizer-model",
+        reviewer_model="reviewer-model",
+        llm_timeout=0.5,
+        llm_max_retries=2,
+    )
+
+
+@pytest.fixture
+async def app(settings: Settings, clock: FakeClock, embedder: Embedder) -> AsyncIterator[App]:
+    built = build_app(settings, clock=clock, embedder=embedder)
+    yield built
+    await built.aclose()
+
+
+@pytest.fixture
+def companion(app: App):  # type: ignore[no-untyped-def]
+    return app.companion
+
+
+@pytest.fixture
+def kb(app: App):  # type: ignore[no-untyped-def]
+    return app.companion.knowledge
+
+
+@pytest.fixture
+def alice() -> Scope:
+    return Scope("xiaoxiang", "cli:alice")
+
+
+@pytest.fixture
+def bob() -> Scope:
+    return Scope("xiaoxiang", "cli:bob")

@@ -1,0 +1,158 @@
+"""A turn end to end: real HTTP to the fake LLM, real chromadb, real SQLite."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import pytest
+
+from bot.app import App, build_app
+from bot.config import Settings
+from core.companion import MAX_MESSAGE_CHARS, Companion, UnknownPersonaError
+from knowledge.embedding import Embedder
+from knowledge.records import Scope
+from knowledge.store import ChromaKnowledgeBase
+from tests.fakes.clock import FakeClock
+from tests.fakes.messages import make_message
+from tests.fakes.openai_server import FakeError, FakeHang, FakeOpenAIServer
+
+
+def stored_texts(settings: Settings) -> list[str]:
+    """What SQLite holds, read through a separate connection as a restarted process would."""
+    with sqlite3.connect(settings.data_dir / "companion.sqlite3") as db:
+        return [row[0] for row in db.execute("SELECT content FROM messages ORDER BY seq")]
+
+
+async def test_a_turn_streams_the_reply_and_stores_both_sides(
+    companion: Companion, fake_openai: FakeOpenAIServer, settings: Settings
+) -> None:
+    fake_openai.script("chat-model", "主人好呀～今天想吃拉面吗？")
+    result = await companion.handle(make_message("我回来啦"))
+    assert await result.text() == "主人好呀～今天想吃拉面吗？"
+    assert result.completed
+    assert stored_texts(settings) == ["我回来啦", "主人好呀～今天想吃拉面吗？"]
+    [request] = fake_openai.requests_for("chat-model")
+    assert request.stream
+    assert "小祥" in request.messages[0]["content"]
+    assert request.messages[-1] == {"role": "user", "content": "我回来啦"}
+
+
+async def test_the_message_is_stored_before_the_llm_is_called(
+    companion: Companion, fake_openai: FakeOpenAIServer, settings: Settings
+) -> None:
+    seen: list[list[str]] = []
+
+    def reply(body: dict[str, Any]) -> str:
+        seen.append(stored_texts(settings))
+        return "noted"
+
+    fake_openai.script("chat-model", reply)
+    await (await companion.handle(make_message("my flight is at 9"))).text()
+    assert seen == [["my flight is at 9"]]
+
+
+async def test_the_conversation_survives_a_restart(
+    app: App, settings: Settings, clock: FakeClock, embedder: Embedder, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", "Nice to meet you, Alice!", "Your cat is Mochi.")
+    await (await app.companion.handle(make_message("I'm Alice and my cat is Mochi"))).text()
+    await app.aclose()
+
+    restarted = build_app(settings, clock=clock, embedder=embedder)
+    try:
+        await (await restarted.companion.handle(make_message("what's my cat called?"))).text()
+    finally:
+        await restarted.aclose()
+    second = fake_openai.requests_for("chat-model")[1]
+    assert [message["content"] for message in second.messages[1:]] == [
+        "I'm Alice and my cat is Mochi",
+        "Nice to meet you, Alice!",
+        "what's my cat called?",
+    ]
+
+
+@pytest.mark.parametrize(
+    "failures", [[FakeError(500, times=3)], [FakeError(429, times=3)], [FakeHang()] * 3], ids=["500", "429", "timeout"]
+)
+async def test_an_llm_failure_gets_an_apology_and_loses_nothing(
+    companion: Companion, fake_openai: FakeOpenAIServer, settings: Settings, failures: list[object]
+) -> None:
+    fake_openai.script("chat-model", *failures)  # one more than the retries allow
+    result = await companion.handle(make_message("are you there?"))
+    text = await result.text()
+    assert not result.completed
+    assert "Sorry" in text and "saved" in text
+    assert stored_texts(settings) == ["are you there?"]
+
+    fake_openai.script("chat-model", "I'm back!")
+    assert await (await companion.handle(make_message("hello?"))).text() == "I'm back!"
+    retry = fake_openai.requests_for("chat-model")[-1]
+    assert [message["content"] for message in retry.messages[1:]] == ["are you there?", "hello?"]
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t"])
+async def test_empty_messages_get_a_clear_answer_without_an_llm_call(
+    companion: Companion, fake_openai: FakeOpenAIServer, text: str
+) -> None:
+    result = await companion.handle(make_message(text))
+    assert "empty" in await result.text()
+    assert fake_openai.requests_for("chat-model") == []
+
+
+async def test_a_message_beyond_the_budget_is_kept_and_explained(
+    companion: Companion, fake_openai: FakeOpenAIServer, settings: Settings
+) -> None:
+    long_text = "lorem ipsum " * 5000  # ~10k tokens: more than the 8k context
+    result = await companion.handle(make_message(long_text))
+    assert "too long" in await result.text()
+    assert fake_openai.requests_for("chat-model") == []
+    assert stored_texts(settings) == [long_text]
+
+    absurd = await companion.handle(make_message("x" * (MAX_MESSAGE_CHARS + 1)))
+    assert "too long" in await absurd.text()
+
+
+async def test_memories_of_the_scope_reach_the_prompt_and_no_other_scopes_do(
+    companion: Companion, kb: ChromaKnowledgeBase, fake_openai: FakeOpenAIServer, alice: Scope, bob: Scope
+) -> None:
+    kb.add(alice, "Alice's birthday is on 3 May", category="core", source="user")
+    kb.add(alice, "Alice loves tonkotsu ramen", category="fact", source="user")
+    kb.add(bob, "Bob loves tonkotsu ramen too and his PIN is 1234", category="fact", source="user")
+    kb.add(bob, "Bob's birthday is in June", category="core", source="user")
+
+    await (await companion.handle(make_message("what should I eat?", user_id=alice.user_id))).text()
+    system = fake_openai.requests_for("chat-model")[0].messages[0]["content"]
+    assert "Alice's birthday is on 3 May" in system and "Alice loves tonkotsu ramen" in system
+    assert "草莓大福" in system  # the persona's own system memories are always there
+    assert "Bob" not in system
+
+
+async def test_forget_everything_removes_every_layer(
+    companion: Companion, kb: ChromaKnowledgeBase, fake_openai: FakeOpenAIServer, alice: Scope, bob: Scope
+) -> None:
+    kb.add(alice, "Alice is afraid of spiders", category="fact", source="user")
+    kb.add(bob, "Bob is afraid of heights", category="fact", source="user")
+    await (await companion.handle(make_message("spiders scare me", user_id=alice.user_id))).text()
+
+    report = await companion.forget_everything(alice)
+    assert (report.memories, report.messages) == (1, 2)
+    assert kb.search(alice, "spiders") == []
+    assert companion.responses.working_memory.count(alice) == 0
+    assert [record.content for record in await companion.memories(bob)] == ["Bob is afraid of heights"]
+
+
+async def test_new_conversation_starts_afresh_with_a_greeting(
+    companion: Companion, fake_openai: FakeOpenAIServer
+) -> None:
+    await (await companion.handle(make_message("old topic"))).text()
+    greeting = await companion.new_conversation(None, "dm:cli:alice")
+    assert greeting in companion.persona().greetings
+    await (await companion.handle(make_message("new topic"))).text()
+    last = fake_openai.requests_for("chat-model")[-1]
+    assert [message["content"] for message in last.messages[1:]] == ["new topic"]
+
+
+async def test_an_unknown_persona_is_a_clear_error(companion: Companion) -> None:
+    with pytest.raises(UnknownPersonaError, match="unknown persona 'nobody' \\(known: xiaoxiang\\)"):
+        await companion.handle(make_message("hi", persona_id="nobody"))

@@ -1,0 +1,27 @@
+"""Factories for the values adapters hand to the core."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from core.types import IncomingMessage
+
+
+def make_message(
+    text: str,
+    *,
+    user_id: str = "cli:alice",
+    speaker_name: str = "Alice",
+    conversation_id: str | None = None,
+    persona_id: str | None = None,
+    sent_at: datetime | None = None,
+) -> IncomingMessage:
+    """A message as an adapter would build it; the conversation defaults to a DM with the user."""
+    return IncomingMessage(
+        conversation_id=conversation_id or f"dm:{user_id}",
+        user_id=user_id,
+        speaker_name=speaker_name,
+        text=text,
+        sent_at=sent_at or datetime.now(timezone.utc),
+        persona_id=persona_id,
+    )

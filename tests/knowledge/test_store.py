@@ -1,0 +1,99 @@
+"""The chromadb knowledge base: metadata, persistence, and no way across scopes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from knowledge.embedding import Embedder
+from knowledge.records import Scope
+from knowledge.store import ChromaKnowledgeBase, open_chroma_client
+from tests.fakes.clock import FakeClock
+
+
+@pytest.fixture
+def store(tmp_path: Path, embedder: Embedder, clock: FakeClock) -> ChromaKnowledgeBase:
+    return ChromaKnowledgeBase(open_chroma_client(path=tmp_path / "chroma"), embedder, now=clock.now)
+
+
+def test_a_record_keeps_its_metadata(store: ChromaKnowledgeBase, alice: Scope, clock: FakeClock) -> None:
+    added = store.add(
+        alice,
+        "主人喜欢拉面",
+        category="fact",
+        source="user",
+        importance=1.5,
+        verified=True,
+        topic="preference",
+        conversation_id="dm:cli:alice",
+        message_ids=["msg_1", "msg_2"],
+    )
+    [found] = store.get(alice, [added.id])
+    assert found == added
+    assert found.id.startswith("mem_")
+    assert (found.category, found.source, found.verified, found.topic) == ("fact", "user", True, "preference")
+    assert found.created_at == found.last_access == clock.now()
+    assert found.message_ids == ("msg_1", "msg_2")
+
+
+def test_search_finds_by_meaning_in_both_languages(store: ChromaKnowledgeBase, alice: Scope) -> None:
+    store.add(alice, "主人喜欢拉面", category="fact", source="user")
+    store.add(alice, "Alice has a cat called Mochi", category="fact", source="user")
+    store.add(alice, "主人下周二要去面试", category="fact", source="user")
+    assert store.search(alice, "主人爱吃什么面?", limit=1)[0].record.content == "主人喜欢拉面"
+    assert store.search(alice, "what is the name of my pet?", limit=1)[0].record.content.startswith("Alice has a cat")
+
+
+def test_no_operation_crosses_scopes(store: ChromaKnowledgeBase, alice: Scope, bob: Scope) -> None:
+    secret = store.add(alice, "Alice's bank PIN is 4321", category="fact", source="user")
+    bobs = store.add(bob, "Bob likes jazz", category="fact", source="user")
+    other_persona = Scope("another", alice.user_id)
+
+    assert [hit.record.id for hit in store.search(bob, "bank PIN", limit=10)] == [bobs.id]
+    assert store.search(other_persona, "bank PIN") == []
+    assert store.get(bob, [secret.id]) == []
+    assert store.list(bob) == [bobs]
+    assert store.update(bob, secret.id, content="hijacked") is None
+    assert store.delete(bob, [secret.id]) == 0
+    assert store.forget_all(bob) == 1
+    assert store.get(alice, [secret.id])[0].content == "Alice's bank PIN is 4321"
+
+
+def test_search_filters_categories_inside_the_query(store: ChromaKnowledgeBase, alice: Scope) -> None:
+    store.add(alice, "[2026-01-03 18:00] talked about ramen shops", category="episode", source="background_ai")
+    store.add(alice, "Alice loves ramen", category="core", source="user")
+    hits = store.search(alice, "ramen", categories=["episode"])
+    assert [hit.record.category for hit in hits] == ["episode"]
+    with pytest.raises(ValueError, match="unknown categories"):
+        store.search(alice, "ramen", categories=["secret"])  # type: ignore[list-item]
+
+
+def test_memories_survive_a_restart(tmp_path: Path, embedder: Embedder, clock: FakeClock, alice: Scope) -> None:
+    first = ChromaKnowledgeBase(open_chroma_client(path=tmp_path / "chroma"), embedder, now=clock.now)
+    added = first.add(alice, "Alice was born in Lyon", category="fact", source="user")
+    reopened = ChromaKnowledgeBase(open_chroma_client(path=tmp_path / "chroma"), embedder, now=clock.now)
+    assert reopened.get(alice, [added.id]) == [added]
+    assert reopened.search(alice, "where was I born?")[0].record.id == added.id
+
+
+def test_update_changes_content_and_reembeds(store: ChromaKnowledgeBase, alice: Scope, clock: FakeClock) -> None:
+    added = store.add(alice, "Alice lives in Beijing", category="fact", source="user")
+    later = clock.advance(days=2)
+    updated = store.update(alice, added.id, content="Alice lives in Shanghai", importance=1.3, last_access=later)
+    assert updated is not None
+    [found] = store.get(alice, [added.id])
+    assert (found.content, found.importance, found.last_access) == ("Alice lives in Shanghai", 1.3, later)
+    assert store.search(alice, "Shanghai", limit=1)[0].record.id == added.id
+
+
+def test_the_store_never_uses_chromadbs_downloading_embedder(store: ChromaKnowledgeBase, embedder: Embedder) -> None:
+    collection = store._collection
+    assert collection.configuration_json["embedding_function"] is None
+    assert collection.metadata["embedder"] == embedder.name
+
+
+def test_empty_content_is_refused(store: ChromaKnowledgeBase, alice: Scope) -> None:
+    with pytest.raises(ValueError, match="content"):
+        store.add(alice, "   ", category="fact", source="user")
+    assert store.count(alice) == 0

@@ -1,0 +1,64 @@
+"""Working memory in SQLite: bounded windows, nothing lost, forgetting for real."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from knowledge.records import Scope
+from knowledge.working_memory import WorkingMemory
+
+AT = datetime(2026, 1, 3, 18, 0, tzinfo=timezone.utc)
+
+
+def say(memory: WorkingMemory, text: str, *, user: str = "cli:alice", role: str = "user", conversation: str = "c1"):
+    return memory.append(
+        "xiaoxiang", conversation, role=role, user_id=user, speaker_name=user, content=text, sent_at=AT  # type: ignore[arg-type]
+    )
+
+
+def test_window_keeps_the_newest_messages_and_archives_the_rest(tmp_path: Path) -> None:
+    memory = WorkingMemory(tmp_path / "wm.sqlite3", window_size=30)
+    for index in range(35):
+        say(memory, f"message {index}")
+    window = memory.window("xiaoxiang", "c1")
+    assert [message.content for message in window] == [f"message {index}" for index in range(5, 35)]
+    assert [message.content for message in memory.archived("xiaoxiang", "c1")] == [
+        f"message {index}" for index in range(5)
+    ]
+
+
+def test_messages_survive_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "wm.sqlite3"
+    first = WorkingMemory(path)
+    stored = say(first, "remember me")
+    first.close()
+    again = WorkingMemory(path)
+    assert again.window("xiaoxiang", "c1") == [stored]
+
+
+def test_new_conversation_empties_the_window_but_keeps_the_messages(tmp_path: Path) -> None:
+    memory = WorkingMemory(tmp_path / "wm.sqlite3")
+    say(memory, "hello")
+    assert memory.close_window("xiaoxiang", "c1") == 1
+    assert memory.window("xiaoxiang", "c1") == []
+    assert [message.content for message in memory.archived("xiaoxiang", "c1")] == ["hello"]
+
+
+def test_conversations_and_personas_have_separate_windows(tmp_path: Path) -> None:
+    memory = WorkingMemory(tmp_path / "wm.sqlite3")
+    say(memory, "in c1")
+    say(memory, "in c2", conversation="c2")
+    memory.append("other", "c1", role="user", user_id="cli:alice", speaker_name="a", content="x", sent_at=AT)
+    assert [message.content for message in memory.window("xiaoxiang", "c1")] == ["in c1"]
+    assert [message.content for message in memory.window("xiaoxiang", "c2")] == ["in c2"]
+
+
+def test_forget_deletes_only_that_scope(tmp_path: Path) -> None:
+    memory = WorkingMemory(tmp_path / "wm.sqlite3")
+    say(memory, "alice speaks", conversation="group")
+    say(memory, "reply to alice", role="assistant", conversation="group")
+    say(memory, "bob speaks", user="cli:bob", conversation="group")
+    assert memory.forget(Scope("xiaoxiang", "cli:alice")) == 2
+    assert [message.content for message in memory.window("xiaoxiang", "group")] == ["bob speaks"]
+    assert memory.count(Scope("xiaoxiang", "cli:alice")) == 0

@@ -1,0 +1,64 @@
+"""Persona files: the default one loads, broken ones say which file and field is wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from personas.loader import PersonaError, PersonaRegistry, load_persona
+
+GOOD = """\
+id: {id}
+name: Mia
+personality: cheerful
+greetings: [hi!]
+"""
+
+
+def write(directory: Path, name: str, text: str) -> Path:
+    path = directory / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_the_default_persona_is_xiaoxiang() -> None:
+    persona = PersonaRegistry().get("xiaoxiang")
+    assert (persona.name, persona.user_title) == ("小祥", "主人")
+    assert persona.greetings and persona.system_memories and persona.example_dialogue
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("id: mia\nname: Mia\npersonality: kind\n", "mia.yaml: greetings: missing"),
+        ("id: mia\nname: Mia\npersonality: kind\ngreetings: []\n", "mia.yaml: greetings: List should have at least 1"),
+        ("id: mia\nname: Mia\npersonality: kind\ngreetings: ['  ']\n", "mia.yaml: greetings: Value error, entries must"),
+        ("id: Mia Rose\nname: Mia\npersonality: kind\ngreetings: [hi]\n", "mia.yaml: id: Value error, must be a lowercase"),
+        (GOOD.format(id="mia") + "colour: blue\n", "mia.yaml: colour: Extra inputs are not permitted"),
+        (GOOD.format(id="other"), "mia.yaml: id: 'other' does not match the file name 'mia'"),
+        ("id: mia\n  name: [unclosed\n", "mia.yaml: not valid YAML at line 2"),
+        ("- just\n- a list\n", "mia.yaml: expected a mapping"),
+    ],
+)
+def test_broken_files_name_the_file_and_the_field(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(PersonaError) as caught:
+        load_persona(write(tmp_path, "mia.yaml", text))
+    assert str(caught.value).startswith(message)
+
+
+def test_unknown_persona_lists_the_known_ones(tmp_path: Path) -> None:
+    write(tmp_path, "mia.yaml", GOOD.format(id="mia"))
+    with pytest.raises(PersonaError, match=r"unknown persona 'zed' \(known: mia\)"):
+        PersonaRegistry(tmp_path).get("zed")
+
+
+def test_a_changed_file_is_reloaded(tmp_path: Path) -> None:
+    import os
+
+    path = write(tmp_path, "mia.yaml", GOOD.format(id="mia"))
+    registry = PersonaRegistry(tmp_path)
+    assert registry.get("mia").name == "Mia"
+    path.write_text(GOOD.format(id="mia").replace("Mia", "Mia Rose"), encoding="utf-8")
+    os.utime(path, (path.stat().st_atime, path.stat().st_mtime + 5))
+    assert registry.get("mia").name == "Mia Rose"
