@@ -7,7 +7,7 @@ What is measured, per store size (default 1,000 and 10,000 memories, all in ONE 
   ``OpenAIClient`` talking real HTTP to ``tests.fakes.openai_server.FakeOpenAIServer``, which
   answers at once;
 * the scope is seeded with N ``fact`` memories, mixed English / Chinese / code-mixed, generated
-  from templates with a seeded ``random.Random`` (same texts, ids and metadata on every run);
+  from templates with a seeded ``random.Random`` (same texts, ids, importances and ages on every run);
 * every turn uses a different template-generated query. After ``--warmup`` untimed turns,
   ``--turns`` turns are timed twice over, interleaved:
 
@@ -20,14 +20,17 @@ What is measured, per store size (default 1,000 and 10,000 memories, all in ONE 
      persists the assistant message): the real turn including the fake LLM's HTTP round trip.
      The LLM client is wrapped to time its stream, so "memory path" is also given as turn minus LLM.
 
-Figures are p50 / p95 / mean in milliseconds. Nothing is cached across runs: every size gets its
-own new store and is seeded from scratch (seeding 10k memories takes ~2 minutes, embedding bound).
+Figures are p50 / p95 / mean in milliseconds. The fake answers a short fixed reply with no delay, so
+the LLM figure is the HTTP + SSE + client overhead only. Nothing is cached across runs: every size
+gets its own new store, seeded from scratch (10k memories take ~2 minutes, embedding bound); only
+the embedding model itself is loaded once per process.
 
 Run from the repository root::
 
     python -m bench.memory_path                      # sizes 1000,10000; 200 timed turns
     python -m bench.memory_path --sizes 1000 --turns 50
     python -m bench.memory_path --json               # plus one JSON line with every figure
+    python -m bench.memory_path --warmup 20          # untimed turns first (default 20)
 """
 
 from __future__ import annotations
