@@ -57,7 +57,7 @@ from bot.app import App, build_app, build_llm
 from bot.config import Settings
 from core.llm import LLMClient, ModelSettings
 from core.memory_injector import Budget, MemoryInjector
-from core.response_handler import system_records
+from core.response_handler import MAX_QUERY_CHARS, system_records
 from core.types import ChatMessage, IncomingMessage, Role
 from knowledge.embedding import Embedder, load_embedder
 from knowledge.records import MemoryRecord, Scope
@@ -357,7 +357,11 @@ async def _recall(bench: Bench, text: str, t: dict[str, float]) -> tuple[list[Me
     start = time.perf_counter_ns()
     core = await _timed(t, "list_core", asyncio.to_thread(bench.knowledge.list, bench.scope, categories=["core"]))
     search = asyncio.to_thread(
-        bench.knowledge.search, bench.scope, text, limit=bench.retrieval_limit, categories=["fact", "episode"]
+        bench.knowledge.search,
+        bench.scope,
+        text[:MAX_QUERY_CHARS],
+        limit=bench.retrieval_limit,
+        categories=["fact", "episode"],
     )
     hits = await _timed(t, "search", search)
     t["query_embedding"] = bench.embedder.last_query_ms

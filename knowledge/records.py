@@ -9,6 +9,7 @@ from typing import Literal, get_args
 
 Category = Literal["system", "core", "fact", "episode"]
 Source = Literal["user", "background_ai", "system"]
+ReviewKind = Literal["promote", "decay"]
 CATEGORIES: tuple[str, ...] = get_args(Category)
 SOURCES: tuple[str, ...] = get_args(Source)
 
@@ -49,6 +50,15 @@ class MemoryRecord:
     topic: str | None = None
     conversation_id: str | None = None
     message_ids: tuple[str, ...] = ()
+    # Decay is a function of time since last_access applied to the importance it had then.
+    base_importance: float | None = None
+    review_pending: ReviewKind | None = None  # a review is queued; don't queue another
+    promote_reviewed: bool = False  # kept by a promote review; re-armed when importance falls below the threshold
+    decay_kept: bool = False  # kept by a decay review; re-armed when a boost lifts it above the threshold
+
+    def __post_init__(self) -> None:
+        if self.base_importance is None:
+            self.base_importance = self.importance
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready view, used by inspection commands."""
@@ -66,6 +76,10 @@ class MemoryRecord:
             "topic": self.topic,
             "conversation_id": self.conversation_id,
             "message_ids": list(self.message_ids),
+            "base_importance": round(self.base_importance or 0.0, 4),
+            "review_pending": self.review_pending,
+            "promote_reviewed": self.promote_reviewed,
+            "decay_kept": self.decay_kept,
         }
 
 

@@ -6,13 +6,13 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import chromadb
 from chromadb.config import Settings as ChromaSettings
 
 from .embedding import Embedder
-from .records import CATEGORIES, Category, MemoryRecord, Scope, ScoredMemory, Source, new_memory_id
+from .records import CATEGORIES, Category, MemoryRecord, ReviewKind, Scope, ScoredMemory, Source, new_memory_id
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +94,10 @@ def _metadata(record: MemoryRecord) -> dict[str, Any]:
         "topic": record.topic or "",
         "conversation_id": record.conversation_id or "",
         "message_ids": ",".join(record.message_ids),
+        "base_importance": float(record.base_importance if record.base_importance is not None else record.importance),
+        "review_pending": record.review_pending or "",
+        "promote_reviewed": record.promote_reviewed,
+        "decay_kept": record.decay_kept,
     }
 
 
@@ -111,6 +115,10 @@ def _record(memory_id: str, content: str, meta: dict[str, Any]) -> MemoryRecord:
         topic=meta["topic"] or None,
         conversation_id=meta["conversation_id"] or None,
         message_ids=tuple(filter(None, meta["message_ids"].split(","))),
+        base_importance=float(meta.get("base_importance", meta["importance"])),
+        review_pending=meta.get("review_pending") or None,
+        promote_reviewed=bool(meta.get("promote_reviewed", False)),
+        decay_kept=bool(meta.get("decay_kept", False)),
     )
 
 
@@ -216,22 +224,34 @@ class ChromaKnowledgeBase:
         importance: float | None = None,
         last_access: datetime | None = None,
         verified: bool | None = None,
+        review_pending: ReviewKind | Literal[""] | None = None,
+        promote_reviewed: bool | None = None,
+        decay_kept: bool | None = None,
     ) -> MemoryRecord | None:
-        """Change one memory of `scope`; returns the new record, or None if `scope` has no such id."""
+        """Change one memory of `scope`; returns the new record, or None if `scope` has no such id.
+
+        A new `importance` is also the new base that decay starts from; `review_pending=""` clears it.
+        """
         found = self.get(scope, [memory_id])
         if not found:
             return None
         record = found[0]
         if content is not None:
             record.content = content.strip()
+        if importance is not None:
+            record.base_importance = importance
         for name, value in (
             ("category", category),
             ("importance", importance),
             ("last_access", last_access),
             ("verified", verified),
+            ("promote_reviewed", promote_reviewed),
+            ("decay_kept", decay_kept),
         ):
             if value is not None:
                 setattr(record, name, value)
+        if review_pending is not None:
+            record.review_pending = review_pending or None
         embeddings = self._embedder.embed_passages([record.content]) if content is not None else None
         self._collection.update(
             ids=[record.id], documents=[record.content], metadatas=[_metadata(record)], embeddings=embeddings

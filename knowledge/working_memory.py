@@ -8,17 +8,14 @@ episode (then `summarized`), and `/forget` is the only thing that removes them.
 
 from __future__ import annotations
 
-import sqlite3
-import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
 from .records import Scope
+from .sqlite import SQLiteDatabase
 
 MessageRole = Literal["user", "assistant"]
 
@@ -61,23 +58,7 @@ class WorkingMemory:
         if window_size < 2:
             raise ValueError("the working-memory window must hold at least one exchange")
         self.window_size = window_size
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        self._db = SQLiteDatabase(path, _SCHEMA)
 
     def append(
         self,
@@ -101,7 +82,7 @@ class WorkingMemory:
             content=content,
             sent_at=sent_at.astimezone(timezone.utc),
         )
-        with self._transaction() as db:
+        with self._db.transaction() as db:
             db.execute(
                 "INSERT INTO messages (id, persona_id, conversation_id, user_id, role, speaker_name,"
                 " content, sent_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -138,7 +119,7 @@ class WorkingMemory:
 
     def close_window(self, persona_id: str, conversation_id: str) -> int:
         """Start the conversation afresh (`/new`): the window's messages become archived."""
-        with self._transaction() as db:
+        with self._db.transaction() as db:
             cursor = db.execute(
                 "UPDATE messages SET state = 'archived' WHERE persona_id = ? AND conversation_id = ?"
                 " AND state = 'window'",
@@ -148,7 +129,7 @@ class WorkingMemory:
 
     def forget(self, scope: Scope) -> int:
         """Delete every message the user wrote, and every reply to them, for this persona."""
-        with self._transaction() as db:
+        with self._db.transaction() as db:
             cursor = db.execute(
                 "DELETE FROM messages WHERE persona_id = ? AND user_id = ?", (scope.persona_id, scope.user_id)
             )
@@ -156,25 +137,21 @@ class WorkingMemory:
 
     def count(self, scope: Scope) -> int:
         """How many stored messages belong to this scope (any state)."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT COUNT(*) FROM messages WHERE persona_id = ? AND user_id = ?",
-                (scope.persona_id, scope.user_id),
-            ).fetchone()
-        return int(row[0])
+        [(count,)] = self._db.query(
+            "SELECT COUNT(*) FROM messages WHERE persona_id = ? AND user_id = ?", (scope.persona_id, scope.user_id)
+        )
+        return int(count)
 
     def close(self) -> None:
         """Close the database connection."""
-        with self._lock:
-            self._db.close()
+        self._db.close()
 
     def _select(self, where: str, params: tuple[object, ...]) -> list[StoredMessage]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT id, persona_id, conversation_id, user_id, role, speaker_name, content, sent_at"
-                f" FROM messages WHERE {where} ORDER BY seq",
-                params,
-            ).fetchall()
+        rows = self._db.query(
+            "SELECT id, persona_id, conversation_id, user_id, role, speaker_name, content, sent_at"
+            f" FROM messages WHERE {where} ORDER BY seq",
+            params,
+        )
         return [
             StoredMessage(*row[:7], sent_at=datetime.fromisoformat(row[7]))  # type: ignore[arg-type]
             for row in rows

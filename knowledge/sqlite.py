@@ -1,0 +1,44 @@
+"""A small shared wrapper around one SQLite file: WAL, one lock, short transactions."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+
+class SQLiteDatabase:
+    """One connection used from any thread; every statement runs under one lock."""
+
+    def __init__(self, path: Path, schema: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(schema)
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction; rolled back if the block raises."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of one read statement."""
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._db.close()
