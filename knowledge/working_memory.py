@@ -127,6 +127,26 @@ class WorkingMemory:
             )
         return cursor.rowcount
 
+    def mark_summarized(self, message_ids: list[str]) -> int:
+        """Archived messages that are now part of an episode."""
+        if not message_ids:
+            return 0
+        marks = ",".join("?" * len(message_ids))
+        with self._db.transaction() as db:
+            cursor = db.execute(
+                f"UPDATE messages SET state = 'summarized' WHERE state = 'archived' AND id IN ({marks})", message_ids
+            )
+        return cursor.rowcount
+
+    def idle_conversations(self, before: datetime) -> list[tuple[str, str]]:
+        """(persona, conversation) pairs whose window's newest message is older than `before`."""
+        rows = self._db.query(
+            "SELECT persona_id, conversation_id FROM messages WHERE state = 'window'"
+            " GROUP BY persona_id, conversation_id HAVING MAX(sent_at) < ?",
+            (before.astimezone(timezone.utc).isoformat(),),
+        )
+        return [(persona_id, conversation_id) for persona_id, conversation_id in rows]
+
     def forget(self, scope: Scope) -> int:
         """Delete every message the user wrote, and every reply to them, for this persona."""
         with self._db.transaction() as db:

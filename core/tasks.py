@@ -1,0 +1,145 @@
+"""BackgroundTasks: post-turn work that never blocks a reply and is never lost.
+
+Every job is written to the journal before it runs, so a restart resumes it. Jobs of one scope
+run one at a time in the order they were submitted (two turns of one user never apply memory
+operations concurrently); different scopes run side by side up to a limit. A job that raises is
+retried with backoff; when it runs out of attempts it becomes a visible dead letter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from knowledge.journal import Job, Journal
+from knowledge.records import Scope
+
+from .clock import Clock
+
+log = logging.getLogger(__name__)
+
+JobHandler = Callable[[Job], Awaitable[None]]
+DEFAULT_BACKOFF = (2.0, 15.0, 60.0)  # seconds before the 2nd, 3rd and 4th attempt
+
+
+class BackgroundTasks:
+    """Durable, per-scope ordered job runner."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        clock: Clock,
+        *,
+        backoff: Sequence[float] = DEFAULT_BACKOFF,
+        concurrency: int = 4,
+    ) -> None:
+        self._journal = journal
+        self._clock = clock
+        self._backoff = tuple(backoff)
+        self._handlers: dict[str, JobHandler] = {}
+        self._queues: dict[Scope, list[Job]] = {}
+        self._workers: dict[Scope, asyncio.Task[None]] = {}
+        self._slots = asyncio.Semaphore(concurrency)
+        self._closing = False
+
+    @property
+    def max_attempts(self) -> int:
+        return len(self._backoff) + 1
+
+    def register(self, kind: str, handler: JobHandler) -> None:
+        """Say which coroutine runs jobs of `kind`."""
+        self._handlers[kind] = handler
+
+    def submit(self, kind: str, scope: Scope, payload: dict[str, Any]) -> Job:
+        """Store a job and start it in the background; returns at once."""
+        if kind not in self._handlers:
+            raise ValueError(f"no handler registered for {kind!r} jobs")
+        job = self._journal.enqueue(kind, scope, payload, at=self._clock.now())
+        self._schedule(job)
+        return job
+
+    def resume(self) -> int:
+        """Schedule the jobs a previous process left pending; returns how many."""
+        pending = self._journal.pending_jobs()
+        for job in pending:
+            self._schedule(job)
+        if pending:
+            log.info("resuming %d pending background jobs", len(pending))
+        return len(pending)
+
+    async def discard(self, scope: Scope) -> None:
+        """Drop the scope's queued jobs and wait for the one running, if any (used by `/forget`)."""
+        queue = self._queues.get(scope)
+        if queue:
+            del queue[1:]
+        worker = self._workers.get(scope)
+        if worker is not None:
+            await asyncio.gather(worker, return_exceptions=True)
+
+    async def drain(self) -> None:
+        """Wait until every scheduled job has finished (or been dead-lettered)."""
+        while self._workers:
+            await asyncio.gather(*list(self._workers.values()), return_exceptions=True)
+
+    async def aclose(self, *, grace: float = 10.0) -> None:
+        """Let running work finish for up to `grace` seconds; what is left stays pending in the journal."""
+        self._closing = True
+        try:
+            await asyncio.wait_for(self.drain(), timeout=grace)
+        except TimeoutError:
+            for worker in self._workers.values():
+                worker.cancel()
+            await asyncio.gather(*self._workers.values(), return_exceptions=True)
+            log.warning("stopped with background jobs still pending; they resume at the next start")
+
+    def _schedule(self, job: Job) -> None:
+        if self._closing:
+            return  # stays pending in the journal
+        self._queues.setdefault(job.scope, []).append(job)
+        if job.scope not in self._workers:
+            self._workers[job.scope] = asyncio.create_task(self._work(job.scope), name=f"jobs:{job.scope}")
+
+    async def _work(self, scope: Scope) -> None:
+        try:
+            queue = self._queues[scope]
+            while queue:
+                await self._run(queue[0])
+                queue.pop(0)
+        finally:
+            self._queues.pop(scope, None)
+            self._workers.pop(scope, None)
+
+    async def _run(self, job: Job) -> None:
+        handler = self._handlers.get(job.kind)
+        attempts = job.attempts
+        while True:
+            try:
+                if handler is None:
+                    raise LookupError(f"no handler registered for {job.kind!r} jobs")
+                async with self._slots:
+                    await handler(job)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # any failure is retried, then dead-lettered: never lost
+                attempts += 1
+                if not await self._retry_or_give_up(job, attempts, error):
+                    return
+            else:
+                self._journal.complete(job.id)
+                return
+
+    async def _retry_or_give_up(self, job: Job, attempts: int, error: Exception) -> bool:
+        reason = f"{type(error).__name__}: {error}"
+        now = self._clock.now()
+        if attempts >= self.max_attempts:
+            letter = self._journal.give_up(job, error=reason, at=now)
+            log.error("%s job %s failed %d times; dead letter %s", job.kind, job.id, attempts, letter.id)
+            return False
+        delay = self._backoff[attempts - 1]
+        log.warning("%s job %s failed (%s); retrying in %.0fs", job.kind, job.id, reason, delay)
+        self._journal.retry_later(job.id, error=reason, not_before=now + timedelta(seconds=delay))
+        await asyncio.sleep(delay)
+        return True

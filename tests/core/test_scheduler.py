@@ -1,0 +1,32 @@
+"""The scheduler wrapper: named jobs, cron parsing, next run as a pure function of now."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from core.scheduler import DECAY_JOB, IDLE_JOB, Scheduler, decay_trigger, next_run
+
+
+async def nothing() -> None:
+    return None
+
+
+def test_maintenance_jobs_are_registered_by_name() -> None:
+    scheduler = Scheduler()
+    scheduler.add_maintenance(
+        decay=nothing, summarize_idle=nothing, decay_cron="0 4 * * *", idle_check=timedelta(minutes=5)
+    )
+    jobs = scheduler.jobs()
+    assert set(jobs) == {DECAY_JOB, IDLE_JOB}
+    now = datetime(2026, 1, 3, 18, 0, tzinfo=timezone.utc)
+    assert next_run(jobs[DECAY_JOB], now) == datetime(2026, 1, 4, 4, 0, tzinfo=timezone.utc)
+
+
+def test_the_decay_schedule_is_configurable() -> None:
+    trigger = decay_trigger("30 2 * * 0")  # Sundays 02:30
+    now = datetime(2026, 1, 3, 18, 0, tzinfo=timezone.utc)  # a Saturday
+    assert next_run(trigger, now) == datetime(2026, 1, 4, 2, 30, tzinfo=timezone.utc)
+    with pytest.raises(ValueError, match="invalid decay cron"):
+        decay_trigger("every day")
