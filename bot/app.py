@@ -6,14 +6,25 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from datetime import timedelta
+
 from core.clock import Clock, SystemClock
 from core.companion import Companion
+from core.conversation_summarizer import ConversationSummarizer
 from core.embedded_llm import EMBEDDED_MODEL_NAME, LlamaCppClient
+from core.knowledge_monitor import KnowledgeMonitor
 from core.llm import LLMClient, ModelSettings, OpenAIClient
 from core.memory_injector import Budget, MemoryInjector
+from core.memory_lifecycle import MemoryLifecycle
+from core.memory_reviewer import MemoryReviewer
 from core.response_handler import ResponseHandler
+from core.scheduler import Scheduler
+from core.tasks import DEFAULT_BACKOFF, BackgroundTasks
 from core.types import ROLES, Role
+from knowledge.decay import MemoryPolicy
 from knowledge.embedding import Embedder, load_embedder
+from knowledge.journal import Journal
+from knowledge.memory_manager import MemoryManager
 from knowledge.store import ChromaKnowledgeBase, open_chroma_client
 from knowledge.working_memory import WorkingMemory
 from personas.loader import PERSONA_DIR, PersonaRegistry
@@ -36,13 +47,36 @@ class App:
     companion: Companion
     llm: LLMClient
     working_memory: WorkingMemory
+    journal: Journal
+    scheduler: Scheduler | None = None
+
+    @property
+    def lifecycle(self) -> MemoryLifecycle:
+        return self.companion.lifecycle
+
+    async def start(self, *, schedule: bool = True) -> None:
+        """Resume background jobs left by the last run and, for long-running processes, start the scheduler."""
+        self.companion.tasks.resume()
+        if schedule:
+            self.scheduler = Scheduler()
+            self.scheduler.add_maintenance(
+                decay=self.lifecycle.run_decay,
+                summarize_idle=self.lifecycle.summarize_idle,
+                decay_cron=self.settings.decay_cron,
+                idle_check=min(self.lifecycle.idle_timeout / 2, timedelta(minutes=5)),
+            )
+            self.scheduler.start()
 
     async def aclose(self) -> None:
-        """Release connections and files."""
+        """Stop the scheduler, let background work finish or stay pending, release connections and files."""
+        if self.scheduler is not None:
+            self.scheduler.shutdown()
+        await self.companion.tasks.aclose()
         close = getattr(self.llm, "close", None)
         if close is not None:
             await close()
         self.working_memory.close()
+        self.journal.close()
 
 
 def model_settings(settings: Settings) -> dict[Role, ModelSettings]:
@@ -103,16 +137,23 @@ def build_app(
     clock: Clock | None = None,
     llm: LLMClient | None = None,
     embedder: Embedder | None = None,
+    backoff: tuple[float, ...] = DEFAULT_BACKOFF,
 ) -> App:
-    """Wire settings into a ready `App`; tests pass their own clock, LLM or embedder."""
+    """Wire settings into a ready `App`; tests pass their own clock, LLM, embedder or retry backoff."""
     clock = clock or SystemClock()
     data_dir = ensure_writable(settings.data_dir)
     embedder = embedder or load_embedder(settings.embedder)
     client = open_chroma_client(path=data_dir / "chroma", host=settings.chroma_host, port=settings.chroma_port)
     knowledge = ChromaKnowledgeBase(client, embedder, now=clock.now)
     working_memory = WorkingMemory(data_dir / "companion.sqlite3", window_size=settings.working_memory_size)
+    journal = Journal(data_dir / "companion.sqlite3")
     llm = llm or build_llm(settings)
     chat = llm.settings("chat")
+    personas = PersonaRegistry(settings.persona_dir or PERSONA_DIR)
+
+    def policy_for(persona_id: str) -> MemoryPolicy:
+        return MemoryPolicy().overridden(personas.get(persona_id).memory_rules)
+
     responses = ResponseHandler(
         working_memory=working_memory,
         knowledge=knowledge,
@@ -121,12 +162,26 @@ def build_app(
         clock=clock,
         retrieval_limit=settings.retrieval_limit,
     )
+    lifecycle = MemoryLifecycle(
+        tasks=BackgroundTasks(journal, clock, backoff=backoff),
+        monitor=KnowledgeMonitor(llm, knowledge, journal, clock, MemoryPolicy(), max_ops=settings.monitor_max_ops),
+        summarizer=ConversationSummarizer(llm, knowledge, working_memory, clock),
+        reviewer=MemoryReviewer(llm, knowledge, journal, clock, MemoryPolicy()),
+        memory_manager=MemoryManager(knowledge, journal, clock.now, policy_for=policy_for),
+        working_memory=working_memory,
+        persona=personas.get,
+        clock=clock,
+        idle_timeout=timedelta(minutes=settings.idle_timeout_minutes),
+    )
     companion = Companion(
-        personas=PersonaRegistry(settings.persona_dir or PERSONA_DIR),
+        personas=personas,
         knowledge=knowledge,
         responses=responses,
+        lifecycle=lifecycle,
+        journal=journal,
         clock=clock,
         default_persona=settings.default_persona,
     )
-    companion.persona()  # fail at start-up, not at the first message, if the default persona is broken
-    return App(settings=settings, companion=companion, llm=llm, working_memory=working_memory)
+    # Fail at start-up, not at the first message, if the default persona or its memory rules are broken.
+    policy_for(companion.persona().id)
+    return App(settings=settings, companion=companion, llm=llm, working_memory=working_memory, journal=journal)

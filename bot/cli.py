@@ -29,12 +29,17 @@ variables, which win. Secrets are read from the environment only.
 """
 
 
-def _run(settings: Settings, work: Callable[[App], Coroutine[Any, Any, T]]) -> T:
-    """Build the app, run `work` with it, and always close it; known errors become clean CLI errors."""
+def _run(settings: Settings, work: Callable[[App], Coroutine[Any, Any, T]], *, schedule: bool = False) -> T:
+    """Build the app, run `work` with it, and always close it; known errors become clean CLI errors.
+
+    Background jobs left by an earlier run resume first; on the way out pending work gets a grace
+    period to finish and otherwise stays in the journal for the next start.
+    """
 
     async def main() -> T:
         app = build_app(settings)
         try:
+            await app.start(schedule=schedule)
             return await work(app)
         finally:
             await app.aclose()
@@ -89,7 +94,7 @@ def chat(ctx: click.Context, persona_id: str | None, user_name: str) -> None:
             interactive=interactive,
         ).run()
 
-    _run(settings, talk)
+    _run(settings, talk, schedule=interactive)
 
 
 @cli.group()

@@ -116,6 +116,20 @@ class Settings(BaseSettings):
     retrieval_limit: int = Field(
         8, ge=0, validation_alias=_env("COMPANION_RETRIEVAL_LIMIT"), description="memories retrieved per message"
     )
+    decay_cron: str = Field(
+        "0 4 * * *",
+        validation_alias=_env("COMPANION_DECAY_CRON"),
+        description="when the memory decay pass runs (crontab, UTC; default daily at 04:00)",
+    )
+    idle_timeout_minutes: float = Field(
+        30,
+        gt=0,
+        validation_alias=_env("COMPANION_IDLE_TIMEOUT_MINUTES"),
+        description="a conversation quiet this long is summarised into an episode",
+    )
+    monitor_max_ops: int = Field(
+        10, ge=1, validation_alias=_env("COMPANION_MONITOR_MAX_OPS"), description="memory operations applied per turn"
+    )
     log_level: str = Field("WARNING", validation_alias=_env("COMPANION_LOG_LEVEL"), description="logging level")
 
     @property

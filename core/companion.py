@@ -5,15 +5,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from knowledge.journal import Journal
 from knowledge.records import MemoryRecord, Scope
 from knowledge.store import KnowledgeBase
 from personas.loader import Persona, PersonaError, PersonaRegistry
 
 from .clock import Clock
 from .errors import UserFacingError
+from .knowledge_monitor import Turn
+from .memory_lifecycle import MemoryLifecycle
 from .response_handler import ResponseHandler
+from .tasks import BackgroundTasks
 from .types import IncomingMessage, TurnResult
 
 log = logging.getLogger(__name__)
@@ -32,6 +37,7 @@ class ForgetReport:
 
     memories: int
     messages: int
+    journal_rows: int
 
 
 class Companion:
@@ -43,14 +49,23 @@ class Companion:
         personas: PersonaRegistry,
         knowledge: KnowledgeBase,
         responses: ResponseHandler,
+        lifecycle: MemoryLifecycle,
+        journal: Journal,
         clock: Clock,
         default_persona: str,
     ) -> None:
         self.personas = personas
         self.knowledge = knowledge
         self.responses = responses
+        self.lifecycle = lifecycle
+        self.journal = journal
         self.clock = clock
         self.default_persona = default_persona
+
+    @property
+    def tasks(self) -> BackgroundTasks:
+        """The background job runner (tests await `companion.tasks.drain()`)."""
+        return self.lifecycle.tasks
 
     def persona(self, persona_id: str | None = None) -> Persona:
         """The persona by id (default persona when None), with a clear error when it cannot be used."""
@@ -76,7 +91,37 @@ class Companion:
             )
         persona = self.persona(message.persona_id)
         scope = Scope(persona.id, message.user_id)
-        return await self.responses.reply(persona, scope, message, group=group)
+        result = await self.responses.reply(persona, scope, message, group=group)
+        if not isinstance(result.reply, str):
+            result.reply = self._then_remember(result.reply, result, persona, scope, message, group)
+        return result
+
+    async def _then_remember(
+        self,
+        reply: AsyncIterator[str],
+        result: TurnResult,
+        persona: Persona,
+        scope: Scope,
+        message: IncomingMessage,
+        group: bool,
+    ) -> AsyncIterator[str]:
+        """Pass the reply through; once it is delivered and stored, hand the turn to the background."""
+        async for piece in reply:
+            yield piece
+        if "reply_id" not in result.metadata:
+            return  # no answer was stored (an apology): nothing for the monitor to judge
+        turn = Turn(
+            user_text=message.text,
+            reply_text=str(result.metadata["reply_text"]),
+            speaker_name=message.speaker_name,
+            persona_name=persona.name,
+            user_title=persona.user_title,
+            shown_ids=tuple(result.metadata["shown_ids"]),  # type: ignore[arg-type]
+            conversation_id=message.conversation_id,
+            message_ids=(str(result.metadata["message_id"]), str(result.metadata["reply_id"])),
+            group=group,
+        )
+        self.lifecycle.turn_finished(scope, turn)
 
     def greeting(self, persona_id: str | None = None) -> str:
         """One of the persona's greetings."""
@@ -85,7 +130,10 @@ class Companion:
     async def new_conversation(self, persona_id: str | None, conversation_id: str) -> str:
         """`/new`: close the conversation's window and greet anew."""
         persona = self.persona(persona_id)
-        self.responses.working_memory.close_window(persona.id, conversation_id)
+        window = self.responses.working_memory.window(persona.id, conversation_id)
+        if window:
+            self.responses.working_memory.close_window(persona.id, conversation_id)
+            self.lifecycle.conversation_overflowed(Scope(persona.id, window[-1].user_id), conversation_id)
         return self.greeting(persona.id)
 
     async def memories(self, scope: Scope) -> list[MemoryRecord]:
@@ -93,11 +141,13 @@ class Companion:
         return await asyncio.to_thread(self.knowledge.list, scope, categories=["core", "fact", "episode"])
 
     async def forget_everything(self, scope: Scope) -> ForgetReport:
-        """`/forget`: delete every memory and every stored message of this scope, for real."""
+        """`/forget`: delete every memory, message, history row and pending job of this scope, for real."""
+        await self.tasks.discard(scope)  # queued work must not re-add what we are about to delete
         memories = await asyncio.to_thread(self.knowledge.forget_all, scope)
         messages = self.responses.working_memory.forget(scope)
-        log.info("forgot %d memories and %d messages of one scope", memories, messages)
-        return ForgetReport(memories=memories, messages=messages)
+        journal_rows = self.journal.forget(scope)
+        log.info("forgot %d memories, %d messages and %d journal rows of one scope", memories, messages, journal_rows)
+        return ForgetReport(memories=memories, messages=messages, journal_rows=journal_rows)
 
 
 def _notice(message: IncomingMessage, text: str) -> TurnResult:

@@ -95,10 +95,14 @@ class ResponseHandler:
         except MessageTooLongError as error:
             return TurnResult(message.conversation_id, reply=str(error), notice=str(error), completed=False)
         result = TurnResult(message.conversation_id, reply="")
+        dropped = {record.id for record in prompt.dropped_memories}
         result.metadata.update(
             message_id=stored.id,
             prompt_tokens=prompt.tokens,
-            retrieved_ids=[record.id for record in retrieved],
+            # what the chat model actually saw, so the monitor can judge which memories were used
+            shown_ids=[
+                record.id for record in [*always, *retrieved] if record.category != "system" and record.id not in dropped
+            ],
         )
         result.reply = self._stream(persona, scope, stored, prompt, result)
         return result
@@ -137,7 +141,7 @@ class ResponseHandler:
             result.notice = "Sorry, I lost my words for a moment. Your message is saved; say it again?"
             yield result.notice
             return
-        self.working_memory.append(
+        reply = self.working_memory.append(
             persona.id,
             stored.conversation_id,
             role="assistant",
@@ -146,6 +150,7 @@ class ResponseHandler:
             content=text,
             sent_at=self._clock.now(),
         )
+        result.metadata.update(reply_id=reply.id, reply_text=text)
 
     def window(self, persona_id: str, conversation_id: str) -> Sequence[StoredMessage]:
         """The conversation as the next prompt will see it."""

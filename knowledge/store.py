@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -17,6 +17,7 @@ from .records import CATEGORIES, Category, MemoryRecord, ReviewKind, Scope, Scor
 log = logging.getLogger(__name__)
 
 COLLECTION = "memories"
+MAINTENANCE_PAGE = 5000  # records per chromadb call in maintenance passes; embedded chromadb caps a batch at 5,461
 Now = Callable[[], datetime]
 
 
@@ -45,6 +46,21 @@ class KnowledgeBase(Protocol):
 
     def list(self, scope: Scope, *, categories: Iterable[Category] | None = None) -> list[MemoryRecord]: ...
 
+    def update(
+        self,
+        scope: Scope,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        category: Category | None = None,
+        importance: float | None = None,
+        last_access: datetime | None = None,
+        verified: bool | None = None,
+        review_pending: ReviewKind | Literal[""] | None = None,
+        promote_reviewed: bool | None = None,
+        decay_kept: bool | None = None,
+    ) -> MemoryRecord | None: ...
+
     def delete(self, scope: Scope, ids: Iterable[str]) -> int: ...
 
     def forget_all(self, scope: Scope) -> int: ...
@@ -70,6 +86,14 @@ def _scope_filter(scope: Scope, categories: Iterable[Category] | None = None) ->
             raise ValueError(f"unknown categories: {sorted(unknown)}")
         clauses.append({"category": {"$in": wanted}})
     return {"$and": clauses}
+
+
+def _category_filter(categories: Iterable[Category]) -> dict[str, Any]:
+    wanted = list(categories)
+    unknown = set(wanted) - set(CATEGORIES)
+    if unknown:
+        raise ValueError(f"unknown categories: {sorted(unknown)}")
+    return {"category": {"$in": wanted}}
 
 
 def _timestamp(moment: datetime) -> float:
@@ -252,10 +276,16 @@ class ChromaKnowledgeBase:
                 setattr(record, name, value)
         if review_pending is not None:
             record.review_pending = review_pending or None
-        embeddings = self._embedder.embed_passages([record.content]) if content is not None else None
-        self._collection.update(
-            ids=[record.id], documents=[record.content], metadatas=[_metadata(record)], embeddings=embeddings
-        )
+        if content is None:
+            # documents without embeddings would make chromadb embed them with its own (downloaded) model
+            self._collection.update(ids=[record.id], metadatas=[_metadata(record)])
+        else:
+            self._collection.update(
+                ids=[record.id],
+                documents=[record.content],
+                metadatas=[_metadata(record)],
+                embeddings=self._embedder.embed_passages([record.content]),
+            )
         return record
 
     def delete(self, scope: Scope, ids: Iterable[str]) -> int:
@@ -282,3 +312,60 @@ class ChromaKnowledgeBase:
             _record(memory_id, content, meta)
             for memory_id, content, meta in zip(result["ids"], result["documents"], result["metadatas"])
         ]
+
+    # -- maintenance: passes over every scope, never used for a chat turn -------------------------
+
+    def add_records(self, records: Sequence[MemoryRecord]) -> None:
+        """Store prepared records as they are (ids, timestamps, importances), embedding in batches; for imports."""
+        for start in range(0, len(records), MAINTENANCE_PAGE):
+            batch = records[start : start + MAINTENANCE_PAGE]
+            self._collection.add(
+                ids=[record.id for record in batch],
+                documents=[record.content for record in batch],
+                metadatas=[_metadata(record) for record in batch],
+                embeddings=self._embedder.embed_passages([record.content for record in batch]),
+            )
+
+    def iter_all_record_pages(
+        self, *, categories: Iterable[Category] | None = None, page_size: int = MAINTENANCE_PAGE
+    ) -> Iterator[list[MemoryRecord]]:
+        """Every memory of every scope (optionally of some categories), a page at a time.
+
+        The ids are listed first and then read by id, so changing or deleting records between
+        pages neither skips nor repeats any.
+        """
+        where = _category_filter(categories) if categories is not None else None
+        ids = self._collection.get(where=where, include=[])["ids"]
+        chunks = [ids[start : start + page_size] for start in range(0, len(ids), page_size)]
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max_workers=1) as reader:
+            ahead = reader.submit(self._fetch, ids=chunks[0]) if chunks else None
+            for chunk in chunks[1:] + [None]:
+                page = ahead.result()
+                ahead = reader.submit(self._fetch, ids=chunk) if chunk else None
+                yield page
+
+    def update_decay_state_many(
+        self, importances: Mapping[str, float], *, review_pending: Iterable[str] = (), promote_rearmed: Iterable[str] = ()
+    ) -> None:
+        """Write what a decay pass derived for records of any scope, one chromadb update per record.
+
+        Sets the (derived) importance, marks `review_pending="decay"` and re-arms promote reviews;
+        base_importance, last_access, content and vectors stay as they are.
+        """
+        changes: dict[str, dict[str, Any]] = {memory_id: {"importance": float(value)} for memory_id, value in importances.items()}
+        for memory_id in review_pending:
+            changes.setdefault(memory_id, {})["review_pending"] = "decay"
+        for memory_id in promote_rearmed:
+            changes.setdefault(memory_id, {})["promote_reviewed"] = False
+        items = list(changes.items())
+        for start in range(0, len(items), MAINTENANCE_PAGE):
+            batch = items[start : start + MAINTENANCE_PAGE]
+            # chromadb merges these keys into the stored metadata and keeps document and embedding.
+            self._collection.update(ids=[memory_id for memory_id, _ in batch], metadatas=[meta for _, meta in batch])
+
+    def delete_many(self, ids: Iterable[str]) -> None:
+        """Delete records of any scope by id; ids that no longer exist are ignored."""
+        wanted = list(ids)
+        for start in range(0, len(wanted), MAINTENANCE_PAGE):
+            self._collection.delete(ids=wanted[start : start + MAINTENANCE_PAGE])

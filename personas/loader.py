@@ -40,6 +40,9 @@ class Persona(BaseModel):
     greetings: list[str] = Field(min_length=1)
     example_dialogue: list[ExampleExchange] = []
     system_memories: list[str] = Field(default=[], description="facts about the character, read-only")
+    memory_rules: dict[str, float] = Field(
+        default={}, description="overrides of the memory lifecycle numbers (decay factors, thresholds)"
+    )
 
     @field_validator("id")
     @classmethod

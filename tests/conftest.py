@@ -90,7 +90,7 @@ def settings(fake_openai: FakeOpenAIServer, isolated: Path) -> Settings:
 
 @pytest.fixture
 async def app(settings: Settings, clock: FakeClock, embedder: Embedder) -> AsyncIterator[App]:
-    built = build_app(settings, clock=clock, embedder=embedder)
+    built = build_app(settings, clock=clock, embedder=embedder, backoff=(0.01, 0.01))
     yield built
     await built.aclose()
 

@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def runner(fake_openai: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.url)
-    monkeypatch.setenv("COMPANION_CHAT_MODEL", "chat-model")
+    for role in ("chat", "monitor", "summarizer", "reviewer"):
+        monkeypatch.setenv(f"COMPANION_{role.upper()}_MODEL", f"{role}-model")
     monkeypatch.setenv("COMPANION_LLM_TIMEOUT", "2")
     return CliRunner()
 
@@ -124,7 +125,12 @@ def test_an_unreachable_llm_gets_an_apology_not_a_crash(monkeypatch: pytest.Monk
 
 def test_the_console_script_reads_a_pipe_until_its_end(fake_openai: FakeOpenAIServer, isolated: Path) -> None:
     fake_openai.script("chat-model", "one", "two")
-    env = {**os.environ, "OPENAI_BASE_URL": fake_openai.url, "COMPANION_CHAT_MODEL": "chat-model"}
+    env = {
+        **os.environ,
+        "OPENAI_BASE_URL": fake_openai.url,
+        "COMPANION_CHAT_MODEL": "chat-model",
+        "COMPANION_MONITOR_MODEL": "monitor-model",
+    }
     done = subprocess.run(
         [sys.executable, "-c", "from bot.cli import main; main()", "chat", "--user", "alice"],
         input="first\nsecond\n",

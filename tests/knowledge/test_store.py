@@ -97,3 +97,12 @@ def test_empty_content_is_refused(store: ChromaKnowledgeBase, alice: Scope) -> N
     with pytest.raises(ValueError, match="content"):
         store.add(alice, "   ", category="fact", source="user")
     assert store.count(alice) == 0
+
+
+def test_a_metadata_change_keeps_the_vector(store: ChromaKnowledgeBase, alice: Scope) -> None:
+    added = store.add(alice, "Alice plays the cello", category="fact", source="user")
+    before = store.search(alice, "music instrument", limit=1)[0].similarity
+    store.update(alice, added.id, importance=2.0, review_pending="promote")  # offline: no re-embedding
+    [after] = store.search(alice, "music instrument", limit=1)
+    assert after.similarity == before
+    assert (after.record.importance, after.record.review_pending) == (2.0, "promote")

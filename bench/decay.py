@@ -1,0 +1,145 @@
+"""Benchmark of the daily decay pass (`MemoryManager.apply_decay`) over a large store.
+
+What is measured:
+
+* a fresh embedded chromadb (``PersistentClient`` in a ``tempfile.TemporaryDirectory``) and a
+  SQLite journal, wrapped by the real ``ChromaKnowledgeBase`` and ``MemoryManager``;
+* the store is seeded with N memories (default 100,000) spread over 1,000 scopes of one persona:
+  70% facts (10% of them already kept once by a decay review, at 0.5), 20% episodes, 10% core;
+  ``last_access`` uniform over the past 40 days, stored importance equal to the base (no pass has
+  run yet), all drawn from a seeded ``random.Random``;
+* vectors come from ``RandomUnitEmbedder``: seeded random unit vectors of dimension 384 (the size
+  of the real model's), because decay never reads embeddings and embedding 100k texts with the
+  real model would take many minutes. chromadb still stores and indexes every vector;
+* ``apply_decay()`` is timed twice at the same "now": the first run decays, deletes and flags for
+  review; the immediate second run finds nothing to change, so it is the cost of reading alone.
+
+Run from the repository root::
+
+    python -m bench.decay                    # 100,000 memories
+    python -m bench.decay --memories 10000
+    python -m bench.decay --json             # plus one JSON line with every figure
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+
+from knowledge.journal import Journal
+from knowledge.memory_manager import DecayReport, MemoryManager
+from knowledge.records import Category, MemoryRecord, Scope
+from knowledge.store import ChromaKnowledgeBase, open_chroma_client
+
+SEED = 20260103
+NOW = datetime(2026, 1, 3, 4, 0, tzinfo=timezone.utc)
+PERSONA = "xiaoxiang"
+DIM = 384
+MIX: tuple[tuple[Category, float], ...] = (("fact", 0.7), ("episode", 0.2), ("core", 0.1))
+MAX_IDLE_DAYS = 40
+
+
+class RandomUnitEmbedder:
+    """Seeded random unit vectors: the bench needs vectors in the store, not meaningful ones."""
+
+    name = f"bench-random-unit-{DIM}"
+    dim = DIM
+
+    def __init__(self, seed: int = SEED) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = self._rng.standard_normal((len(texts), DIM)).astype(np.float32)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed_passages(texts)
+
+
+def make_records(count: int, scopes: int, rng: random.Random) -> list[MemoryRecord]:
+    """`count` memories in the mix above, spread round-robin over `scopes` users."""
+    categories, weights = zip(*MIX)
+    records = []
+    for index in range(count):
+        category: Category = rng.choices(categories, weights)[0]
+        last_access = NOW - timedelta(seconds=rng.uniform(0, MAX_IDLE_DAYS * 86400))
+        kept = category == "fact" and rng.random() < 0.1
+        importance = 0.5 if kept else {"fact": 1.0, "episode": 1.0, "core": 3.0}[category]
+        records.append(
+            MemoryRecord(
+                id=f"mem_{index:012x}",
+                scope=Scope(PERSONA, f"bench:user-{index % scopes:04d}"),
+                content=f"{category} memory number {index}",
+                category=category,
+                importance=importance,
+                created_at=last_access - timedelta(days=0 if category == "episode" else rng.uniform(0, 10)),
+                last_access=last_access,
+                source="background_ai",
+                decay_kept=kept,
+            )
+        )
+    return records
+
+
+def report_dict(report: DecayReport) -> dict[str, float | int]:
+    """The report's figures, with the review list reduced to its length."""
+    figures = asdict(report)
+    figures["reviews"] = len(report.reviews)
+    figures["seconds"] = round(report.seconds, 3)
+    return figures
+
+
+def run(memories: int, scopes: int) -> dict[str, object]:
+    """Seed a fresh store, then time two decay passes at the same moment."""
+    with tempfile.TemporaryDirectory(prefix="companion-bench-decay-") as tmp:
+        store = ChromaKnowledgeBase(
+            open_chroma_client(path=Path(tmp) / "chroma"), RandomUnitEmbedder(), now=lambda: NOW
+        )
+        journal = Journal(Path(tmp) / "journal.sqlite3")
+        records = make_records(memories, scopes, random.Random(SEED))
+        started = time.perf_counter()
+        store.add_records(records)
+        seed_seconds = time.perf_counter() - started
+        manager = MemoryManager(store, journal, lambda: NOW)
+        first, second = manager.apply_decay(), manager.apply_decay()
+        journal.close()
+    return {
+        "memories": memories,
+        "scopes": scopes,
+        "seed_seconds": round(seed_seconds, 1),
+        "first": report_dict(first),
+        "second": report_dict(second),
+    }
+
+
+def main() -> None:
+    """Parse arguments, run the bench and print the figures."""
+    parser = argparse.ArgumentParser(prog="python -m bench.decay", description=__doc__.split("\n")[0])
+    parser.add_argument("--memories", type=int, default=100_000, help="memories to seed (default 100000)")
+    parser.add_argument("--scopes", type=int, default=1_000, help="users they are spread over (default 1000)")
+    parser.add_argument("--json", action="store_true", help="also print one JSON line with every figure")
+    args = parser.parse_args()
+    result = run(args.memories, args.scopes)
+    print(f"seeded {args.memories} memories over {args.scopes} scopes in {result['seed_seconds']} s")
+    for name in ("first", "second"):
+        figures = result[name]
+        assert isinstance(figures, dict)
+        print(
+            f"{name:6} pass: {figures['scanned']} scanned, {figures['decayed']} decayed, {figures['deleted']} deleted,"
+            f" {figures['reviews']} reviews in {figures['seconds']:.2f} s"
+        )
+    if args.json:
+        print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

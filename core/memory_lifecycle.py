@@ -1,0 +1,126 @@
+"""MemoryLifecycle: the background half of the companion.
+
+It turns events of the reply path (a finished turn, a closed conversation) and of the scheduler
+(daily decay, idle conversations) into durable jobs, and runs each job with the right role:
+KnowledgeMonitor, ConversationSummarizer or MemoryReviewer. Nothing here runs on the reply path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import asdict
+from datetime import timedelta
+
+from knowledge.journal import Job
+from knowledge.memory_manager import DecayReport, MemoryManager
+from knowledge.records import ReviewKind, Scope
+from knowledge.working_memory import WorkingMemory
+from personas.loader import Persona
+
+from .clock import Clock
+from .conversation_summarizer import ConversationSummarizer
+from .knowledge_monitor import KnowledgeMonitor, Turn
+from .memory_reviewer import MemoryReviewer
+from .tasks import BackgroundTasks
+
+log = logging.getLogger(__name__)
+
+MONITOR_JOB = "monitor"
+SUMMARIZE_JOB = "summarize"
+REVIEW_JOB = "review"
+
+
+class MemoryLifecycle:
+    """Schedules and runs the monitor, summarizer and reviewer; owns the decay and idle passes."""
+
+    def __init__(
+        self,
+        *,
+        tasks: BackgroundTasks,
+        monitor: KnowledgeMonitor,
+        summarizer: ConversationSummarizer,
+        reviewer: MemoryReviewer,
+        memory_manager: MemoryManager,
+        working_memory: WorkingMemory,
+        persona: Callable[[str], Persona],
+        clock: Clock,
+        idle_timeout: timedelta = timedelta(minutes=30),
+    ) -> None:
+        self.tasks = tasks
+        self._monitor = monitor
+        self._summarizer = summarizer
+        self._reviewer = reviewer
+        self._memory_manager = memory_manager
+        self._working_memory = working_memory
+        self._persona = persona
+        self._clock = clock
+        self.idle_timeout = idle_timeout
+        tasks.register(MONITOR_JOB, self._run_monitor)
+        tasks.register(SUMMARIZE_JOB, self._run_summarizer)
+        tasks.register(REVIEW_JOB, self._run_reviewer)
+
+    # -- events ------------------------------------------------------------------------------
+
+    def turn_finished(self, scope: Scope, turn: Turn) -> None:
+        """After a reply was delivered: let the monitor look at the turn, and summarise overflow."""
+        self.tasks.submit(MONITOR_JOB, scope, {"turn": asdict(turn)})
+        if self._working_memory.archived(scope.persona_id, turn.conversation_id):
+            self.conversation_overflowed(scope, turn.conversation_id)
+
+    def conversation_overflowed(self, scope: Scope, conversation_id: str) -> None:
+        """Messages left the window (overflow, `/new`, idle): turn them into episodes."""
+        self.tasks.submit(SUMMARIZE_JOB, scope, {"conversation_id": conversation_id})
+
+    def review(self, scope: Scope, memory_id: str, kind: ReviewKind) -> None:
+        """Queue a promote or decay review of one memory."""
+        self.tasks.submit(REVIEW_JOB, scope, {"memory_id": memory_id, "kind": kind})
+
+    # -- scheduled passes ----------------------------------------------------------------------
+
+    async def run_decay(self) -> DecayReport:
+        """The decay pass over every scope, then a review job for each memory that asked for one."""
+        report = await asyncio.to_thread(self._memory_manager.apply_decay)
+        for scope, memory_id in report.reviews:
+            self.review(scope, memory_id, "decay")
+        log.info(
+            "decay pass: %d scanned, %d decayed, %d deleted, %d reviews in %.2fs",
+            report.scanned,
+            report.decayed,
+            report.deleted,
+            len(report.reviews),
+            report.seconds,
+        )
+        return report
+
+    async def summarize_idle(self) -> int:
+        """Close and summarise conversations quiet for longer than the idle timeout."""
+        idle = self._working_memory.idle_conversations(before=self._clock.now() - self.idle_timeout)
+        for persona_id, conversation_id in idle:
+            last = self._working_memory.window(persona_id, conversation_id)[-1]
+            self._working_memory.close_window(persona_id, conversation_id)
+            self.conversation_overflowed(Scope(persona_id, last.user_id), conversation_id)
+        return len(idle)
+
+    # -- job handlers --------------------------------------------------------------------------
+
+    async def _run_monitor(self, job: Job) -> None:
+        report = await self._monitor.review_turn(
+            self._persona(job.scope.persona_id), job.scope, Turn(**_as_turn_fields(job.payload["turn"]))
+        )
+        for memory_id, kind in report.reviews:
+            self.review(job.scope, memory_id, kind)
+
+    async def _run_summarizer(self, job: Job) -> None:
+        await self._summarizer.summarize(self._persona(job.scope.persona_id), job.payload["conversation_id"])
+
+    async def _run_reviewer(self, job: Job) -> None:
+        await self._reviewer.review(
+            self._persona(job.scope.persona_id), job.scope, job.payload["memory_id"], job.payload["kind"]
+        )
+
+
+def _as_turn_fields(fields: dict[str, object]) -> dict[str, object]:
+    # JSON turned the tuples into lists.
+    return {name: tuple(value) if isinstance(value, list) else value for name, value in fields.items()}
