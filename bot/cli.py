@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+from dataclasses import asdict
+from datetime import datetime
 import json
 import logging
 import sys
@@ -102,9 +104,15 @@ def memory() -> None:
     """Inspect what the companion remembers, one (persona, user) scope at a time."""
 
 
+def _scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    command = click.option(
+        "--user", "user_name", required=True, help="User: a terminal name or a platform id (telegram:7)."
+    )(command)
+    return click.option("--persona", "persona_id", required=True, help="Persona id.")(command)
+
+
 @memory.command("list")
-@click.option("--persona", "persona_id", required=True, help="Persona id.")
-@click.option("--user", "user_name", required=True, help="User: a terminal name or a platform id (telegram:7).")
+@_scope_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON with every field.")
 @click.pass_context
 def memory_list(ctx: click.Context, persona_id: str, user_name: str, as_json: bool) -> None:
@@ -123,6 +131,78 @@ def memory_list(ctx: click.Context, persona_id: str, user_name: str, as_json: bo
             click.echo(f"{record.id}  {record.category:<7} {record.importance:5.2f}  {record.content}")
 
     _run(settings, show)
+
+
+@memory.command("history")
+@_scope_options
+@click.option("--id", "memory_id", help="Only the changes of this memory.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def memory_history(ctx: click.Context, persona_id: str, user_name: str, memory_id: str | None, as_json: bool) -> None:
+    """Show how the background roles changed a scope's memories (old -> new, who, when)."""
+    settings = _settings(ctx)
+
+    async def show(app: App) -> None:
+        scope = Scope(app.companion.persona(persona_id).id, user_id_for(user_name))
+        entries = app.journal.history(scope, memory_id)
+        if as_json:
+            click.echo(json.dumps([_jsonable(asdict(entry)) for entry in entries], ensure_ascii=False, indent=2))
+            return
+        if not entries:
+            click.echo(f"No history for {scope}.")
+        for entry in entries:
+            change = f"{entry.old_content!r} -> {entry.new_content!r}"
+            click.echo(f"{entry.at:%Y-%m-%d %H:%M}  {entry.memory_id}  {entry.action:<7} by {entry.actor}: {change}")
+
+    _run(settings, show)
+
+
+@memory.command("dead-letters")
+@click.option("--persona", "persona_id", help="Only this persona (with --user).")
+@click.option("--user", "user_name", help="Only this user (with --persona).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def memory_dead_letters(ctx: click.Context, persona_id: str | None, user_name: str | None, as_json: bool) -> None:
+    """List background work that failed for good (unreadable monitor output, jobs out of retries)."""
+    if (persona_id is None) != (user_name is None):
+        raise click.UsageError("give both --persona and --user, or neither for every scope")
+    settings = _settings(ctx)
+
+    async def show(app: App) -> None:
+        scope = Scope(app.companion.persona(persona_id).id, user_id_for(user_name)) if persona_id and user_name else None
+        letters = app.journal.dead_letters(scope)
+        if as_json:
+            rows = [{**_jsonable(asdict(letter)), "scope": str(letter.scope)} for letter in letters]
+            click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+            return
+        if not letters:
+            click.echo("No dead letters.")
+        for letter in letters:
+            click.echo(f"{letter.at:%Y-%m-%d %H:%M}  {letter.id}  {letter.kind:<9} {letter.scope}: {letter.error}")
+
+    _run(settings, show)
+
+
+@cli.command()
+@click.pass_context
+def maintenance(ctx: click.Context) -> None:
+    """Run the memory maintenance once (decay, idle summaries, reviews), for deployments using system cron."""
+    settings = _settings(ctx)
+
+    async def run(app: App) -> None:
+        report = await app.lifecycle.run_decay()
+        idle = await app.lifecycle.summarize_idle()
+        await app.companion.tasks.drain()
+        click.echo(
+            f"decay: {report.scanned} scanned, {report.decayed} decayed, {report.deleted} deleted, "
+            f"{len(report.reviews)} reviewed; {idle} idle conversations summarised"
+        )
+
+    _run(settings, run)
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    return {key: value.isoformat() if isinstance(value, datetime) else value for key, value in row.items()}
 
 
 def main() -> None:

@@ -142,3 +142,37 @@ def test_the_console_script_reads_a_pipe_until_its_end(fake_openai: FakeOpenAISe
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["one", "two"]
+
+
+def test_history_and_dead_letters_are_listable(runner: CliRunner) -> None:
+    app = build_app(load_settings())
+    alice = Scope("xiaoxiang", "cli:alice")
+    at = app.companion.clock.now()
+    app.journal.record_change(
+        alice, "mem_1", action="update", actor="background_ai", old_content="Beijing", new_content="Shanghai", at=at
+    )
+    app.journal.dead_letter("monitor", alice, {"output": "{not ops}"}, "unreadable monitor output", at=at)
+    app.journal.dead_letter("monitor", Scope("xiaoxiang", "cli:bob"), {}, "bob's problem", at=at)
+    app.working_memory.close()
+    app.journal.close()
+
+    history = runner.invoke(cli, ["memory", "history", "--persona", "xiaoxiang", "--user", "alice", "--json"])
+    [entry] = json.loads(history.output)
+    assert (entry["old_content"], entry["new_content"], entry["actor"]) == ("Beijing", "Shanghai", "background_ai")
+
+    mine = runner.invoke(cli, ["memory", "dead-letters", "--persona", "xiaoxiang", "--user", "alice"])
+    assert "unreadable monitor output" in mine.output and "bob's problem" not in mine.output
+    every = runner.invoke(cli, ["memory", "dead-letters", "--json"])
+    assert {row["scope"] for row in json.loads(every.output)} == {"xiaoxiang/cli:alice", "xiaoxiang/cli:bob"}
+    half = runner.invoke(cli, ["memory", "dead-letters", "--persona", "xiaoxiang"])
+    assert half.exit_code == 2 and "both --persona and --user" in half.output
+
+
+def test_maintenance_runs_the_decay_pass_once(runner: CliRunner) -> None:
+    app = build_app(load_settings())
+    app.companion.knowledge.add(Scope("xiaoxiang", "cli:alice"), "Alice likes tea", category="fact", source="user")
+    app.working_memory.close()
+    app.journal.close()
+    result = runner.invoke(cli, ["maintenance"])
+    assert result.exit_code == 0, result.output
+    assert "decay: 1 scanned, 0 decayed, 0 deleted, 0 reviewed; 0 idle conversations summarised" in result.output
