@@ -85,7 +85,8 @@ def decay_outcome(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> 
 
 def boosted(record: MemoryRecord, policy: MemoryPolicy) -> float:
     """The importance after a BOOST (a memory that really shaped a reply)."""
-    return record.importance + policy.boost
+    # Rounded: five boosts of 0.3 from 1.0 must reach 2.5 exactly, not 2.4999999999999996.
+    return round(record.importance + policy.boost, 9)
 
 
 def needs_promote_review(record: MemoryRecord, policy: MemoryPolicy) -> bool:
