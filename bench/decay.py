@@ -11,8 +11,12 @@ What is measured:
 * vectors come from ``RandomUnitEmbedder``: seeded random unit vectors of dimension 384 (the size
   of the real model's), because decay never reads embeddings and embedding 100k texts with the
   real model would take many minutes. chromadb still stores and indexes every vector;
-* ``apply_decay()`` is timed twice at the same "now": the first run decays, deletes and flags for
-  review; the immediate second run finds nothing to change, so it is the cost of reading alone.
+* ``apply_decay()`` is timed three times (the clock is ``tests.fakes.clock.FakeClock``):
+  1. **catch-up**: the first pass ever, so every memory past its grace week decays, ~30% of the
+     facts cross 0.5 and ask for review at once, and the backlog of dead episodes is deleted;
+  2. **same moment**: at once again, nothing to change, so it is the cost of reading alone;
+  3. **next day**: one day later, the steady daily job: every memory past its grace week loses
+     one more day, plus that day's deletions and review requests.
 
 Run from the repository root::
 
@@ -29,7 +33,6 @@ import random
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -39,6 +42,7 @@ from knowledge.journal import Journal
 from knowledge.memory_manager import DecayReport, MemoryManager
 from knowledge.records import Category, MemoryRecord, Scope
 from knowledge.store import ChromaKnowledgeBase, open_chroma_client
+from tests.fakes.clock import FakeClock
 
 SEED = 20260103
 NOW = datetime(2026, 1, 3, 4, 0, tzinfo=timezone.utc)
@@ -90,35 +94,33 @@ def make_records(count: int, scopes: int, rng: random.Random) -> list[MemoryReco
     return records
 
 
-def report_dict(report: DecayReport) -> dict[str, float | int]:
-    """The report's figures, with the review list reduced to its length."""
-    figures = asdict(report)
-    figures["reviews"] = len(report.reviews)
-    figures["seconds"] = round(report.seconds, 3)
-    return figures
+def summary(report: DecayReport) -> dict[str, float | int]:
+    """The report's figures, with the list of review requests reduced to its length."""
+    return {
+        "scanned": report.scanned,
+        "decayed": report.decayed,
+        "deleted": report.deleted,
+        "reviews": len(report.reviews),
+        "seconds": round(report.seconds, 3),
+    }
 
 
-def run(memories: int, scopes: int) -> dict[str, object]:
-    """Seed a fresh store, then time two decay passes at the same moment."""
+def run(memories: int, scopes: int) -> tuple[float, dict[str, DecayReport]]:
+    """Seed a fresh store, then time the three passes; returns the seeding seconds and each pass's report."""
+    clock = FakeClock(NOW)
     with tempfile.TemporaryDirectory(prefix="companion-bench-decay-") as tmp:
-        store = ChromaKnowledgeBase(
-            open_chroma_client(path=Path(tmp) / "chroma"), RandomUnitEmbedder(), now=lambda: NOW
-        )
+        store = ChromaKnowledgeBase(open_chroma_client(path=Path(tmp) / "chroma"), RandomUnitEmbedder(), now=clock.now)
         journal = Journal(Path(tmp) / "journal.sqlite3")
         records = make_records(memories, scopes, random.Random(SEED))
         started = time.perf_counter()
         store.add_records(records)
         seed_seconds = time.perf_counter() - started
-        manager = MemoryManager(store, journal, lambda: NOW)
-        first, second = manager.apply_decay(), manager.apply_decay()
+        manager = MemoryManager(store, journal, clock.now)
+        reports = {"catch_up": manager.apply_decay(), "same_moment": manager.apply_decay()}
+        clock.advance(days=1)
+        reports["next_day"] = manager.apply_decay()
         journal.close()
-    return {
-        "memories": memories,
-        "scopes": scopes,
-        "seed_seconds": round(seed_seconds, 1),
-        "first": report_dict(first),
-        "second": report_dict(second),
-    }
+    return seed_seconds, reports
 
 
 def main() -> None:
@@ -128,17 +130,16 @@ def main() -> None:
     parser.add_argument("--scopes", type=int, default=1_000, help="users they are spread over (default 1000)")
     parser.add_argument("--json", action="store_true", help="also print one JSON line with every figure")
     args = parser.parse_args()
-    result = run(args.memories, args.scopes)
-    print(f"seeded {args.memories} memories over {args.scopes} scopes in {result['seed_seconds']} s")
-    for name in ("first", "second"):
-        figures = result[name]
-        assert isinstance(figures, dict)
+    seed_seconds, reports = run(args.memories, args.scopes)
+    print(f"seeded {args.memories} memories over {args.scopes} scopes in {seed_seconds:.1f} s")
+    for name, report in reports.items():
         print(
-            f"{name:6} pass: {figures['scanned']} scanned, {figures['decayed']} decayed, {figures['deleted']} deleted,"
-            f" {figures['reviews']} reviews in {figures['seconds']:.2f} s"
+            f"{name:12} {report.seconds:6.2f} s: {report.scanned} scanned, {report.decayed} decayed,"
+            f" {report.deleted} deleted, {len(report.reviews)} reviews"
         )
     if args.json:
-        print(json.dumps(result))
+        figures = {"memories": args.memories, "scopes": args.scopes, "seed_seconds": round(seed_seconds, 1)}
+        print(json.dumps({**figures, **{name: summary(report) for name, report in reports.items()}}))
 
 
 if __name__ == "__main__":

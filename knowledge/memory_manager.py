@@ -2,6 +2,9 @@
 
 This is the one maintenance operation that spans scopes. It applies the pure rules of `decay.py`,
 writes back only what changed, and hands callers counts and review requests, never records.
+Chat turns go on during the pass, so each page is written right after it is read; a boost landing in
+that gap is overwritten by the stale importance until the next pass recomputes it from the boosted
+base (and a memory at the deletion line is still deleted).
 """
 
 from __future__ import annotations
@@ -38,9 +41,9 @@ class _PageChanges:
     """The writes one page of records needs, applied together."""
 
     importances: dict[str, float] = field(default_factory=dict)
-    reviews: list[MemoryRecord] = field(default_factory=list)
+    reviews: list[tuple[Scope, str]] = field(default_factory=list)
     rearmed: list[str] = field(default_factory=list)
-    deletions: list[tuple[MemoryRecord, MemoryPolicy, float]] = field(default_factory=list)
+    deletions: list[tuple[MemoryRecord, str]] = field(default_factory=list)  # with the reason for the history
 
 
 class MemoryManager:
@@ -77,12 +80,12 @@ class MemoryManager:
             scanned += len(page)
             decayed += len(changes.importances)
             deleted += len(changes.deletions)
-            reviews += [(record.scope, record.id) for record in changes.reviews]
+            reviews += changes.reviews
         return DecayReport(scanned, decayed, deleted, reviews, time.perf_counter() - started)
 
     def _write(self, changes: _PageChanges, now: datetime) -> None:
         # History first: if the delete then fails, the next pass deletes again rather than losing the old content.
-        for record, policy, importance in changes.deletions:
+        for record, reason in changes.deletions:
             self._journal.record_change(
                 record.scope,
                 record.id,
@@ -91,12 +94,12 @@ class MemoryManager:
                 old_content=record.content,
                 new_content=None,
                 at=now,
-                detail=_deletion_reason(record, policy, importance),
+                detail=reason,
             )
-        self._store.delete_many(record.id for record, _, _ in changes.deletions)
+        self._store.delete_many(record.id for record, _ in changes.deletions)
         self._store.update_decay_state_many(
             changes.importances,
-            review_pending=[record.id for record in changes.reviews],
+            review_pending=[memory_id for _, memory_id in changes.reviews],
             promote_rearmed=changes.rearmed,
         )
 
@@ -104,13 +107,13 @@ class MemoryManager:
 def _plan(record: MemoryRecord, outcome: DecayOutcome, policy: MemoryPolicy, changes: _PageChanges) -> None:
     """Add what `outcome` means for `record` to this page's writes."""
     if outcome.delete:
-        changes.deletions.append((record, policy, outcome.importance))
+        changes.deletions.append((record, _deletion_reason(record, policy, outcome.importance)))
         return
     # chromadb keeps about 16 significant digits, so an exact comparison would rewrite some values every pass.
     if not math.isclose(outcome.importance, record.importance, rel_tol=1e-12):
         changes.importances[record.id] = outcome.importance
     if outcome.review == "decay":
-        changes.reviews.append(record)
+        changes.reviews.append((record.scope, record.id))
     if record.category == "fact" and record.promote_reviewed and outcome.importance < policy.promote_review_at:
         changes.rearmed.append(record.id)
 

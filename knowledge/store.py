@@ -336,24 +336,24 @@ class ChromaKnowledgeBase:
         """
         where = _category_filter(categories) if categories is not None else None
         ids = self._collection.get(where=where, include=[])["ids"]
-        chunks = [ids[start : start + page_size] for start in range(0, len(ids), page_size)]
-        from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(max_workers=1) as reader:
-            ahead = reader.submit(self._fetch, ids=chunks[0]) if chunks else None
-            for chunk in chunks[1:] + [None]:
-                page = ahead.result()
-                ahead = reader.submit(self._fetch, ids=chunk) if chunk else None
-                yield page
+        for start in range(0, len(ids), page_size):
+            yield self._fetch(ids=ids[start : start + page_size])
 
     def update_decay_state_many(
-        self, importances: Mapping[str, float], *, review_pending: Iterable[str] = (), promote_rearmed: Iterable[str] = ()
+        self,
+        importances: Mapping[str, float],
+        *,
+        review_pending: Iterable[str] = (),
+        promote_rearmed: Iterable[str] = (),
     ) -> None:
         """Write what a decay pass derived for records of any scope, one chromadb update per record.
 
         Sets the (derived) importance, marks `review_pending="decay"` and re-arms promote reviews;
         base_importance, last_access, content and vectors stay as they are.
         """
-        changes: dict[str, dict[str, Any]] = {memory_id: {"importance": float(value)} for memory_id, value in importances.items()}
+        changes: dict[str, dict[str, Any]] = {
+            memory_id: {"importance": float(value)} for memory_id, value in importances.items()
+        }
         for memory_id in review_pending:
             changes.setdefault(memory_id, {})["review_pending"] = "decay"
         for memory_id in promote_rearmed:

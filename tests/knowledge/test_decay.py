@@ -1,0 +1,139 @@
+"""The pure decay rules of DESIGN §3.1: exact values, thresholds, and what never decays."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from knowledge.decay import MemoryPolicy, boosted, decay_days, decay_outcome, decays, needs_promote_review
+from knowledge.records import Category, MemoryRecord, Scope
+
+NOW = datetime(2026, 3, 1, 4, 0, tzinfo=timezone.utc)
+POLICY = MemoryPolicy()
+
+
+def outcome(record: MemoryRecord, policy: MemoryPolicy = POLICY) -> tuple[float, bool, str | None]:
+    """The decay outcome at NOW as (importance, delete, review)."""
+    result = decay_outcome(record, NOW, policy)
+    return result.importance, result.delete, result.review
+
+
+def memory(
+    category: Category = "fact",
+    importance: float = 1.0,
+    *,
+    idle_days: float = 0,
+    age_days: float | None = None,
+    **flags: Any,
+) -> MemoryRecord:
+    """A record last used `idle_days` ago and created `age_days` ago (default: when last used)."""
+    return MemoryRecord(
+        id="mem_1",
+        scope=Scope("xiaoxiang", "cli:alice"),
+        content="主人喜欢拉面",
+        category=category,
+        importance=importance,
+        created_at=NOW - timedelta(days=idle_days if age_days is None else age_days),
+        last_access=NOW - timedelta(days=idle_days),
+        source="user",
+        **flags,
+    )
+
+
+@pytest.mark.parametrize(
+    ("idle_days", "importance"),
+    [(6.99, 1.0), (7, 1.0), (7.99, 1.0), (8, 0.95), (14, 0.95**7), (30, 0.95**23)],
+)
+def test_a_fact_loses_five_percent_a_day_after_a_week(idle_days: float, importance: float) -> None:
+    assert decay_outcome(memory(idle_days=idle_days), NOW, POLICY).importance == pytest.approx(importance, abs=1e-12)
+
+
+def test_decay_starts_from_the_base_not_from_the_last_written_importance() -> None:
+    # A pass already wrote 0.95 for day 8; at day 9 the value is base * 0.95**2, not 0.95 * 0.95**2.
+    record = memory(importance=0.95, idle_days=9, base_importance=1.0)
+    assert decay_outcome(record, NOW, POLICY).importance == pytest.approx(0.95**2, abs=1e-12)
+
+
+@pytest.mark.parametrize(("idle_days", "importance"), [(7, 1.0), (8, 0.8), (13, 0.8**6)])
+def test_an_episode_loses_twenty_percent_a_day_after_a_week(idle_days: float, importance: float) -> None:
+    assert outcome(memory("episode", idle_days=idle_days)) == (pytest.approx(importance, abs=1e-12), False, None)
+
+
+def test_an_episode_is_deleted_at_fourteen_days_old_even_if_recently_used() -> None:
+    assert not decay_outcome(memory("episode", idle_days=0, age_days=13.99), NOW, POLICY).delete
+    assert decay_outcome(memory("episode", idle_days=0, age_days=14), NOW, POLICY).delete
+    assert decay_outcome(memory("episode", 5.0, idle_days=14), NOW, POLICY).delete  # whatever its importance
+
+
+def test_an_episode_decays_however_important_it_is() -> None:
+    assert outcome(memory("episode", 3.5, idle_days=8)) == (pytest.approx(3.5 * 0.8), False, None)
+
+
+@pytest.mark.parametrize(
+    ("category", "importance"), [("core", 1.0), ("system", 1.0), ("fact", 3.0), ("fact", 4.5)]
+)
+def test_core_system_and_very_important_memories_never_decay(category: Category, importance: float) -> None:
+    record = memory(category, importance, idle_days=400)
+    assert not decays(record, POLICY)
+    assert outcome(record) == (importance, False, None)
+
+
+def test_just_below_the_never_decay_line_a_fact_decays() -> None:
+    assert decay_outcome(memory(importance=2.99, idle_days=8), NOW, POLICY).importance == pytest.approx(2.99 * 0.95)
+
+
+def test_a_fact_crossing_below_half_asks_for_a_review_instead_of_being_deleted() -> None:
+    # 0.95**13 = 0.513 (20 idle days), 0.95**14 = 0.488 (21), 0.95**24 = 0.292 (31).
+    assert decay_outcome(memory(idle_days=20), NOW, POLICY).review is None
+    assert outcome(memory(idle_days=21)) == (pytest.approx(0.95**14), False, "decay")
+    assert outcome(memory(idle_days=31)) == (pytest.approx(0.95**24), False, "decay")
+
+
+def test_a_pending_review_is_not_requested_again_and_protects_from_deletion() -> None:
+    assert outcome(memory(idle_days=31, review_pending="decay")) == (pytest.approx(0.95**24), False, None)
+    assert 0.95**24 < POLICY.fact_delete_below
+
+
+def test_a_fact_kept_by_a_review_is_deleted_below_the_line_without_another_review() -> None:
+    # Kept at 0.5: 0.5 * 0.95**9 = 0.315 (16 idle days), 0.5 * 0.95**10 = 0.299 (17).
+    assert outcome(memory(importance=0.5, idle_days=16, decay_kept=True)) == (pytest.approx(0.5 * 0.95**9), False, None)
+    assert outcome(memory(importance=0.5, idle_days=17, decay_kept=True)) == (pytest.approx(0.5 * 0.95**10), True, None)
+    exactly_at_the_line = MemoryPolicy(fact_factor=0.5, grace_days=0)  # 0.6 * 0.5 == 0.3: kept
+    assert outcome(memory(importance=0.6, idle_days=1, decay_kept=True), exactly_at_the_line) == (0.3, False, None)
+    pending = memory(importance=0.5, idle_days=17, decay_kept=True, review_pending="promote")
+    assert outcome(pending) == (pytest.approx(0.5 * 0.95**10), False, None)  # never while any review is pending
+
+
+def test_decay_days_count_whole_days_after_the_grace_period() -> None:
+    assert [decay_days(memory(idle_days=days), NOW, POLICY) for days in (0, 7, 7.5, 8, 30)] == [0, 0, 0, 1, 23]
+    assert decay_days(memory(idle_days=8), NOW, MemoryPolicy(grace_days=2)) == 6
+
+
+def test_a_persona_can_override_the_numbers_but_not_invent_new_ones() -> None:
+    strict = POLICY.overridden({"fact_factor": 0.5, "grace_days": 0})
+    assert decay_outcome(memory(idle_days=2), NOW, strict).importance == 0.25
+    assert POLICY.fact_factor == 0.95  # the default is untouched
+    with pytest.raises(ValueError, match="unknown memory rules: fact_facter"):
+        POLICY.overridden({"fact_facter": 0.5})
+
+
+def test_a_boost_adds_point_three() -> None:
+    assert boosted(memory(importance=1.2), POLICY) == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize(
+    ("record", "expected"),
+    [
+        (memory(importance=2.5), True),
+        (memory(importance=2.49), False),
+        (memory("core", 2.8), False),
+        (memory("episode", 2.8), False),
+        (memory(importance=2.8, promote_reviewed=True), False),
+        (memory(importance=2.8, review_pending="promote"), False),
+    ],
+)
+def test_a_fact_reaching_two_and_a_half_is_reviewed_for_promotion_once(record: MemoryRecord, expected: bool) -> None:
+    assert needs_promote_review(record, POLICY) is expected
+

@@ -1,0 +1,268 @@
+"""The decay pass over real chromadb: schedules, deletions with history, reviews, idempotency."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from knowledge.decay import MemoryPolicy
+from knowledge.embedding import Embedder
+from knowledge.journal import HistoryEntry, Journal
+from knowledge.memory_manager import MemoryManager
+from knowledge.records import Category, MemoryRecord, Scope
+from knowledge.store import ChromaKnowledgeBase, open_chroma_client
+from tests.fakes.clock import FakeClock
+
+
+def open_store(path: Path, embedder: Embedder, clock: FakeClock) -> ChromaKnowledgeBase:
+    return ChromaKnowledgeBase(open_chroma_client(path=path / "chroma"), embedder, now=clock.now)
+
+
+@pytest.fixture
+def store(tmp_path: Path, embedder: Embedder, clock: FakeClock) -> ChromaKnowledgeBase:
+    return open_store(tmp_path, embedder, clock)
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> Journal:
+    return Journal(tmp_path / "journal.sqlite3")
+
+
+@pytest.fixture
+def manager(store: ChromaKnowledgeBase, journal: Journal, clock: FakeClock) -> MemoryManager:
+    return MemoryManager(store, journal, clock.now)
+
+
+def current(store: ChromaKnowledgeBase, scope: Scope, memory: MemoryRecord) -> MemoryRecord | None:
+    """The stored version of `memory`, or None once it is deleted."""
+    found = store.get(scope, [memory.id])
+    return found[0] if found else None
+
+
+def importance(store: ChromaKnowledgeBase, scope: Scope, memory: MemoryRecord) -> float | None:
+    record = current(store, scope, memory)
+    return None if record is None else record.importance
+
+
+def test_a_fact_keeps_its_value_for_a_week_then_loses_five_percent_a_day(
+    store: ChromaKnowledgeBase, manager: MemoryManager, clock: FakeClock, alice: Scope
+) -> None:
+    fact = store.add(alice, "主人喜欢拉面", category="fact", source="user")
+    seen, previous = {}, 0
+    for day in (7, 8, 14, 30):
+        clock.advance(days=day - previous)
+        previous = day
+        manager.apply_decay()
+        seen[day] = importance(store, alice, fact)
+    assert seen == {
+        7: 1.0,
+        8: pytest.approx(0.95, abs=1e-12),
+        14: pytest.approx(0.95**7, abs=1e-12),
+        30: pytest.approx(0.95**23, abs=1e-12),
+    }
+
+
+def test_an_episode_decays_faster_and_is_deleted_at_two_weeks_with_history(
+    store: ChromaKnowledgeBase, manager: MemoryManager, journal: Journal, clock: FakeClock, alice: Scope
+) -> None:
+    episode = store.add(alice, "[2026-01-03 18:00] talked about ramen", category="episode", source="background_ai")
+    values = []
+    for days in (7, 1, 5):  # days 7, 8 and 13
+        clock.advance(days=days)
+        manager.apply_decay()
+        values.append(importance(store, alice, episode))
+    assert values == [1.0, pytest.approx(0.8, abs=1e-12), pytest.approx(0.8**6, abs=1e-12)]
+
+    clock.advance(days=1)
+    report = manager.apply_decay()
+    assert (report.deleted, current(store, alice, episode)) == (1, None)
+    assert journal.history(alice) == [
+        HistoryEntry(episode.id, "delete", "decay", episode.content, None, "episode older than 14 days", clock.now())
+    ]
+
+
+def test_core_system_and_very_important_memories_never_decay(
+    store: ChromaKnowledgeBase, manager: MemoryManager, clock: FakeClock, alice: Scope
+) -> None:
+    kept = [
+        store.add(alice, "Alice's birthday is 3 May", category="core", source="user", importance=1.0),
+        store.add(alice, "小祥 is a cat girl", category="system", source="system", importance=1.0),
+        store.add(alice, "Alice is allergic to peanuts", category="fact", source="user", importance=3.0),
+    ]
+    clock.advance(days=100)
+    report = manager.apply_decay()
+    assert [current(store, alice, memory) for memory in kept] == kept
+    assert (report.scanned, report.decayed, report.deleted, report.reviews) == (1, 0, 0, [])  # only the fact is read
+
+
+def test_a_fact_falling_below_half_is_reviewed_once_and_not_deleted_while_pending(
+    store: ChromaKnowledgeBase, manager: MemoryManager, clock: FakeClock, alice: Scope
+) -> None:
+    fact = store.add(alice, "主人下周二要去面试", category="fact", source="user")
+    clock.advance(days=20)  # 0.95**13 = 0.513
+    assert manager.apply_decay().reviews == []
+
+    clock.advance(days=1)  # 0.95**14 = 0.488
+    assert manager.apply_decay().reviews == [(alice, fact.id)]
+    assert manager.apply_decay().reviews == []  # the request is remembered on the record
+    assert current(store, alice, fact).review_pending == "decay"  # type: ignore[union-attr]
+
+    clock.advance(days=10)  # 0.95**24 = 0.292: below the deletion line, but the reviewer has not answered
+    report = manager.apply_decay()
+    assert (report.deleted, report.reviews) == (0, [])
+    assert importance(store, alice, fact) == pytest.approx(0.95**24, abs=1e-12)
+
+
+def test_a_fact_kept_by_a_review_decays_again_and_is_deleted_without_another_review(
+    store: ChromaKnowledgeBase, manager: MemoryManager, journal: Journal, clock: FakeClock, alice: Scope
+) -> None:
+    fact = store.add(alice, "主人最近在学吉他", category="fact", source="user")
+    store.update(alice, fact.id, importance=0.5, decay_kept=True)  # what a KEEP leaves behind
+    clock.advance(days=16)  # 0.5 * 0.95**9 = 0.315
+    report = manager.apply_decay()
+    assert (report.deleted, report.reviews) == (0, [])
+    assert importance(store, alice, fact) == pytest.approx(0.5 * 0.95**9, abs=1e-12)
+
+    clock.advance(days=1)  # 0.5 * 0.95**10 = 0.299
+    report = manager.apply_decay()
+    assert (report.deleted, report.reviews, current(store, alice, fact)) == (1, [], None)
+    assert journal.history(alice, fact.id) == [
+        HistoryEntry(fact.id, "delete", "decay", fact.content, None, "importance 0.299", clock.now())
+    ]
+
+
+def test_a_second_pass_at_the_same_moment_changes_nothing(
+    store: ChromaKnowledgeBase, manager: MemoryManager, clock: FakeClock, alice: Scope, bob: Scope
+) -> None:
+    store.add(alice, "[2026-01-03 18:00] talked about exams", category="episode", source="background_ai")
+    store.add(bob, "Bob likes jazz", category="fact", source="user")
+    clock.advance(days=10)
+    store.add(alice, "[2026-01-13 18:00] talked about jazz", category="episode", source="background_ai")
+    store.add(alice, "Alice plays the cello", category="fact", source="user", importance=0.6)
+    store.add(bob, "Bob's cat is called Miso", category="core", source="user")
+    clock.advance(days=12)
+
+    first = manager.apply_decay()
+    after_first = [store.list(scope) for scope in (alice, bob)]
+    second = manager.apply_decay()
+    assert (first.decayed, first.deleted, len(first.reviews)) == (3, 1, 2)
+    assert (second.decayed, second.deleted, second.reviews) == (0, 0, [])
+    assert [store.list(scope) for scope in (alice, bob)] == after_first
+
+
+def test_missed_runs_give_the_same_state_as_daily_runs(
+    tmp_path: Path, embedder: Embedder, clock: FakeClock, alice: Scope
+) -> None:
+    stores = {name: open_store(tmp_path / name, embedder, clock) for name in ("daily", "late")}
+    journals = {name: Journal(tmp_path / f"{name}.sqlite3") for name in ("daily", "late")}
+    arrivals: dict[int, list[tuple[Category, str, float, bool]]] = {
+        0: [("fact", "Alice was born in Lyon", 1.0, False), ("fact", "Alice is learning Go", 1.8, False)],
+        3: [("fact", "Alice is tired this week", 0.6, True)],  # kept by a decay review
+        10: [("episode", "[day 10] talked about Lyon", 1.0, False)],
+        15: [("fact", "Alice's sister visits in spring", 1.0, False)],
+        20: [("episode", "[day 20] talked about spring plans", 1.0, False)],
+    }
+    daily = MemoryManager(stores["daily"], journals["daily"], clock.now)
+    for day in range(31):
+        clock.advance(days=1 if day else 0)
+        for category, content, value, kept in arrivals.get(day, []):
+            for store in stores.values():
+                added = store.add(alice, content, category=category, source="user", importance=value)
+                store.update(alice, added.id, decay_kept=kept)
+        daily.apply_decay()
+    MemoryManager(stores["late"], journals["late"], clock.now).apply_decay()  # its only run, on day 30
+
+    def state(name: str) -> dict[str, tuple[float, str | None]]:
+        return {memory.content: (memory.importance, memory.review_pending) for memory in stores[name].list(alice)}
+
+    def deleted(name: str) -> list[str]:
+        return sorted(entry.old_content or "" for entry in journals[name].history(alice) if entry.action == "delete")
+
+    assert state("daily") == state("late")
+    assert state("late") == {
+        "Alice was born in Lyon": (pytest.approx(0.95**23, abs=1e-12), "decay"),
+        "Alice is learning Go": (pytest.approx(1.8 * 0.95**23, abs=1e-12), None),
+        "Alice's sister visits in spring": (pytest.approx(0.95**8, abs=1e-12), None),
+        "[day 20] talked about spring plans": (pytest.approx(0.8**3, abs=1e-12), None),
+    }
+    assert deleted("daily") == deleted("late") == ["Alice is tired this week", "[day 10] talked about Lyon"]
+
+
+def test_each_scope_decays_from_its_own_last_access(
+    store: ChromaKnowledgeBase, manager: MemoryManager, clock: FakeClock, alice: Scope, bob: Scope
+) -> None:
+    bobs = store.add(bob, "likes ramen", category="fact", source="user")
+    clock.advance(days=10)
+    alices = store.add(alice, "likes ramen", category="fact", source="user")
+    clock.advance(days=10)
+    manager.apply_decay()
+    assert importance(store, alice, alices) == pytest.approx(0.95**3, abs=1e-12)
+    assert importance(store, bob, bobs) == pytest.approx(0.95**13, abs=1e-12)
+
+
+def test_a_persona_override_applies_to_that_persona_only(
+    store: ChromaKnowledgeBase, journal: Journal, clock: FakeClock, alice: Scope
+) -> None:
+    strict, strict_rules = Scope("strict", alice.user_id), MemoryPolicy(fact_factor=0.5)
+    manager = MemoryManager(
+        store, journal, clock.now, policy_for=lambda persona: strict_rules if persona == "strict" else MemoryPolicy()
+    )
+    lenient = store.add(alice, "likes ramen", category="fact", source="user")
+    harsh = store.add(strict, "likes ramen", category="fact", source="user")
+    clock.advance(days=9)
+    report = manager.apply_decay()
+    assert importance(store, alice, lenient) == pytest.approx(0.95**2, abs=1e-12)
+    assert importance(store, strict, harsh) == pytest.approx(0.25)
+    assert report.reviews == [(strict, harsh.id)]
+
+
+def test_the_pass_leaves_last_access_base_content_and_vector_alone(
+    store: ChromaKnowledgeBase, manager: MemoryManager, clock: FakeClock, alice: Scope
+) -> None:
+    fact = store.add(alice, "Alice plays the cello", category="fact", source="user", importance=1.2)
+    before = store.search(alice, "music instrument", limit=1)[0].similarity
+    clock.advance(days=10)
+    manager.apply_decay()
+    [hit] = store.search(alice, "music instrument", limit=1)
+    assert hit.similarity == before
+    assert hit.record.importance == pytest.approx(1.2 * 0.95**3, abs=1e-12)
+    assert (hit.record.content, hit.record.last_access, hit.record.base_importance) == (
+        fact.content,
+        fact.last_access,
+        1.2,
+    )
+
+
+def test_a_fact_falling_below_the_promote_line_can_be_reviewed_for_promotion_again(
+    store: ChromaKnowledgeBase, manager: MemoryManager, clock: FakeClock, alice: Scope
+) -> None:
+    falling = store.add(alice, "Alice lives in Lyon", category="fact", source="user", importance=2.6)
+    staying = store.add(alice, "Alice works as a nurse", category="fact", source="user", importance=2.8)
+    for memory in (falling, staying):
+        store.update(alice, memory.id, promote_reviewed=True)  # a promote review said KEEP
+    clock.advance(days=8)  # 2.6 * 0.95 = 2.47 and 2.8 * 0.95 = 2.66
+    manager.apply_decay()
+    assert current(store, alice, falling).promote_reviewed is False  # type: ignore[union-attr]
+    assert current(store, alice, staying).promote_reviewed is True  # type: ignore[union-attr]
+
+
+def test_pages_are_read_by_id_so_deleting_on_one_page_skips_nothing_on_the_next(
+    store: ChromaKnowledgeBase, journal: Journal, clock: FakeClock, alice: Scope
+) -> None:
+    episodes = [store.add(alice, f"[day 0] episode {n}", category="episode", source="background_ai") for n in range(3)]
+    facts = [store.add(alice, f"fact {n}", category="fact", source="user") for n in range(3)]
+    clock.advance(days=14)
+    report = MemoryManager(store, journal, clock.now, page_size=2).apply_decay()
+    assert (report.scanned, report.deleted, report.decayed) == (6, 3, 3)
+    assert [current(store, alice, episode) for episode in episodes] == [None] * 3
+    assert [importance(store, alice, fact) for fact in facts] == [pytest.approx(0.95**7, abs=1e-12)] * 3
+
+
+def test_a_value_chromadb_rounds_is_not_rewritten_by_every_pass(
+    store: ChromaKnowledgeBase, manager: MemoryManager, clock: FakeClock, alice: Scope
+) -> None:
+    store.add(alice, "Alice once lived in Oslo", category="fact", source="user")
+    clock.advance(days=39)  # 0.95**32 has 17 significant digits; chromadb gives back 16
+    assert manager.apply_decay().decayed == 1
+    assert manager.apply_decay().decayed == 0
