@@ -144,7 +144,8 @@ def build_app(
     data_dir = ensure_writable(settings.data_dir)
     embedder = embedder or load_embedder(settings.embedder)
     client = open_chroma_client(path=data_dir / "chroma", host=settings.chroma_host, port=settings.chroma_port)
-    knowledge = ChromaKnowledgeBase(client, embedder, now=clock.now)
+    # A Chroma server may be shared with other bot processes, whose writes a snapshot would miss.
+    knowledge = ChromaKnowledgeBase(client, embedder, now=clock.now, cache_scopes=settings.chroma_host is None)
     working_memory = WorkingMemory(data_dir / "companion.sqlite3", window_size=settings.working_memory_size)
     journal = Journal(data_dir / "companion.sqlite3")
     llm = llm or build_llm(settings)

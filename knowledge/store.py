@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import chromadb
+import numpy as np
 from chromadb.config import Settings as ChromaSettings
 
 from .embedding import Embedder
+from .scope_cache import ScopeCache, ScopeSnapshot
 from .records import CATEGORIES, Category, MemoryRecord, ReviewKind, Scope, ScoredMemory, Source, new_memory_id
 
 log = logging.getLogger(__name__)
@@ -77,23 +79,23 @@ def open_chroma_client(*, path: Path | None = None, host: str | None = None, por
     return chromadb.PersistentClient(path=str(path), settings=settings)
 
 
-def _scope_filter(scope: Scope, categories: Iterable[Category] | None = None) -> dict[str, Any]:
-    clauses: list[dict[str, Any]] = [{"persona_id": scope.persona_id}, {"user_id": scope.user_id}]
-    if categories is not None:
-        wanted = list(categories)
-        unknown = set(wanted) - set(CATEGORIES)
-        if unknown:
-            raise ValueError(f"unknown categories: {sorted(unknown)}")
-        clauses.append({"category": {"$in": wanted}})
-    return {"$and": clauses}
-
-
-def _category_filter(categories: Iterable[Category]) -> dict[str, Any]:
+def _known(categories: Iterable[Category]) -> list[Category]:
     wanted = list(categories)
     unknown = set(wanted) - set(CATEGORIES)
     if unknown:
         raise ValueError(f"unknown categories: {sorted(unknown)}")
-    return {"category": {"$in": wanted}}
+    return wanted
+
+
+def _category_filter(categories: Iterable[Category]) -> dict[str, Any]:
+    return {"category": {"$in": _known(categories)}}
+
+
+def _scope_filter(scope: Scope, categories: Iterable[Category] | None = None) -> dict[str, Any]:
+    clauses: list[dict[str, Any]] = [{"persona_id": scope.persona_id}, {"user_id": scope.user_id}]
+    if categories is not None:
+        clauses.append(_category_filter(categories))
+    return {"$and": clauses}
 
 
 def _timestamp(moment: datetime) -> float:
@@ -149,9 +151,11 @@ def _record(memory_id: str, content: str, meta: dict[str, Any]) -> MemoryRecord:
 class ChromaKnowledgeBase:
     """Memories of every scope in one chromadb collection, filtered by scope inside each query."""
 
-    def __init__(self, client: Any, embedder: Embedder, *, now: Now) -> None:
+    def __init__(self, client: Any, embedder: Embedder, *, now: Now, cache_scopes: bool = True) -> None:
+        """`cache_scopes`: answer searches from in-process snapshots (only for a store no other process writes)."""
         self._embedder = embedder
         self._now = now
+        self._cache = ScopeCache(self._load_scope) if cache_scopes else None
         # embedding_function=None: vectors always come from our offline embedder, never chromadb's default.
         self._collection = client.get_or_create_collection(
             COLLECTION,
@@ -200,12 +204,10 @@ class ChromaKnowledgeBase:
             conversation_id=conversation_id,
             message_ids=tuple(message_ids),
         )
-        self._collection.add(
-            ids=[record.id],
-            documents=[content],
-            metadatas=[_metadata(record)],
-            embeddings=self._embedder.embed_passages([content]),
-        )
+        vector = self._embedder.embed_passages([content])
+        self._collection.add(ids=[record.id], documents=[content], metadatas=[_metadata(record)], embeddings=vector)
+        if snapshot := self._written(scope):
+            snapshot.put(record, vector[0])
         return record
 
     def search(
@@ -214,8 +216,12 @@ class ChromaKnowledgeBase:
         """The memories of `scope` closest in meaning to `query`, best first."""
         if not query.strip() or limit <= 0:
             return []
+        query_vector = self._embedder.embed_queries([query])
+        if self._cache is not None:
+            wanted = None if categories is None else _known(categories)
+            return self._cache.get(scope).search(query_vector[0], limit, wanted)
         result = self._collection.query(
-            query_embeddings=self._embedder.embed_queries([query]),
+            query_embeddings=query_vector,
             n_results=limit,
             where=_scope_filter(scope, categories),
             include=["documents", "metadatas", "distances"],
@@ -235,7 +241,10 @@ class ChromaKnowledgeBase:
 
     def list(self, scope: Scope, *, categories: Iterable[Category] | None = None) -> list[MemoryRecord]:
         """Every memory of `scope`, most important first."""
-        records = self._fetch(where=_scope_filter(scope, categories))
+        if self._cache is not None:
+            records = self._cache.get(scope).records(categories)
+        else:
+            records = self._fetch(where=_scope_filter(scope, categories))
         return sorted(records, key=lambda record: (-record.importance, record.created_at))
 
     def update(
@@ -276,16 +285,17 @@ class ChromaKnowledgeBase:
                 setattr(record, name, value)
         if review_pending is not None:
             record.review_pending = review_pending or None
+        vector = None
         if content is None:
             # documents without embeddings would make chromadb embed them with its own (downloaded) model
             self._collection.update(ids=[record.id], metadatas=[_metadata(record)])
         else:
+            vector = self._embedder.embed_passages([record.content])
             self._collection.update(
-                ids=[record.id],
-                documents=[record.content],
-                metadatas=[_metadata(record)],
-                embeddings=self._embedder.embed_passages([record.content]),
+                ids=[record.id], documents=[record.content], metadatas=[_metadata(record)], embeddings=vector
             )
+        if snapshot := self._written(scope):
+            snapshot.put(record, None if vector is None else vector[0])
         return record
 
     def delete(self, scope: Scope, ids: Iterable[str]) -> int:
@@ -293,6 +303,8 @@ class ChromaKnowledgeBase:
         owned = [record.id for record in self.get(scope, ids)]
         if owned:
             self._collection.delete(ids=owned)
+            if snapshot := self._written(scope):
+                snapshot.remove(owned)
         return len(owned)
 
     def forget_all(self, scope: Scope) -> int:
@@ -300,11 +312,30 @@ class ChromaKnowledgeBase:
         owned = self._collection.get(where=_scope_filter(scope), include=[])["ids"]
         if owned:
             self._collection.delete(ids=owned)
+        if self._cache is not None:
+            self._cache.drop(scope)
         return len(owned)
 
     def count(self, scope: Scope) -> int:
         """How many memories `scope` holds."""
         return len(self._collection.get(where=_scope_filter(scope), include=[])["ids"])
+
+    def _written(self, scope: Scope) -> ScopeSnapshot | None:
+        return self._cache.writing(scope) if self._cache is not None else None
+
+    def _load_scope(self, scope: Scope) -> tuple[list[MemoryRecord], np.ndarray]:
+        result = self._collection.get(where=_scope_filter(scope), include=["documents", "metadatas", "embeddings"])
+        records = [
+            _record(memory_id, content, meta)
+            for memory_id, content, meta in zip(result["ids"], result["documents"], result["metadatas"])
+        ]
+        vectors = np.asarray(result["embeddings"] if records else np.zeros((0, 0)), dtype=np.float32)
+        return records, vectors
+
+    def _drop_snapshots(self) -> None:
+        # Maintenance wrote to many scopes directly; reload them on next use.
+        if self._cache is not None:
+            self._cache.drop()
 
     def _fetch(self, **query: Any) -> list[MemoryRecord]:
         result = self._collection.get(include=["documents", "metadatas"], **query)
@@ -325,6 +356,7 @@ class ChromaKnowledgeBase:
                 metadatas=[_metadata(record) for record in batch],
                 embeddings=self._embedder.embed_passages([record.content for record in batch]),
             )
+        self._drop_snapshots()
 
     def iter_all_record_pages(
         self, *, categories: Iterable[Category] | None = None, page_size: int = MAINTENANCE_PAGE
@@ -363,9 +395,11 @@ class ChromaKnowledgeBase:
             batch = items[start : start + MAINTENANCE_PAGE]
             # chromadb merges these keys into the stored metadata and keeps document and embedding.
             self._collection.update(ids=[memory_id for memory_id, _ in batch], metadatas=[meta for _, meta in batch])
+        self._drop_snapshots()
 
     def delete_many(self, ids: Iterable[str]) -> None:
         """Delete records of any scope by id; ids that no longer exist are ignored."""
         wanted = list(ids)
         for start in range(0, len(wanted), MAINTENANCE_PAGE):
             self._collection.delete(ids=wanted[start : start + MAINTENANCE_PAGE])
+        self._drop_snapshots()

@@ -1,0 +1,114 @@
+"""Scope snapshots answer searches exactly as chromadb would, and follow every write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from knowledge.embedding import Embedder
+from knowledge.records import Scope
+from knowledge.scope_cache import ScopeCache, ScopeSnapshot
+from knowledge.store import ChromaKnowledgeBase, open_chroma_client
+from tests.fakes.clock import FakeClock
+
+FACTS = [
+    "Alice loves tonkotsu ramen",
+    "主人下周二要去面试",
+    "Alice's cat is called Mochi",
+    "主人的生日是五月三日",
+    "Alice works as a nurse on night shifts",
+    "主人最近在学吉他",
+    "Alice is afraid of spiders",
+]
+QUERIES = ["what food do I like?", "面试是什么时候", "pet name", "生日", "my job", "乐器", "what scares me"]
+
+
+@pytest.fixture
+def stores(tmp_path: Path, embedder: Embedder, clock: FakeClock) -> tuple[ChromaKnowledgeBase, ChromaKnowledgeBase]:
+    """Two views of one store: snapshots on, and chromadb's own query."""
+    client = open_chroma_client(path=tmp_path / "chroma")
+    return (
+        ChromaKnowledgeBase(client, embedder, now=clock.now, cache_scopes=True),
+        ChromaKnowledgeBase(client, embedder, now=clock.now, cache_scopes=False),
+    )
+
+
+def ranked(store: ChromaKnowledgeBase, scope: Scope, query: str) -> list[tuple[str, float]]:
+    return [(hit.record.id, round(hit.similarity, 4)) for hit in store.search(scope, query, limit=4)]
+
+
+def test_snapshots_rank_like_chromadb(stores, alice: Scope, bob: Scope) -> None:  # type: ignore[no-untyped-def]
+    cached, direct = stores
+    for fact in FACTS:
+        cached.add(alice, fact, category="fact", source="user")
+        cached.add(bob, f"Bob: {fact}", category="fact", source="user")
+    for query in QUERIES:
+        from_snapshot, from_chroma = ranked(cached, alice, query), ranked(direct, alice, query)
+        assert [hit for hit, _ in from_snapshot] == [hit for hit, _ in from_chroma]
+        assert [score for _, score in from_snapshot] == pytest.approx([score for _, score in from_chroma], abs=1e-3)
+
+
+def test_snapshots_follow_every_write(stores, alice: Scope, bob: Scope) -> None:  # type: ignore[no-untyped-def]
+    cached, _ = stores
+    first = cached.add(alice, "Alice lives in Beijing", category="fact", source="user")
+    assert cached.search(alice, "where do I live", limit=1)[0].record.id == first.id  # loads the snapshot
+
+    cached.update(alice, first.id, content="Alice lives in Shanghai", importance=1.3)
+    [hit] = cached.search(alice, "Shanghai", limit=1)
+    assert (hit.record.content, hit.record.importance) == ("Alice lives in Shanghai", 1.3)
+
+    second = cached.add(alice, "Alice plays the cello", category="core", source="user")
+    assert [record.id for record in cached.list(alice, categories=["core"])] == [second.id]
+
+    cached.delete(alice, [first.id])
+    assert [hit.record.id for hit in cached.search(alice, "where do I live")] == [second.id]
+    cached.add(bob, "Bob lives in Lyon", category="fact", source="user")
+    cached.forget_all(alice)
+    assert cached.search(alice, "cello") == [] and cached.list(alice) == []
+    assert cached.list(bob)[0].content == "Bob lives in Lyon"
+
+
+def test_maintenance_writes_reload_the_snapshots(stores, alice: Scope) -> None:  # type: ignore[no-untyped-def]
+    cached, _ = stores
+    record = cached.add(alice, "Alice likes tea", category="fact", source="user")
+    cached.list(alice)
+    cached.update_decay_state_many({record.id: 0.42})
+    assert cached.list(alice)[0].importance == 0.42
+    cached.delete_many([record.id])
+    assert cached.list(alice) == []
+
+
+def test_a_load_that_overlaps_a_write_is_not_kept(alice: Scope) -> None:
+    loads: list[int] = []
+    cache: ScopeCache
+
+    def load(scope: Scope):  # type: ignore[no-untyped-def]
+        loads.append(1)
+        if len(loads) == 1:
+            cache.writing(scope)  # a write lands while this (now stale) load is in flight
+        return [], np.zeros((0, 0), dtype=np.float32)
+
+    cache = ScopeCache(load)
+    cache.get(alice)
+    cache.get(alice)
+    cache.get(alice)
+    assert len(loads) == 2  # the stale snapshot was used once, then a fresh one loaded and kept
+
+
+def test_removing_rows_keeps_the_others_searchable(clock: FakeClock, alice: Scope) -> None:
+    from knowledge.records import MemoryRecord
+
+    vectors = np.eye(4, dtype=np.float32)
+    records = [
+        MemoryRecord(f"mem_{i}", alice, f"m{i}", "fact", 1.0, clock.now(), clock.now(), "user") for i in range(4)
+    ]
+    snapshot = ScopeSnapshot(records, vectors)
+    snapshot.remove(["mem_0", "mem_2", "mem_missing"])
+    assert snapshot.size == 2
+    assert snapshot.search(vectors[3], limit=1)[0].record.id == "mem_3"
+    assert snapshot.search(vectors[1], limit=1)[0].record.id == "mem_1"
+    for i in range(20):  # grows past its first capacity
+        snapshot.put(MemoryRecord(f"new_{i}", alice, "x", "episode", 1.0, clock.now(), clock.now(), "user"), vectors[0])
+    assert [hit.record.id for hit in snapshot.search(vectors[3], limit=1, categories=["fact"])] == ["mem_3"]
