@@ -176,3 +176,15 @@ def test_maintenance_runs_the_decay_pass_once(runner: CliRunner) -> None:
     result = runner.invoke(cli, ["maintenance"])
     assert result.exit_code == 0, result.output
     assert "decay: 1 scanned, 0 decayed, 0 deleted, 0 reviewed; 0 idle conversations summarised" in result.output
+
+
+def test_the_readme_documents_every_setting() -> None:
+    from pydantic import AliasChoices
+
+    from bot.config import Settings
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for field in Settings.model_fields.values():
+        alias = field.validation_alias
+        assert isinstance(alias, AliasChoices)
+        assert f"`{alias.choices[0]}`" in readme
