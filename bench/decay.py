@@ -6,17 +6,18 @@ What is measured:
   SQLite journal, wrapped by the real ``ChromaKnowledgeBase`` and ``MemoryManager``;
 * the store is seeded with N memories (default 100,000) spread over 1,000 scopes of one persona:
   70% facts (10% of them already kept once by a decay review, at 0.5), 20% episodes, 10% core;
-  ``last_access`` uniform over the past 40 days, stored importance equal to the base (no pass has
-  run yet), all drawn from a seeded ``random.Random``;
+  ``last_access`` uniform over the past 40 days, all drawn from a seeded ``random.Random``; each is
+  written with its ``due_at``, as every write does;
 * vectors come from ``RandomUnitEmbedder``: seeded random unit vectors of dimension 384 (the size
   of the real model's), because decay never reads embeddings and embedding 100k texts with the
   real model would take many minutes. chromadb still stores and indexes every vector;
-* ``apply_decay()`` is timed three times (the clock is ``tests.fakes.clock.FakeClock``):
-  1. **catch-up**: the first pass ever, so every memory past its grace week decays, ~30% of the
-     facts cross 0.5 and ask for review at once, and the backlog of dead episodes is deleted;
-  2. **same moment**: at once again, nothing to change, so it is the cost of reading alone;
-  3. **next day**: one day later, the steady daily job: every memory past its grace week loses
-     one more day, plus that day's deletions and review requests.
+* ``apply_decay()`` is timed three times (the clock is ``tests.fakes.clock.FakeClock``); it reads
+  only the memories that are due, so its cost follows what it has to do, not the store's size:
+  1. **catch-up**: the first pass ever, over a backlog: the facts idle for 21 days or more (about
+     45% of them) are below 0.5 and ask for review, the kept facts below 0.3 and the episodes older
+     than 14 days are deleted;
+  2. **same moment**: at once again: nothing is due, so it is the cost of finding that out;
+  3. **next day**: one day later, the steady daily job: that day's deletions and review requests.
 
 Run from the repository root::
 
@@ -98,9 +99,9 @@ def summary(report: DecayReport) -> dict[str, float | int]:
     """The report's figures, with the list of review requests reduced to its length."""
     return {
         "scanned": report.scanned,
-        "decayed": report.decayed,
         "deleted": report.deleted,
         "reviews": len(report.reviews),
+        "rescheduled": report.rescheduled,
         "seconds": round(report.seconds, 3),
     }
 
@@ -134,8 +135,8 @@ def main() -> None:
     print(f"seeded {args.memories} memories over {args.scopes} scopes in {seed_seconds:.1f} s")
     for name, report in reports.items():
         print(
-            f"{name:12} {report.seconds:6.2f} s: {report.scanned} scanned, {report.decayed} decayed,"
-            f" {report.deleted} deleted, {len(report.reviews)} reviews"
+            f"{name:12} {report.seconds:6.2f} s: {report.scanned} due, {report.deleted} deleted,"
+            f" {len(report.reviews)} reviews, {report.rescheduled} rescheduled"
         )
     if args.json:
         figures = {"memories": args.memories, "scopes": args.scopes, "seed_seconds": round(seed_seconds, 1)}

@@ -143,17 +143,24 @@ def build_app(
     clock = clock or SystemClock()
     data_dir = ensure_writable(settings.data_dir)
     embedder = embedder or load_embedder(settings.embedder)
-    client = open_chroma_client(path=data_dir / "chroma", host=settings.chroma_host, port=settings.chroma_port)
-    # A Chroma server may be shared with other bot processes, whose writes a snapshot would miss.
-    knowledge = ChromaKnowledgeBase(client, embedder, now=clock.now, cache_scopes=settings.chroma_host is None)
-    working_memory = WorkingMemory(data_dir / "companion.sqlite3", window_size=settings.working_memory_size)
-    journal = Journal(data_dir / "companion.sqlite3")
-    llm = llm or build_llm(settings)
-    chat = llm.settings("chat")
     personas = PersonaRegistry(settings.persona_dir or PERSONA_DIR)
 
     def policy_for(persona_id: str) -> MemoryPolicy:
         return MemoryPolicy().overridden(personas.get(persona_id).memory_rules)
+
+    client = open_chroma_client(path=data_dir / "chroma", host=settings.chroma_host, port=settings.chroma_port)
+    knowledge = ChromaKnowledgeBase(
+        client,
+        embedder,
+        now=clock.now,
+        policy_for=policy_for,  # what a memory's importance is at any moment depends on its persona's rules
+        # A Chroma server may be shared with other bot processes, whose writes a snapshot would miss.
+        cache_scopes=settings.chroma_host is None,
+    )
+    working_memory = WorkingMemory(data_dir / "companion.sqlite3", window_size=settings.working_memory_size)
+    journal = Journal(data_dir / "companion.sqlite3")
+    llm = llm or build_llm(settings)
+    chat = llm.settings("chat")
 
     responses = ResponseHandler(
         working_memory=working_memory,
@@ -168,7 +175,7 @@ def build_app(
         monitor=KnowledgeMonitor(llm, knowledge, journal, clock, MemoryPolicy(), max_ops=settings.monitor_max_ops),
         summarizer=ConversationSummarizer(llm, knowledge, working_memory, clock),
         reviewer=MemoryReviewer(llm, knowledge, journal, clock, MemoryPolicy()),
-        memory_manager=MemoryManager(knowledge, journal, clock.now, policy_for=policy_for),
+        memory_manager=MemoryManager(knowledge, journal, clock.now),
         working_memory=working_memory,
         persona=personas.get,
         clock=clock,

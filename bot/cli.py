@@ -194,8 +194,8 @@ def maintenance(ctx: click.Context) -> None:
         idle = await app.lifecycle.summarize_idle()
         await app.companion.tasks.drain()
         click.echo(
-            f"decay: {report.scanned} scanned, {report.decayed} decayed, {report.deleted} deleted, "
-            f"{len(report.reviews)} reviewed; {idle} idle conversations summarised"
+            f"decay: {report.scanned} due, {report.deleted} deleted, {len(report.reviews)} reviewed, "
+            f"{report.rescheduled} rescheduled; {idle} idle conversations summarised"
         )
 
     _run(settings, run)

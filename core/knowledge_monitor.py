@@ -605,6 +605,7 @@ class KnowledgeMonitor:
 
     def _boost(self, state: _TurnState, record: MemoryRecord) -> str | None:
         importance = decay.boosted(record, state.policy)
+        promote = decay.needs_promote_review(record, importance, state.policy)
         updated = self._knowledge.update(
             state.scope,
             record.id,
@@ -612,13 +613,12 @@ class KnowledgeMonitor:
             last_access=state.now,
             # back above the decay-review line: a later fall is reviewed again
             decay_kept=False if importance >= state.policy.decay_review_below else None,
-            promote_reviewed=None,
+            review_pending="promote" if promote else None,
         )
         if updated is None:
             return "memory no longer exists"
         state.boosted.add(record.id)
-        if decay.needs_promote_review(updated, state.policy):
-            updated = self._knowledge.update(state.scope, record.id, review_pending="promote") or updated
+        if promote:
             state.report.reviews.append((record.id, "promote"))
         if record.id in state.shown:
             state.shown[record.id] = updated

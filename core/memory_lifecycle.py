@@ -85,11 +85,11 @@ class MemoryLifecycle:
         for scope, memory_id in report.reviews:
             self.review(scope, memory_id, "decay")
         log.info(
-            "decay pass: %d scanned, %d decayed, %d deleted, %d reviews in %.2fs",
+            "decay pass: %d due, %d deleted, %d reviews, %d rescheduled in %.2fs",
             report.scanned,
-            report.decayed,
             report.deleted,
             len(report.reviews),
+            report.rescheduled,
             report.seconds,
         )
         return report

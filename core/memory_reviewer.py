@@ -187,8 +187,8 @@ class MemoryReviewer:
             self._history(scope, record, "promote", record.content, decision)
             self._knowledge.update(scope, record.id, category="core", review_pending="")
         elif decision.kind == "promote":
-            # not reviewed again for this crossing; re-armed when its importance falls back below the line
-            self._knowledge.update(scope, record.id, review_pending="", promote_reviewed=True)
+            # not reviewed again while it stays above the line: only a boost across it asks again
+            self._knowledge.update(scope, record.id, review_pending="")
         else:
             self._history(scope, record, "keep", record.content, decision)
             self._knowledge.update(

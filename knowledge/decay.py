@@ -1,13 +1,16 @@
 """The memory rules of DESIGN §3.1 as pure functions of (record, now, policy).
 
-Decay depends only on the time since `last_access` and the importance the memory had then
-(`base_importance`), so running the pass twice, or once after ten days of downtime, gives the
+Importance is a function of time: the importance a memory had at `last_access` (its base), less a
+factor for every whole day past the grace period. Nothing has to be written for a memory to fade, so
+the store derives the current importance on every read, and the decay pass only acts on memories
+whose `next_due` moment has come: running it twice, or once after ten days of downtime, gives the
 same result as running it every day.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,6 +37,12 @@ class MemoryPolicy:
     decay_review_below: float = 0.5
     decay_keep_importance: float = 0.5  # what a KEEP on a decay review resets importance to
 
+    def __post_init__(self) -> None:
+        # A factor outside (0, 1] would make importance grow or flip sign, and no schedule would be right.
+        for name in ("fact_factor", "episode_factor"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be above 0 and at most 1")
+
     def overridden(self, overrides: dict[str, Any]) -> MemoryPolicy:
         """A copy with some values replaced; unknown names are an error, not silently ignored."""
         known = {field.name for field in fields(self)}
@@ -45,6 +54,14 @@ class MemoryPolicy:
         return MemoryPolicy(**values)
 
 
+PolicyFor = Callable[[str], MemoryPolicy]  # a persona id -> the rules its memories follow
+
+
+def default_policy(persona_id: str) -> MemoryPolicy:
+    """The rules of DESIGN §3.1 for every persona."""
+    return MemoryPolicy()
+
+
 @dataclass(frozen=True, slots=True)
 class DecayOutcome:
     """What the decay pass does to one memory."""
@@ -54,27 +71,44 @@ class DecayOutcome:
     review: ReviewKind | None = None
 
 
+def base_of(record: MemoryRecord) -> float:
+    """The importance the memory had at its last access: what decay starts from."""
+    return record.importance if record.base_importance is None else record.base_importance
+
+
 def decays(record: MemoryRecord, policy: MemoryPolicy) -> bool:
     """Whether the memory is subject to decay at all."""
-    base = record.base_importance if record.base_importance is not None else record.importance
     if record.category in ("system", "core"):
         return False
-    return record.category == "episode" or base < policy.never_decay_at
+    return record.category == "episode" or base_of(record) < policy.never_decay_at
 
 
 def decay_days(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> int:
     """Whole days of decay so far: days since last access beyond the grace period."""
-    idle_days = math.floor((now - record.last_access) / DAY)
-    return max(0, idle_days - policy.grace_days)
+    return max(0, (now - record.last_access) // DAY - policy.grace_days)
+
+
+def _factor(record: MemoryRecord, policy: MemoryPolicy) -> float:
+    return policy.episode_factor if record.category == "episode" else policy.fact_factor
+
+
+def _decayed(base: float, factor: float, days: int) -> float:
+    # The one formula: `current_importance` and `next_due` must agree to the last bit at a threshold.
+    return base * factor**days
+
+
+def current_importance(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> float:
+    """The importance a memory has at `now`."""
+    if not decays(record, policy):
+        return base_of(record)
+    return _decayed(base_of(record), _factor(record, policy), decay_days(record, now, policy))
 
 
 def decay_outcome(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> DecayOutcome:
     """The importance a memory has at `now`, and whether it is deleted or due for review."""
+    importance = current_importance(record, now, policy)
     if not decays(record, policy):
-        return DecayOutcome(record.importance)
-    base = record.base_importance if record.base_importance is not None else record.importance
-    factor = policy.episode_factor if record.category == "episode" else policy.fact_factor
-    importance = base * factor ** decay_days(record, now, policy)
+        return DecayOutcome(importance)
     if record.category == "episode":
         return DecayOutcome(importance, delete=now - record.created_at >= timedelta(days=policy.episode_max_age_days))
     if importance < policy.decay_review_below and not record.decay_kept:
@@ -83,17 +117,57 @@ def decay_outcome(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> 
     return DecayOutcome(importance, delete=importance < policy.fact_delete_below and not record.review_pending)
 
 
+def next_due(record: MemoryRecord, policy: MemoryPolicy) -> datetime | None:
+    """The first moment `decay_outcome` deletes the memory or asks for its review; None if never.
+
+    Until a stored field changes, which rewrites it, this moment stays the same, so the store keeps
+    it with the memory and the decay pass reads only the memories whose moment has come.
+    """
+    if not decays(record, policy):
+        return None
+    if record.category == "episode":
+        return record.created_at + timedelta(days=policy.episode_max_age_days)
+    if record.review_pending:
+        return None  # the reviewer's verdict is written through the store, which schedules the memory again
+    line = policy.fact_delete_below
+    if not record.decay_kept:  # a review first; or a deletion, should a persona put that line higher
+        line = max(line, policy.decay_review_below)
+    days = _days_until_below(base_of(record), line, policy.fact_factor)
+    if days is None:
+        return None
+    if days == 0:
+        return record.last_access  # already below: at once
+    return record.last_access + (policy.grace_days + days) * DAY
+
+
+def _days_until_below(base: float, line: float, factor: float) -> int | None:
+    """The fewest whole decay days after which `base` is below `line`; None if it never gets there."""
+    if base < line:
+        return 0
+    if line <= 0 or factor == 1:
+        return None
+    days = max(1, math.ceil(math.log(line / base, factor)))  # the logarithm may be one off either way
+    while days > 1 and _decayed(base, factor, days - 1) < line:
+        days -= 1
+    while _decayed(base, factor, days) >= line:
+        days += 1
+    return days
+
+
 def boosted(record: MemoryRecord, policy: MemoryPolicy) -> float:
     """The importance after a BOOST (a memory that really shaped a reply)."""
     # Rounded: five boosts of 0.3 from 1.0 must reach 2.5 exactly, not 2.4999999999999996.
     return round(record.importance + policy.boost, 9)
 
 
-def needs_promote_review(record: MemoryRecord, policy: MemoryPolicy) -> bool:
-    """A fact that reached the promotion threshold and was not already reviewed for this crossing."""
+def needs_promote_review(record: MemoryRecord, boosted_to: float, policy: MemoryPolicy) -> bool:
+    """A boost lifts a fact from below the promotion threshold to it or above, and no review is pending.
+
+    Only the crossing counts: a fact kept by a promote review is not reviewed again while it stays
+    above the line, but is once it has faded below it and real use lifts it back.
+    """
     return (
         record.category == "fact"
-        and record.importance >= policy.promote_review_at
-        and not record.promote_reviewed
         and not record.review_pending
+        and record.importance < policy.promote_review_at <= boosted_to
     )

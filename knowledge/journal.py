@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -139,11 +140,31 @@ class Journal:
         detail: str = "",
     ) -> None:
         """Remember how a memory changed."""
+        self.record_changes([(scope, HistoryEntry(memory_id, action, actor, old_content, new_content, detail, at))])
+
+    def record_changes(self, changes: Iterable[tuple[Scope, HistoryEntry]]) -> None:
+        """Remember many changes, of any scopes, in one transaction."""
+        rows = [
+            (
+                scope.persona_id,
+                scope.user_id,
+                entry.memory_id,
+                entry.action,
+                entry.actor,
+                entry.old_content,
+                entry.new_content,
+                entry.detail,
+                _iso(entry.at),
+            )
+            for scope, entry in changes
+        ]
+        if not rows:
+            return
         with self._db.transaction() as db:
-            db.execute(
+            db.executemany(
                 "INSERT INTO memory_history (persona_id, user_id, memory_id, action, actor, old_content,"
                 " new_content, detail, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (scope.persona_id, scope.user_id, memory_id, action, actor, old_content, new_content, detail, _iso(at)),
+                rows,
             )
 
     def history(self, scope: Scope, memory_id: str | None = None) -> list[HistoryEntry]:

@@ -34,9 +34,15 @@ def new_memory_id() -> str:
     return f"mem_{uuid.uuid4().hex[:12]}"
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class MemoryRecord:
-    """One memory with the metadata of DESIGN §3."""
+    """One memory with the metadata of DESIGN §3.
+
+    Frozen because the store hands out records that its scope snapshots share; a change is a
+    `dataclasses.replace`. A record read from the store carries its importance as of the moment of
+    the read (`importance`), derived from what is stored: `base_importance`, the importance it had at
+    `last_access`.
+    """
 
     id: str
     scope: Scope
@@ -50,15 +56,13 @@ class MemoryRecord:
     topic: str | None = None
     conversation_id: str | None = None
     message_ids: tuple[str, ...] = ()
-    # Decay is a function of time since last_access applied to the importance it had then.
-    base_importance: float | None = None
+    base_importance: float | None = None  # None: the same as `importance` (a record not decayed yet)
     review_pending: ReviewKind | None = None  # a review is queued; don't queue another
-    promote_reviewed: bool = False  # kept by a promote review; re-armed when importance falls below the threshold
     decay_kept: bool = False  # kept by a decay review; re-armed when a boost lifts it above the threshold
 
     def __post_init__(self) -> None:
         if self.base_importance is None:
-            self.base_importance = self.importance
+            object.__setattr__(self, "base_importance", self.importance)
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready view, used by inspection commands."""
@@ -78,7 +82,6 @@ class MemoryRecord:
             "message_ids": list(self.message_ids),
             "base_importance": round(self.base_importance or 0.0, 4),
             "review_pending": self.review_pending,
-            "promote_reviewed": self.promote_reviewed,
             "decay_kept": self.decay_kept,
         }
 

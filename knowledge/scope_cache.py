@@ -5,6 +5,9 @@ scope holds thousands of memories, while an exact cosine search over a scope's v
 takes about one. A snapshot is loaded from the store on first use and kept in step by every
 write that goes through the same `ChromaKnowledgeBase`. Only an embedded store may be cached: a
 Chroma server is shared with other processes whose writes a snapshot would not see.
+
+A snapshot holds records as stored (with their base importance); the store brings each one up to
+the moment of the read, so snapshots never go stale as the days pass.
 """
 
 from __future__ import annotations

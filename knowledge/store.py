@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -12,6 +14,7 @@ import chromadb
 import numpy as np
 from chromadb.config import Settings as ChromaSettings
 
+from .decay import MemoryPolicy, PolicyFor, base_of, current_importance, default_policy, next_due
 from .embedding import Embedder
 from .scope_cache import ScopeCache, ScopeSnapshot
 from .records import CATEGORIES, Category, MemoryRecord, ReviewKind, Scope, ScoredMemory, Source, new_memory_id
@@ -20,11 +23,15 @@ log = logging.getLogger(__name__)
 
 COLLECTION = "memories"
 MAINTENANCE_PAGE = 5000  # records per chromadb call in maintenance passes; embedded chromadb caps a batch at 5,461
+NEVER_DUE = 1e15  # the `due_at` of a memory the decay pass never has to act on (about 31 million years away)
 Now = Callable[[], datetime]
 
 
 class KnowledgeBase(Protocol):
-    """What core/ needs from a memory store. The scope always comes first and is never optional."""
+    """What core/ needs from a memory store. The scope always comes first and is never optional.
+
+    Every read returns records with the importance they have at the moment of the read.
+    """
 
     def add(
         self,
@@ -59,7 +66,6 @@ class KnowledgeBase(Protocol):
         last_access: datetime | None = None,
         verified: bool | None = None,
         review_pending: ReviewKind | Literal[""] | None = None,
-        promote_reviewed: bool | None = None,
         decay_kept: bool | None = None,
     ) -> MemoryRecord | None: ...
 
@@ -106,13 +112,26 @@ def _moment(timestamp: float) -> datetime:
     return datetime.fromtimestamp(timestamp, tz=timezone.utc)
 
 
-def _metadata(record: MemoryRecord) -> dict[str, Any]:
-    # chromadb metadata holds only scalars, so optional fields become "" and lists are joined.
+def _storable(importance: float) -> float:
+    # chromadb keeps about 16 significant digits; nine decimals come back exactly as written, so the
+    # due time computed from a base at write time matches the base every later read decays from.
+    return round(importance, 9)
+
+
+def _decay_state(record: MemoryRecord, policy: MemoryPolicy) -> dict[str, Any]:
+    """The metadata the decay pass reads and writes: the review flag and when the pass must act next."""
+    due = next_due(record, policy)
+    return {"review_pending": record.review_pending or "", "due_at": NEVER_DUE if due is None else _timestamp(due)}
+
+
+def _metadata(record: MemoryRecord, policy: MemoryPolicy) -> dict[str, Any]:
+    # chromadb metadata holds only scalars, so optional fields become "" and lists are joined. The
+    # current importance is never stored: it changes with every passing day.
     return {
         "persona_id": record.scope.persona_id,
         "user_id": record.scope.user_id,
         "category": record.category,
-        "importance": float(record.importance),
+        "base_importance": float(base_of(record)),
         "created_at": _timestamp(record.created_at),
         "last_access": _timestamp(record.last_access),
         "source": record.source,
@@ -120,20 +139,19 @@ def _metadata(record: MemoryRecord) -> dict[str, Any]:
         "topic": record.topic or "",
         "conversation_id": record.conversation_id or "",
         "message_ids": ",".join(record.message_ids),
-        "base_importance": float(record.base_importance if record.base_importance is not None else record.importance),
-        "review_pending": record.review_pending or "",
-        "promote_reviewed": record.promote_reviewed,
         "decay_kept": record.decay_kept,
+        **_decay_state(record, policy),
     }
 
 
 def _record(memory_id: str, content: str, meta: dict[str, Any]) -> MemoryRecord:
+    """The record as stored: its `importance` is the base, not yet decayed to any moment."""
     return MemoryRecord(
         id=memory_id,
         scope=Scope(meta["persona_id"], meta["user_id"]),
         content=content,
         category=meta["category"],
-        importance=float(meta["importance"]),
+        importance=float(meta["base_importance"]),
         created_at=_moment(meta["created_at"]),
         last_access=_moment(meta["last_access"]),
         source=meta["source"],
@@ -141,20 +159,31 @@ def _record(memory_id: str, content: str, meta: dict[str, Any]) -> MemoryRecord:
         topic=meta["topic"] or None,
         conversation_id=meta["conversation_id"] or None,
         message_ids=tuple(filter(None, meta["message_ids"].split(","))),
-        base_importance=float(meta.get("base_importance", meta["importance"])),
-        review_pending=meta.get("review_pending") or None,
-        promote_reviewed=bool(meta.get("promote_reviewed", False)),
-        decay_kept=bool(meta.get("decay_kept", False)),
+        review_pending=meta["review_pending"] or None,
+        decay_kept=bool(meta["decay_kept"]),
     )
 
 
 class ChromaKnowledgeBase:
-    """Memories of every scope in one chromadb collection, filtered by scope inside each query."""
+    """Memories of every scope in one chromadb collection, filtered by scope inside each query.
 
-    def __init__(self, client: Any, embedder: Embedder, *, now: Now, cache_scopes: bool = True) -> None:
+    What is stored is a memory's base importance and when it was last used; every read (get, list,
+    search) returns its importance as of that moment under its persona's rules (`policy_for`).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        embedder: Embedder,
+        *,
+        now: Now,
+        policy_for: PolicyFor = default_policy,
+        cache_scopes: bool = True,
+    ) -> None:
         """`cache_scopes`: answer searches from in-process snapshots (only for a store no other process writes)."""
         self._embedder = embedder
         self._now = now
+        self.policy_for = policy_for
         self._cache = ScopeCache(self._load_scope) if cache_scopes else None
         # embedding_function=None: vectors always come from our offline embedder, never chromadb's default.
         self._collection = client.get_or_create_collection(
@@ -195,7 +224,7 @@ class ChromaKnowledgeBase:
             scope=scope,
             content=content,
             category=category,
-            importance=importance,
+            importance=_storable(importance),
             created_at=now,
             last_access=now,
             source=source,
@@ -205,7 +234,8 @@ class ChromaKnowledgeBase:
             message_ids=tuple(message_ids),
         )
         vector = self._embedder.embed_passages([content])
-        self._collection.add(ids=[record.id], documents=[content], metadatas=[_metadata(record)], embeddings=vector)
+        metadata = _metadata(record, self.policy_for(scope.persona_id))
+        self._collection.add(ids=[record.id], documents=[content], metadatas=[metadata], embeddings=vector)
         if snapshot := self._written(scope):
             snapshot.put(record, vector[0])
         return record
@@ -219,33 +249,36 @@ class ChromaKnowledgeBase:
         query_vector = self._embedder.embed_queries([query])
         if self._cache is not None:
             wanted = None if categories is None else _known(categories)
-            return self._cache.get(scope).search(query_vector[0], limit, wanted)
-        result = self._collection.query(
-            query_embeddings=query_vector,
-            n_results=limit,
-            where=_scope_filter(scope, categories),
-            include=["documents", "metadatas", "distances"],
-        )
-        hits = zip(result["ids"][0], result["documents"][0], result["metadatas"][0], result["distances"][0])
-        return [
-            ScoredMemory(_record(memory_id, content, meta), similarity=1.0 - float(distance))
-            for memory_id, content, meta, distance in hits
-        ]
+            hits = self._cache.get(scope).search(query_vector[0], limit, wanted)
+        else:
+            result = self._collection.query(
+                query_embeddings=query_vector,
+                n_results=limit,
+                where=_scope_filter(scope, categories),
+                include=["documents", "metadatas", "distances"],
+            )
+            found = zip(result["ids"][0], result["documents"][0], result["metadatas"][0], result["distances"][0])
+            hits = [
+                ScoredMemory(_record(memory_id, content, meta), similarity=1.0 - float(distance))
+                for memory_id, content, meta, distance in found
+            ]
+        current = self._current(hit.record for hit in hits)
+        return [replace(hit, record=record) for hit, record in zip(hits, current)]
 
     def get(self, scope: Scope, ids: Iterable[str]) -> list[MemoryRecord]:
         """The records with these ids that belong to `scope`; ids of other scopes are simply absent."""
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return []
-        return self._fetch(ids=wanted, where=_scope_filter(scope))
+        return self._current(self._fetch(ids=wanted, where=_scope_filter(scope)))
 
     def list(self, scope: Scope, *, categories: Iterable[Category] | None = None) -> list[MemoryRecord]:
         """Every memory of `scope`, most important first."""
         if self._cache is not None:
-            records = self._cache.get(scope).records(categories)
+            stored = self._cache.get(scope).records(categories)
         else:
-            records = self._fetch(where=_scope_filter(scope, categories))
-        return sorted(records, key=lambda record: (-record.importance, record.created_at))
+            stored = self._fetch(where=_scope_filter(scope, categories))
+        return sorted(self._current(stored), key=lambda record: (-record.importance, record.created_at))
 
     def update(
         self,
@@ -258,45 +291,43 @@ class ChromaKnowledgeBase:
         last_access: datetime | None = None,
         verified: bool | None = None,
         review_pending: ReviewKind | Literal[""] | None = None,
-        promote_reviewed: bool | None = None,
         decay_kept: bool | None = None,
     ) -> MemoryRecord | None:
         """Change one memory of `scope`; returns the new record, or None if `scope` has no such id.
 
-        A new `importance` is also the new base that decay starts from; `review_pending=""` clears it.
+        A new `importance` is the new base that decay starts from at `last_access`; `review_pending=""` clears it.
         """
-        found = self.get(scope, [memory_id])
+        found = self._fetch(ids=[memory_id], where=_scope_filter(scope))
         if not found:
             return None
-        record = found[0]
+        changes: dict[str, Any] = {
+            name: value
+            for name, value in (
+                ("category", category),
+                ("last_access", last_access),
+                ("verified", verified),
+                ("decay_kept", decay_kept),
+            )
+            if value is not None
+        }
         if content is not None:
-            record.content = content.strip()
+            changes["content"] = content.strip()
         if importance is not None:
-            record.base_importance = importance
-        for name, value in (
-            ("category", category),
-            ("importance", importance),
-            ("last_access", last_access),
-            ("verified", verified),
-            ("promote_reviewed", promote_reviewed),
-            ("decay_kept", decay_kept),
-        ):
-            if value is not None:
-                setattr(record, name, value)
+            changes["importance"] = changes["base_importance"] = _storable(importance)
         if review_pending is not None:
-            record.review_pending = review_pending or None
+            changes["review_pending"] = review_pending or None
+        record = replace(found[0], **changes)
+        metadata = _metadata(record, self.policy_for(scope.persona_id))
         vector = None
         if content is None:
             # documents without embeddings would make chromadb embed them with its own (downloaded) model
-            self._collection.update(ids=[record.id], metadatas=[_metadata(record)])
+            self._collection.update(ids=[record.id], metadatas=[metadata])
         else:
             vector = self._embedder.embed_passages([record.content])
-            self._collection.update(
-                ids=[record.id], documents=[record.content], metadatas=[_metadata(record)], embeddings=vector
-            )
+            self._collection.update(ids=[record.id], documents=[record.content], metadatas=[metadata], embeddings=vector)
         if snapshot := self._written(scope):
             snapshot.put(record, None if vector is None else vector[0])
-        return record
+        return self._current([record])[0]
 
     def delete(self, scope: Scope, ids: Iterable[str]) -> int:
         """Delete the memories of `scope` with these ids; returns how many were deleted."""
@@ -320,6 +351,15 @@ class ChromaKnowledgeBase:
         """How many memories `scope` holds."""
         return len(self._collection.get(where=_scope_filter(scope), include=[])["ids"])
 
+    def _current(self, stored: Iterable[MemoryRecord], now: datetime | None = None) -> list[MemoryRecord]:
+        """Stored records as of `now` (default: the clock's now), each with the importance it has decayed to.
+
+        A stored record is never changed in place (a scope snapshot may share it): a decayed one is a copy.
+        """
+        now = now or self._now()
+        policy_for = cache(self.policy_for)
+        return [_as_of(record, now, policy_for(record.scope.persona_id)) for record in stored]
+
     def _written(self, scope: Scope) -> ScopeSnapshot | None:
         return self._cache.writing(scope) if self._cache is not None else None
 
@@ -338,6 +378,7 @@ class ChromaKnowledgeBase:
             self._cache.drop()
 
     def _fetch(self, **query: Any) -> list[MemoryRecord]:
+        """Records as stored (importance = base), for the reads above to bring up to date."""
         result = self._collection.get(include=["documents", "metadatas"], **query)
         return [
             _record(memory_id, content, meta)
@@ -348,58 +389,57 @@ class ChromaKnowledgeBase:
 
     def add_records(self, records: Sequence[MemoryRecord]) -> None:
         """Store prepared records as they are (ids, timestamps, importances), embedding in batches; for imports."""
+        policy_for = cache(self.policy_for)
         for start in range(0, len(records), MAINTENANCE_PAGE):
             batch = records[start : start + MAINTENANCE_PAGE]
             self._collection.add(
                 ids=[record.id for record in batch],
                 documents=[record.content for record in batch],
-                metadatas=[_metadata(record) for record in batch],
+                metadatas=[_metadata(record, policy_for(record.scope.persona_id)) for record in batch],
                 embeddings=self._embedder.embed_passages([record.content for record in batch]),
             )
         self._drop_snapshots()
 
-    def iter_all_record_pages(
-        self, *, categories: Iterable[Category] | None = None, page_size: int = MAINTENANCE_PAGE
+    def iter_due_record_pages(
+        self, now: datetime, *, page_size: int = MAINTENANCE_PAGE
     ) -> Iterator[list[MemoryRecord]]:
-        """Every memory of every scope (optionally of some categories), a page at a time.
+        """The memories of every scope that the decay pass must act on at `now`, as of `now`, a page at a time.
 
-        The ids are listed first and then read by id, so changing or deleting records between
-        pages neither skips nor repeats any.
+        One range query over `due_at` (kept by every write) finds them; the ids are listed first and
+        then read by id, so changing or deleting records between pages neither skips nor repeats any.
         """
-        where = _category_filter(categories) if categories is not None else None
-        ids = self._collection.get(where=where, include=[])["ids"]
+        ids = self._collection.get(where={"due_at": {"$lte": _timestamp(now)}}, include=[])["ids"]
         for start in range(0, len(ids), page_size):
-            yield self._fetch(ids=ids[start : start + page_size])
+            yield self._current(self._fetch(ids=ids[start : start + page_size]), now)
 
-    def update_decay_state_many(
-        self,
-        importances: Mapping[str, float],
-        *,
-        review_pending: Iterable[str] = (),
-        promote_rearmed: Iterable[str] = (),
-    ) -> None:
-        """Write what a decay pass derived for records of any scope, one chromadb update per record.
+    def write_decay_state_many(self, records: Sequence[MemoryRecord]) -> None:
+        """Write the review flag of records of any scope, and with it when the pass must act on them next.
 
-        Sets the (derived) importance, marks `review_pending="decay"` and re-arms promote reviews;
-        base_importance, last_access, content and vectors stay as they are.
+        Only those two keys are written (chromadb merges them into the stored metadata), so a boost
+        that lands after the pass read a record keeps its base and last access; the due time computed
+        from the older state then errs early, and the pass schedules the record again when it comes.
         """
-        changes: dict[str, dict[str, Any]] = {
-            memory_id: {"importance": float(value)} for memory_id, value in importances.items()
-        }
-        for memory_id in review_pending:
-            changes.setdefault(memory_id, {})["review_pending"] = "decay"
-        for memory_id in promote_rearmed:
-            changes.setdefault(memory_id, {})["promote_reviewed"] = False
-        items = list(changes.items())
-        for start in range(0, len(items), MAINTENANCE_PAGE):
-            batch = items[start : start + MAINTENANCE_PAGE]
-            # chromadb merges these keys into the stored metadata and keeps document and embedding.
-            self._collection.update(ids=[memory_id for memory_id, _ in batch], metadatas=[meta for _, meta in batch])
+        if not records:
+            return
+        policy_for = cache(self.policy_for)
+        for start in range(0, len(records), MAINTENANCE_PAGE):
+            batch = records[start : start + MAINTENANCE_PAGE]
+            self._collection.update(
+                ids=[record.id for record in batch],
+                metadatas=[_decay_state(record, policy_for(record.scope.persona_id)) for record in batch],
+            )
         self._drop_snapshots()
 
     def delete_many(self, ids: Iterable[str]) -> None:
         """Delete records of any scope by id; ids that no longer exist are ignored."""
         wanted = list(ids)
+        if not wanted:
+            return
         for start in range(0, len(wanted), MAINTENANCE_PAGE):
             self._collection.delete(ids=wanted[start : start + MAINTENANCE_PAGE])
         self._drop_snapshots()
+
+
+def _as_of(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> MemoryRecord:
+    importance = current_importance(record, now, policy)
+    return record if importance == record.importance else replace(record, importance=importance)

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from click.testing import CliRunner
 from bot.app import build_app
 from bot.cli import cli
 from bot.config import load_settings
-from knowledge.records import Scope
+from knowledge.records import MemoryRecord, Scope
 from tests.fakes.openai_server import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,12 +171,15 @@ def test_history_and_dead_letters_are_listable(runner: CliRunner) -> None:
 
 def test_maintenance_runs_the_decay_pass_once(runner: CliRunner) -> None:
     app = build_app(load_settings())
-    app.companion.knowledge.add(Scope("xiaoxiang", "cli:alice"), "Alice likes tea", category="fact", source="user")
+    alice, long_ago = Scope("xiaoxiang", "cli:alice"), datetime.now(timezone.utc) - timedelta(days=15)
+    app.companion.knowledge.add(alice, "Alice likes tea", category="fact", source="user")
+    old_episode = MemoryRecord("mem_old", alice, "[long ago] talked about tea", "episode", 1.0, long_ago, long_ago, "user")
+    app.companion.knowledge.add_records([old_episode])
     app.working_memory.close()
     app.journal.close()
     result = runner.invoke(cli, ["maintenance"])
     assert result.exit_code == 0, result.output
-    assert "decay: 1 scanned, 0 decayed, 0 deleted, 0 reviewed; 0 idle conversations summarised" in result.output
+    assert "decay: 1 due, 1 deleted, 0 reviewed, 0 rescheduled; 0 idle conversations summarised" in result.output
 
 
 def test_the_readme_documents_every_setting() -> None:

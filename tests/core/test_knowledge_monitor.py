@@ -406,6 +406,25 @@ async def test_a_boost_across_the_promote_line_requests_one_review(
     assert kb.get(alice, [memory.id])[0].importance == pytest.approx(2.9)
 
 
+async def test_a_fact_kept_by_a_promote_review_is_reviewed_again_only_after_fading_below_the_line(
+    monitor: KnowledgeMonitor,
+    persona: Persona,
+    kb: ChromaKnowledgeBase,
+    fake_openai: FakeOpenAIServer,
+    alice: Scope,
+    clock: FakeClock,
+) -> None:
+    memory = kb.add(alice, "主人在医院当护士", category="fact", source="user", importance=2.6)  # a promote review said KEEP
+    fake_openai.script(MONITOR, f"[BOOST:{memory.id}]", f"[BOOST:{memory.id}]")
+
+    first = await monitor.review_turn(persona, alice, make_turn("今天又值夜班", shown=(memory.id,)))
+    assert (first.applied, first.reviews) == ([Boost(memory.id)], [])  # 2.9: still above the line
+    clock.advance(days=10)  # 2.9 * 0.95**3 = 2.49
+    second = await monitor.review_turn(persona, alice, make_turn("医院好忙", shown=(memory.id,)))
+    assert second.reviews == [(memory.id, "promote")]
+    assert kb.get(alice, [memory.id])[0].importance == pytest.approx(2.9 * 0.95**3 + 0.3)
+
+
 async def test_a_personas_memory_rules_apply(
     monitor: KnowledgeMonitor, persona: Persona, kb: ChromaKnowledgeBase, fake_openai: FakeOpenAIServer, alice: Scope
 ) -> None:

@@ -10,7 +10,7 @@ import pytest
 from bot.app import App
 from core.errors import LLMError
 from core.memory_reviewer import MemoryReviewer, last_verdict, search_requests
-from knowledge.decay import MemoryPolicy
+from knowledge.decay import MemoryPolicy, boosted, needs_promote_review
 from knowledge.journal import Journal
 from knowledge.records import MemoryRecord, Scope
 from knowledge.store import ChromaKnowledgeBase
@@ -48,6 +48,11 @@ def pending(kb: ChromaKnowledgeBase, scope: Scope, content: str, importance: flo
 def current(kb: ChromaKnowledgeBase, scope: Scope, record: MemoryRecord) -> MemoryRecord:
     [found] = kb.get(scope, [record.id])
     return found
+
+
+def reviewed_again_on_next_boost(record: MemoryRecord) -> bool:
+    """Whether the next real use of the memory would ask for another promote review."""
+    return needs_promote_review(record, boosted(record, MemoryPolicy()), MemoryPolicy())
 
 
 @pytest.mark.parametrize(
@@ -100,7 +105,7 @@ async def test_keep_on_a_promote_review_is_not_reviewed_again(
 
     assert decision.verdict == "keep"
     after = current(kb, alice, tired)
-    assert (after.category, after.review_pending, after.promote_reviewed) == ("fact", None, True)
+    assert (after.category, after.review_pending, reviewed_again_on_next_boost(after)) == ("fact", None, False)
     assert after.importance == pytest.approx(2.6)
 
 
@@ -182,7 +187,8 @@ async def test_no_verdict_in_three_rounds_keeps_the_memory(
     assert decision.searches == ["rain", "rain"]  # nobody would read the results of a third search
     assert "no verdict" in decision.reason
     assert len(fake_openai.requests_for(REVIEWER)) == 3
-    assert current(kb, alice, memory).promote_reviewed is True
+    after = current(kb, alice, memory)
+    assert (after.category, after.review_pending, reviewed_again_on_next_boost(after)) == ("fact", None, False)
 
 
 async def test_promote_in_a_decay_review_means_keep(

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
-from knowledge.decay import MemoryPolicy, boosted, decay_days, decay_outcome, decays, needs_promote_review
+from knowledge.decay import (
+    MemoryPolicy,
+    boosted,
+    current_importance,
+    decay_days,
+    decay_outcome,
+    decays,
+    needs_promote_review,
+    next_due,
+)
 from knowledge.records import Category, MemoryRecord, Scope
 
 NOW = datetime(2026, 3, 1, 4, 0, tzinfo=timezone.utc)
@@ -124,16 +134,91 @@ def test_a_boost_adds_point_three() -> None:
 
 
 @pytest.mark.parametrize(
-    ("record", "expected"),
+    ("record", "boosted_to", "expected"),
     [
-        (memory(importance=2.5), True),
-        (memory(importance=2.49), False),
-        (memory("core", 2.8), False),
-        (memory("episode", 2.8), False),
-        (memory(importance=2.8, promote_reviewed=True), False),
-        (memory(importance=2.8, review_pending="promote"), False),
+        (memory(importance=2.2), 2.5, True),
+        (memory(importance=2.2), 2.49, False),
+        (memory(importance=2.3), 2.6, True),
+        (memory(importance=2.5), 2.8, False),  # already at the line: kept by a promote review, or never reviewed
+        (memory(importance=2.6, idle_days=8), 2.77, True),  # faded below the line (2.47) since: reviewed again
+        (memory("core", 2.3), 2.6, False),
+        (memory("episode", 2.3), 2.6, False),
+        (memory(importance=2.3, review_pending="decay"), 2.6, False),
     ],
 )
-def test_a_fact_reaching_two_and_a_half_is_reviewed_for_promotion_once(record: MemoryRecord, expected: bool) -> None:
-    assert needs_promote_review(record, POLICY) is expected
+def test_a_boost_across_two_and_a_half_asks_for_a_promote_review(
+    record: MemoryRecord, boosted_to: float, expected: bool
+) -> None:
+    record = replace(record, importance=current_importance(record, NOW, POLICY))  # as the store reads it
+    assert needs_promote_review(record, boosted_to, POLICY) is expected
+
+
+def test_importance_is_the_base_until_the_grace_period_ends_then_decays() -> None:
+    assert current_importance(memory(importance=1.2, idle_days=7.99), NOW, POLICY) == 1.2
+    assert current_importance(memory(importance=1.2, idle_days=9), NOW, POLICY) == pytest.approx(1.2 * 0.95**2)
+    assert current_importance(memory("core", 1.2, idle_days=90), NOW, POLICY) == 1.2
+
+
+# -- next_due: the first moment the decay pass has something to do -------------------------------
+
+
+def test_what_never_decays_or_waits_for_a_review_is_never_due() -> None:
+    for record in (
+        memory("system", idle_days=400),
+        memory("core", idle_days=400),
+        memory(importance=3.0),
+        memory(importance=0.2, review_pending="decay"),
+        memory(importance=0.2, decay_kept=True, review_pending="promote"),
+    ):
+        assert next_due(record, POLICY) is None, record
+    assert next_due(memory(importance=0.9), MemoryPolicy(fact_factor=1.0)) is None  # a persona without decay
+
+
+def test_an_episode_is_due_at_its_maximum_age_whenever_it_was_last_used() -> None:
+    assert next_due(memory("episode", 3.5, idle_days=1, age_days=5), POLICY) == NOW + timedelta(days=9)
+
+
+@pytest.mark.parametrize(
+    ("record", "policy", "days"),
+    [
+        (memory(), POLICY, 7 + 14),  # 0.95**13 = 0.513, 0.95**14 = 0.488: reviewed
+        (memory(importance=1.8), POLICY, 7 + 25),  # 1.8 * 0.95**24 = 0.526, 1.8 * 0.95**25 = 0.499
+        (memory(importance=0.5), POLICY, 7 + 1),  # at the line is not below it
+        (memory(importance=0.5, decay_kept=True), POLICY, 7 + 10),  # kept: deleted at 0.299, no review
+        (memory(importance=0.6, decay_kept=True), MemoryPolicy(fact_factor=0.5, grace_days=0), 2),  # 0.3 stays
+        (memory(importance=0.6), MemoryPolicy(decay_review_below=0.2), 7 + 14),  # deleted at 0.293: the higher line
+    ],
+)
+def test_a_fact_is_due_on_the_day_its_decay_crosses_the_line(
+    record: MemoryRecord, policy: MemoryPolicy, days: int
+) -> None:
+    due = next_due(record, policy)
+    assert due == record.last_access + timedelta(days=days)
+    before = decay_outcome(record, due - timedelta(microseconds=1), policy)
+    at = decay_outcome(record, due, policy)
+    assert (before.delete, before.review) == (False, None)
+    assert at.delete or at.review == "decay"
+
+
+def test_a_fact_already_below_its_line_is_due_at_once() -> None:
+    assert next_due(memory(importance=0.4, idle_days=2), POLICY) == NOW - timedelta(days=2)
+    assert next_due(memory(importance=0.25, idle_days=2, decay_kept=True), POLICY) == NOW - timedelta(days=2)
+    assert decay_outcome(memory(importance=0.4, idle_days=2), NOW, POLICY).review == "decay"
+
+
+@pytest.mark.parametrize("base", [0.5, 0.97, 1.0, 1.3, 1.57, 2.2, 2.999999999])
+@pytest.mark.parametrize("kept", [False, True])
+def test_next_due_agrees_with_the_outcome_to_the_microsecond(base: float, kept: bool) -> None:
+    record = memory(importance=base, decay_kept=kept)
+    due = next_due(record, POLICY)
+    assert due is not None
+    acts = [decay_outcome(record, moment, POLICY) for moment in (due - timedelta(microseconds=1), due)]
+    assert [outcome.delete or outcome.review is not None for outcome in acts] == [False, True]
+
+
+def test_a_factor_that_would_grow_importance_is_refused() -> None:
+    with pytest.raises(ValueError, match="fact_factor"):
+        POLICY.overridden({"fact_factor": 1.05})
+    with pytest.raises(ValueError, match="episode_factor"):
+        MemoryPolicy(episode_factor=0)
 

@@ -1,4 +1,7 @@
-"""The decay pass over real chromadb: schedules, deletions with history, reviews, idempotency."""
+"""The decay pass over real chromadb: schedules, deletions with history, reviews, idempotency.
+
+Importance is read through the store at the clock's time; the pass itself only deletes and asks for reviews.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.decay import MemoryPolicy
+from knowledge.decay import MemoryPolicy, PolicyFor, default_policy
 from knowledge.embedding import Embedder
 from knowledge.journal import HistoryEntry, Journal
 from knowledge.memory_manager import MemoryManager
@@ -15,8 +18,10 @@ from knowledge.store import ChromaKnowledgeBase, open_chroma_client
 from tests.fakes.clock import FakeClock
 
 
-def open_store(path: Path, embedder: Embedder, clock: FakeClock) -> ChromaKnowledgeBase:
-    return ChromaKnowledgeBase(open_chroma_client(path=path / "chroma"), embedder, now=clock.now)
+def open_store(
+    path: Path, embedder: Embedder, clock: FakeClock, policy_for: PolicyFor = default_policy
+) -> ChromaKnowledgeBase:
+    return ChromaKnowledgeBase(open_chroma_client(path=path / "chroma"), embedder, now=clock.now, policy_for=policy_for)
 
 
 @pytest.fixture
@@ -93,7 +98,7 @@ def test_core_system_and_very_important_memories_never_decay(
     clock.advance(days=100)
     report = manager.apply_decay()
     assert [current(store, alice, memory) for memory in kept] == kept
-    assert (report.scanned, report.decayed, report.deleted, report.reviews) == (1, 0, 0, [])  # only the fact is read
+    assert (report.scanned, report.deleted, report.reviews) == (0, 0, [])  # never due: not even read
 
 
 def test_a_fact_falling_below_half_is_reviewed_once_and_not_deleted_while_pending(
@@ -146,8 +151,9 @@ def test_a_second_pass_at_the_same_moment_changes_nothing(
     first = manager.apply_decay()
     after_first = [store.list(scope) for scope in (alice, bob)]
     second = manager.apply_decay()
-    assert (first.decayed, first.deleted, len(first.reviews)) == (3, 1, 2)
-    assert (second.decayed, second.deleted, second.reviews) == (0, 0, [])
+    # due: the old episode (deleted), Bob's fact (0.95**15) and Alice's (0.6 * 0.95**5), not the young episode
+    assert (first.scanned, first.deleted, len(first.reviews), first.rescheduled) == (3, 1, 2, 0)
+    assert (second.scanned, second.deleted, second.reviews) == (0, 0, [])
     assert [store.list(scope) for scope in (alice, bob)] == after_first
 
 
@@ -202,12 +208,13 @@ def test_each_scope_decays_from_its_own_last_access(
 
 
 def test_a_persona_override_applies_to_that_persona_only(
-    store: ChromaKnowledgeBase, journal: Journal, clock: FakeClock, alice: Scope
+    tmp_path: Path, embedder: Embedder, journal: Journal, clock: FakeClock, alice: Scope
 ) -> None:
     strict, strict_rules = Scope("strict", alice.user_id), MemoryPolicy(fact_factor=0.5)
-    manager = MemoryManager(
-        store, journal, clock.now, policy_for=lambda persona: strict_rules if persona == "strict" else MemoryPolicy()
+    store = open_store(
+        tmp_path, embedder, clock, lambda persona: strict_rules if persona == "strict" else MemoryPolicy()
     )
+    manager = MemoryManager(store, journal, clock.now)
     lenient = store.add(alice, "likes ramen", category="fact", source="user")
     harsh = store.add(strict, "likes ramen", category="fact", source="user")
     clock.advance(days=9)
@@ -234,35 +241,67 @@ def test_the_pass_leaves_last_access_base_content_and_vector_alone(
     )
 
 
-def test_a_fact_falling_below_the_promote_line_can_be_reviewed_for_promotion_again(
-    store: ChromaKnowledgeBase, manager: MemoryManager, clock: FakeClock, alice: Scope
-) -> None:
-    falling = store.add(alice, "Alice lives in Lyon", category="fact", source="user", importance=2.6)
-    staying = store.add(alice, "Alice works as a nurse", category="fact", source="user", importance=2.8)
-    for memory in (falling, staying):
-        store.update(alice, memory.id, promote_reviewed=True)  # a promote review said KEEP
-    clock.advance(days=8)  # 2.6 * 0.95 = 2.47 and 2.8 * 0.95 = 2.66
-    manager.apply_decay()
-    assert current(store, alice, falling).promote_reviewed is False  # type: ignore[union-attr]
-    assert current(store, alice, staying).promote_reviewed is True  # type: ignore[union-attr]
-
-
 def test_pages_are_read_by_id_so_deleting_on_one_page_skips_nothing_on_the_next(
     store: ChromaKnowledgeBase, journal: Journal, clock: FakeClock, alice: Scope
 ) -> None:
     episodes = [store.add(alice, f"[day 0] episode {n}", category="episode", source="background_ai") for n in range(3)]
     facts = [store.add(alice, f"fact {n}", category="fact", source="user") for n in range(3)]
-    clock.advance(days=14)
+    clock.advance(days=21)  # the episodes are too old, the facts cross 0.5
     report = MemoryManager(store, journal, clock.now, page_size=2).apply_decay()
-    assert (report.scanned, report.deleted, report.decayed) == (6, 3, 3)
+    assert (report.scanned, report.deleted, len(report.reviews)) == (6, 3, 3)
     assert [current(store, alice, episode) for episode in episodes] == [None] * 3
-    assert [importance(store, alice, fact) for fact in facts] == [pytest.approx(0.95**7, abs=1e-12)] * 3
+    assert [current(store, alice, fact).review_pending for fact in facts] == ["decay"] * 3  # type: ignore[union-attr]
 
 
-def test_a_value_chromadb_rounds_is_not_rewritten_by_every_pass(
+def test_the_pass_reads_only_the_memories_that_are_due(
+    store: ChromaKnowledgeBase, manager: MemoryManager, clock: FakeClock, alice: Scope, bob: Scope
+) -> None:
+    fading = store.add(alice, "Alice had a cold last week", category="fact", source="user")
+    clock.advance(days=20)
+    fresh = store.add(bob, "Bob started a new job", category="fact", source="user")
+    core = store.add(bob, "Bob's name is Robert", category="core", source="user")
+    clock.advance(days=1)  # Alice's fact crosses 0.5; Bob's memories are a day old or never fade
+    report = manager.apply_decay()
+    assert (report.scanned, report.reviews) == (1, [(alice, fading.id)])
+    assert (current(store, bob, fresh), current(store, bob, core)) == (fresh, core)
+
+
+def test_a_boost_postpones_the_day_the_fact_is_due(
     store: ChromaKnowledgeBase, manager: MemoryManager, clock: FakeClock, alice: Scope
 ) -> None:
-    store.add(alice, "Alice once lived in Oslo", category="fact", source="user")
-    clock.advance(days=39)  # 0.95**32 has 17 significant digits; chromadb gives back 16
-    assert manager.apply_decay().decayed == 1
-    assert manager.apply_decay().decayed == 0
+    fact = store.add(alice, "Alice likes climbing", category="fact", source="user")
+    clock.advance(days=20)
+    store.update(alice, fact.id, importance=1.3, last_access=clock.now())  # what a BOOST writes
+    clock.advance(days=1)  # the day the unused fact would have been reviewed
+    assert manager.apply_decay().scanned == 0
+    clock.advance(days=7 + 18 - 1)  # 1.3 * 0.95**18 = 0.517
+    assert manager.apply_decay().scanned == 0
+    clock.advance(days=1)  # 1.3 * 0.95**19 = 0.491
+    assert manager.apply_decay().reviews == [(alice, fact.id)]
+
+
+def test_importance_fades_with_the_clock_without_any_pass(
+    store: ChromaKnowledgeBase, clock: FakeClock, alice: Scope
+) -> None:
+    fact = store.add(alice, "Alice is learning to swim", category="fact", source="user")
+    clock.advance(days=12)
+    assert importance(store, alice, fact) == pytest.approx(0.95**5, abs=1e-12)
+    clock.advance(days=1)
+    assert importance(store, alice, fact) == pytest.approx(0.95**6, abs=1e-12)
+
+
+def test_a_memory_due_under_old_rules_is_rescheduled_once(
+    tmp_path: Path, embedder: Embedder, journal: Journal, clock: FakeClock, alice: Scope
+) -> None:
+    written = open_store(tmp_path, embedder, clock)
+    fact = written.add(alice, "Alice collects stamps", category="fact", source="user")
+    patient = MemoryPolicy(grace_days=30)  # the persona's rules changed after the fact was written
+    store = open_store(tmp_path, embedder, clock, lambda persona: patient)
+    manager = MemoryManager(store, journal, clock.now)
+    clock.advance(days=21)  # due by the old rules, not the new ones
+    first = manager.apply_decay()
+    assert (first.scanned, first.rescheduled, first.reviews) == (1, 1, [])
+    assert manager.apply_decay().scanned == 0
+    assert importance(store, alice, fact) == 1.0
+    clock.advance(days=23)  # 30 + 14 days: due by the new rules
+    assert manager.apply_decay().reviews == [(alice, fact.id)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -70,12 +71,28 @@ def test_snapshots_follow_every_write(stores, alice: Scope, bob: Scope) -> None:
     assert cached.list(bob)[0].content == "Bob lives in Lyon"
 
 
+@pytest.mark.parametrize("cache_scopes", [True, False])
+def test_every_read_gives_the_importance_of_the_moment(  # type: ignore[no-untyped-def]
+    stores, clock: FakeClock, alice: Scope, cache_scopes: bool
+) -> None:
+    store = stores[0 if cache_scopes else 1]
+    fact = store.add(alice, "Alice loves tonkotsu ramen", category="fact", source="user")
+    [first] = store.list(alice)  # loads the snapshot before the days pass
+    for days, expected in ((7, 1.0), (1, 0.95), (6, 0.95**7)):
+        clock.advance(days=days)
+        [got] = store.get(alice, [fact.id])
+        [listed] = store.list(alice)
+        [hit] = store.search(alice, "ramen", limit=1)
+        assert got.importance == listed.importance == hit.record.importance == pytest.approx(expected, abs=1e-12)
+    assert first.importance == 1.0  # what a reader already holds does not change under it
+
+
 def test_maintenance_writes_reload_the_snapshots(stores, alice: Scope) -> None:  # type: ignore[no-untyped-def]
     cached, _ = stores
     record = cached.add(alice, "Alice likes tea", category="fact", source="user")
     cached.list(alice)
-    cached.update_decay_state_many({record.id: 0.42})
-    assert cached.list(alice)[0].importance == 0.42
+    cached.write_decay_state_many([replace(record, review_pending="decay")])
+    assert cached.list(alice)[0].review_pending == "decay"
     cached.delete_many([record.id])
     assert cached.list(alice) == []
 
