@@ -157,7 +157,11 @@ def build_app(
         # A Chroma server may be shared with other bot processes, whose writes a snapshot would miss.
         cache_scopes=settings.chroma_host is None,
     )
-    working_memory = WorkingMemory(data_dir / "companion.sqlite3", window_size=settings.working_memory_size)
+    working_memory = WorkingMemory(
+        data_dir / "companion.sqlite3",
+        window_size=settings.working_memory_size,
+        overflow_batch=min(settings.summary_batch, settings.working_memory_size),
+    )
     journal = Journal(data_dir / "companion.sqlite3")
     llm = llm or build_llm(settings)
     chat = llm.settings("chat")

@@ -113,6 +113,12 @@ class Settings(BaseSettings):
         validation_alias=_env("COMPANION_WORKING_MEMORY_SIZE"),
         description="messages kept verbatim per conversation",
     )
+    summary_batch: int = Field(
+        10,
+        ge=1,
+        validation_alias=_env("COMPANION_SUMMARY_BATCH"),
+        description="oldest messages that leave a full window together, summarised into one episode",
+    )
     retrieval_limit: int = Field(
         8, ge=0, validation_alias=_env("COMPANION_RETRIEVAL_LIMIT"), description="memories retrieved per message"
     )

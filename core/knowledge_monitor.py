@@ -231,6 +231,7 @@ _FORGET = [
 _TRIVIAL = {"it", "this", "that", "everything", "all", "me", "about it", "这个", "那个", "它", "这件事", "一切", "所有"}
 _QUESTION_WORDS = re.compile(r"^(?:when|what|how|who|where|why|whether|if|me)\b", re.IGNORECASE)
 _TRAILING = " \t\n.!。！~～…吧啦哦"
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？\n])\s*")
 
 
 @dataclass(frozen=True)
@@ -244,7 +245,8 @@ class Request:
 def explicit_request(text: str) -> Request | None:
     """The remember/forget request the message starts with, if it is one (questions are not)."""
     text = text.strip()
-    if text.endswith(("?", "？")):
+    first_sentence = _SENTENCE_END.split(text, maxsplit=1)[0]
+    if first_sentence.rstrip().endswith(("?", "？")):  # "Remember my best friend? We finally talked…"
         return None
     for pattern in _REMEMBER + _FORGET:
         match = pattern.match(text)

@@ -54,10 +54,15 @@ class StoredMessage:
 class WorkingMemory:
     """SQLite-backed, per-(persona, conversation) message windows."""
 
-    def __init__(self, path: Path, *, window_size: int = 30) -> None:
+    def __init__(self, path: Path, *, window_size: int = 30, overflow_batch: int = 1) -> None:
+        """`overflow_batch`: how many of the oldest messages leave together once the window overflows,
+        so the summarizer gets a real piece of conversation rather than one message at a time."""
         if window_size < 2:
             raise ValueError("the working-memory window must hold at least one exchange")
+        if not 1 <= overflow_batch <= window_size:
+            raise ValueError("the overflow batch must be between 1 and the window size")
         self.window_size = window_size
+        self.overflow_batch = overflow_batch
         self._db = SQLiteDatabase(path, _SCHEMA)
 
     def append(
@@ -97,12 +102,17 @@ class WorkingMemory:
                     message.sent_at.isoformat(),
                 ),
             )
-            db.execute(
-                "UPDATE messages SET state = 'archived' WHERE seq IN ("
-                " SELECT seq FROM messages WHERE persona_id = ? AND conversation_id = ?"
-                " AND state = 'window' ORDER BY seq DESC LIMIT -1 OFFSET ?)",
-                (persona_id, conversation_id, self.window_size),
-            )
+            [(size,)] = db.execute(
+                "SELECT COUNT(*) FROM messages WHERE persona_id = ? AND conversation_id = ? AND state = 'window'",
+                (persona_id, conversation_id),
+            ).fetchall()
+            if size > self.window_size:
+                db.execute(
+                    "UPDATE messages SET state = 'archived' WHERE seq IN ("
+                    " SELECT seq FROM messages WHERE persona_id = ? AND conversation_id = ?"
+                    " AND state = 'window' ORDER BY seq LIMIT ?)",
+                    (persona_id, conversation_id, max(self.overflow_batch, size - self.window_size)),
+                )
         return message
 
     def window(self, persona_id: str, conversation_id: str) -> list[StoredMessage]:

@@ -492,7 +492,16 @@ async def test_remember_requests_become_verified_user_facts(
     assert fact in fake_openai.requests_for(MONITOR)[0].messages[1]["content"]  # the model is told
 
 
-@pytest.mark.parametrize("text", ["Remember when we met?", "记住了", "do you remember my cat?"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Remember when we met?",
+        "记住了",
+        "do you remember my cat?",
+        "Remember my best friend? We finally talked things through last night.",
+        "记住我妹妹吗？她下周要来上海。",
+    ],
+)
 async def test_questions_and_acknowledgements_are_not_remember_requests(
     monitor: KnowledgeMonitor,
     persona: Persona,

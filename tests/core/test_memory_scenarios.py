@@ -343,13 +343,15 @@ async def test_the_oldest_messages_become_an_episode_that_expires_after_two_week
     assert episode.content == f"[{started:%Y-%m-%d %H:%M}] 主人说领养了一只叫Mochi的猫，小祥很开心。"
     [summary_request] = fake_openai.requests_for(SUMMARIZER)
     transcript = prompt_text(summary_request)
+    batch = companion.responses.working_memory.overflow_batch
+    last_summarised = batch // 2  # the batch's messages are whole turns: user + reply
     assert "turn 1: I adopted a cat named Mochi" in transcript and "小祥: turn 1:" in transcript
-    assert "turn 2:" not in transcript
+    assert f"turn {last_summarised}:" in transcript and f"turn {last_summarised + 1}:" not in transcript
 
     await me.say("What did we talk about last time?")
     await settle(companion)
     prompt = fake_openai.requests_for(CHAT)[-1]
-    assert len(chat_history(prompt)) == window
+    assert len(chat_history(prompt)) == 2 * turns + 1 - batch
     assert not [text for text in chat_history(prompt) if text.endswith("turn 1: I adopted a cat named Mochi")]
     assert episode.content in system_message(prompt)  # the episode answers "last time"
     assert "turn 1:" not in system_message(prompt)

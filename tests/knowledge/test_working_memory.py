@@ -28,6 +28,16 @@ def test_window_keeps_the_newest_messages_and_archives_the_rest(tmp_path: Path) 
     ]
 
 
+def test_a_full_window_lets_its_oldest_messages_go_in_one_batch(tmp_path: Path) -> None:
+    memory = WorkingMemory(tmp_path / "wm.sqlite3", window_size=30, overflow_batch=10)
+    for index in range(30):
+        say(memory, f"message {index}")
+    assert memory.archived("xiaoxiang", "c1") == []
+    say(memory, "message 30")
+    assert [message.content for message in memory.archived("xiaoxiang", "c1")] == [f"message {i}" for i in range(10)]
+    assert len(memory.window("xiaoxiang", "c1")) == 21
+
+
 def test_messages_survive_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "wm.sqlite3"
     first = WorkingMemory(path)
