@@ -18,7 +18,10 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .records import Category, MemoryRecord, Scope, ScoredMemory
+from .records import CATEGORIES, Category, MemoryRecord, Scope, ScoredMemory
+
+
+_CODE = {category: code for code, category in enumerate(CATEGORIES)}
 
 
 class ScopeSnapshot:
@@ -30,8 +33,11 @@ class ScopeSnapshot:
         self._row = {record.id: index for index, record in enumerate(self._records)}
         capacity = max(16, len(self._records) * 2)
         self._vectors = np.zeros((capacity, vectors.shape[1] if vectors.size else 0), dtype=np.float32)
+        # Category codes beside the vectors, so filtering a search costs no Python loop.
+        self._codes = np.zeros(capacity, dtype=np.int8)
         if vectors.size:
             self._vectors[: len(self._records)] = vectors
+            self._codes[: len(self._records)] = [_CODE[record.category] for record in self._records]
 
     @property
     def size(self) -> int:
@@ -55,8 +61,8 @@ class ScopeSnapshot:
                 return []
             scores = self._vectors[:count] @ query.astype(np.float32)
             if categories is not None:
-                wanted = set(categories)
-                scores = np.where([record.category in wanted for record in self._records], scores, -np.inf)
+                wanted = [_CODE[category] for category in categories]
+                scores = np.where(np.isin(self._codes[:count], wanted), scores, -np.inf)
             top = min(limit, count)
             best = np.argpartition(-scores, top - 1)[:top]
             best = best[np.argsort(-scores[best])]
@@ -72,17 +78,20 @@ class ScopeSnapshot:
             index = self._row.get(record.id)
             if index is not None:
                 self._records[index] = record
+                self._codes[index] = _CODE[record.category]
                 if vector is not None:
                     self._vectors[index] = vector
                 return
             if vector is None:
                 raise ValueError("a new record needs its vector")
             if self._vectors.shape[1] == 0:
-                self._vectors = np.zeros((16, vector.shape[0]), dtype=np.float32)
+                self._vectors = np.zeros((len(self._codes), vector.shape[0]), dtype=np.float32)
             if len(self._records) == len(self._vectors):
                 self._vectors = np.concatenate([self._vectors, np.zeros_like(self._vectors)])
+                self._codes = np.concatenate([self._codes, np.zeros_like(self._codes)])
             self._row[record.id] = len(self._records)
             self._vectors[len(self._records)] = vector
+            self._codes[len(self._records)] = _CODE[record.category]
             self._records.append(record)
 
     def remove(self, ids: Iterable[str]) -> None:
@@ -97,6 +106,7 @@ class ScopeSnapshot:
                     moved = self._records[last]
                     self._records[index] = moved
                     self._vectors[index] = self._vectors[last]
+                    self._codes[index] = self._codes[last]
                     self._row[moved.id] = index
                 self._records.pop()
 
