@@ -74,10 +74,6 @@ class Companion:
         except PersonaError as error:
             raise UnknownPersonaError(str(error)) from error
 
-    def scope(self, message: IncomingMessage) -> Scope:
-        """The (persona, user) scope a message belongs to."""
-        return Scope(self.persona(message.persona_id).id, message.user_id)
-
     async def handle(self, message: IncomingMessage, *, group: bool = False) -> TurnResult:
         """Answer one chat message. Empty or absurdly long input gets a clear answer, not an LLM call."""
         text = message.text.strip()

@@ -6,7 +6,7 @@ import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Protocol
+from typing import Any, Protocol
 
 import openai
 import tiktoken
@@ -62,29 +62,25 @@ class OpenAIClient:
     def settings(self, role: Role) -> ModelSettings:
         return self._models[role]
 
-    async def complete(self, messages: Sequence[ChatMessage], *, role: Role) -> str:
+    def _request(self, messages: Sequence[ChatMessage], role: Role) -> dict[str, Any]:
         settings = self.settings(role)
+        return {
+            "model": settings.model,
+            "messages": [message.as_openai() for message in messages],
+            "temperature": settings.temperature,
+            "max_tokens": settings.max_tokens,
+        }
+
+    async def complete(self, messages: Sequence[ChatMessage], *, role: Role) -> str:
         try:
-            response = await self._client.chat.completions.create(
-                model=settings.model,
-                messages=[message.as_openai() for message in messages],  # type: ignore[misc]
-                temperature=settings.temperature,
-                max_tokens=settings.max_tokens,
-            )
+            response = await self._client.chat.completions.create(**self._request(messages, role))
         except openai.OpenAIError as error:
             raise _llm_error(error, role) from error
         return response.choices[0].message.content or ""
 
     async def stream(self, messages: Sequence[ChatMessage], *, role: Role) -> AsyncIterator[str]:
-        settings = self.settings(role)
         try:
-            chunks = await self._client.chat.completions.create(
-                model=settings.model,
-                messages=[message.as_openai() for message in messages],  # type: ignore[misc]
-                temperature=settings.temperature,
-                max_tokens=settings.max_tokens,
-                stream=True,
-            )
+            chunks = await self._client.chat.completions.create(**self._request(messages, role), stream=True)
             async for chunk in chunks:
                 if chunk.choices and chunk.choices[0].delta.content:
                     yield chunk.choices[0].delta.content

@@ -151,7 +151,3 @@ class ResponseHandler:
             sent_at=self._clock.now(),
         )
         result.metadata.update(reply_id=reply.id, reply_text=text)
-
-    def window(self, persona_id: str, conversation_id: str) -> Sequence[StoredMessage]:
-        """The conversation as the next prompt will see it."""
-        return self.working_memory.window(persona_id, conversation_id)
