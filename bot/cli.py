@@ -95,6 +95,8 @@ def chat(ctx: click.Context, persona_id: str | None, user_name: str) -> None:
             output=sys.stdout,
             interactive=interactive,
         ).run()
+        if not interactive:
+            await app.companion.tasks.drain()  # a script ends once what it said has been remembered
 
     _run(settings, talk, schedule=interactive)
 
