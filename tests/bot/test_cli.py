@@ -143,6 +143,10 @@ def test_the_console_script_reads_a_pipe_until_its_end(fake_openai: FakeOpenAISe
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["one", "two"]
+    # it exited only after the monitor had looked at both turns
+    monitor_prompts = [str(request.messages) for request in fake_openai.requests_for("monitor-model")]
+    assert any("first" in prompt for prompt in monitor_prompts) and any("second" in prompt for prompt in monitor_prompts)
+    assert Journal(isolated / "data" / "companion.sqlite3").pending_jobs() == []
 
 
 def test_history_and_dead_letters_are_listable(runner: CliRunner) -> None:
