@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from bot.app import build_app
 from bot.cli import cli
 from bot.config import load_settings
+from knowledge.journal import Journal
 from knowledge.records import MemoryRecord, Scope
 from tests.fakes.openai_server import FakeOpenAIServer
 
