@@ -55,9 +55,13 @@ class App:
         return self.companion.lifecycle
 
     async def start(self, *, schedule: bool = True) -> None:
-        """Resume background jobs left by the last run and, for long-running processes, start the scheduler."""
+        """Resume background jobs left by the last run and, for long-running processes, start the scheduler.
+
+        A long-running process first summarises the conversations that went quiet while it was down.
+        """
         self.companion.tasks.resume()
         if schedule:
+            await self.lifecycle.summarize_idle()
             self.scheduler = Scheduler()
             self.scheduler.add_maintenance(
                 decay=self.lifecycle.run_decay,
@@ -68,9 +72,14 @@ class App:
             self.scheduler.start()
 
     async def aclose(self) -> None:
-        """Stop the scheduler, let background work finish or stay pending, release connections and files."""
+        """Stop the scheduler, let background work finish or stay pending, release connections and files.
+
+        A clean shutdown summarises the conversations that are already idle; ones active until just now
+        keep their window, so a quick restart continues them (the idle pass at the next start closes them).
+        """
         if self.scheduler is not None:
             self.scheduler.shutdown()
+            await self.lifecycle.summarize_idle()
         await self.companion.tasks.aclose()
         close = getattr(self.llm, "close", None)
         if close is not None:

@@ -7,8 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bot.app import model_settings
+from bot.app import build_app, model_settings
 from bot.config import Settings
+from knowledge.embedding import Embedder
+from knowledge.records import Scope
+from tests.fakes.clock import FakeClock
+from tests.fakes.messages import make_message
+from tests.fakes.openai_server import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,3 +44,32 @@ def test_background_roles_default_to_the_chat_model_and_can_each_be_set() -> Non
         "summarizer": "cheap-summary",
         "reviewer": "careful-review",
     }
+
+
+async def test_quiet_conversations_are_summarised_at_shutdown_and_at_start(
+    settings: Settings, clock: FakeClock, embedder: Embedder, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.set_default("summarizer-model", "聊了晚饭吃什么。")
+    alice, bob = Scope("xiaoxiang", "cli:alice"), Scope("xiaoxiang", "cli:bob")
+    app = build_app(settings, clock=clock, embedder=embedder, backoff=(0.01,))
+    await app.start(schedule=True)
+
+    async def say(text: str, scope: Scope) -> None:
+        await (await app.companion.handle(make_message(text, user_id=scope.user_id, sent_at=clock.now()))).text()
+
+    await say("what's for dinner?", alice)
+    clock.advance(minutes=31)
+    await say("hi!", bob)
+    await app.aclose()  # alice's conversation is idle: summarised now; bob's just spoke: kept
+    restarted = build_app(settings, clock=clock, embedder=embedder)
+    try:
+        assert [r.category for r in restarted.companion.knowledge.list(alice)] == ["episode"]
+        assert restarted.companion.knowledge.list(bob) == []
+        assert len(restarted.working_memory.window("xiaoxiang", f"dm:{bob.user_id}")) == 2
+
+        clock.advance(minutes=31)  # bob's conversation goes quiet while the bot is down
+        await restarted.start(schedule=True)
+        await restarted.companion.tasks.drain()
+        assert [r.category for r in restarted.companion.knowledge.list(bob)] == ["episode"]
+    finally:
+        await restarted.aclose()
