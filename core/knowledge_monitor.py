@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Literal, TypeAlias
 
 from knowledge import decay
-from knowledge.decay import MemoryPolicy
+from knowledge.decay import MemoryPolicy, PolicyFor
 from knowledge.journal import DeadLetter, Journal
 from knowledge.records import MemoryRecord, ReviewKind, Scope
 from knowledge.store import KnowledgeBase
@@ -420,7 +420,7 @@ class KnowledgeMonitor:
         knowledge: KnowledgeBase,
         journal: Journal,
         clock: Clock,
-        policy: MemoryPolicy,  # the defaults; a persona's memory_rules override them
+        policy_for: PolicyFor,  # a persona's rules: the same the store applies
         max_ops: int = 10,
         duplicate_similarity: float = 0.93,
         forget_similarity: float = DEFAULT_FORGET_SIMILARITY,
@@ -429,7 +429,7 @@ class KnowledgeMonitor:
         self._knowledge = knowledge
         self._journal = journal
         self._clock = clock
-        self._policy = policy
+        self._policy_for = policy_for
         self.max_ops = max_ops
         self.duplicate_similarity = duplicate_similarity
         self.forget_similarity = forget_similarity
@@ -437,7 +437,7 @@ class KnowledgeMonitor:
     async def review_turn(self, persona: Persona, scope: Scope, turn: Turn) -> MonitorReport:
         """Apply the user's explicit requests, ask the model about the turn, check and apply its ops."""
         report = MonitorReport()
-        policy = self._policy.overridden(persona.memory_rules)
+        policy = self._policy_for(persona.id)
         done = await asyncio.to_thread(self._explicit, scope, turn, policy, report)
         shown = await asyncio.to_thread(self._knowledge.get, scope, turn.shown_ids)
         messages = build_messages(persona, turn, shown, self._clock.now(), done)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from knowledge.decay import MemoryPolicy
+from knowledge.decay import MemoryPolicy, PolicyFor
 from knowledge.journal import Journal
 from knowledge.records import MemoryRecord, ReviewKind, Scope
 from knowledge.store import KnowledgeBase
@@ -106,7 +106,7 @@ class MemoryReviewer:
         knowledge: KnowledgeBase,
         journal: Journal,
         clock: Clock,
-        policy: MemoryPolicy,  # the defaults; a persona's memory_rules override them
+        policy_for: PolicyFor,  # a persona's rules: the same the store applies
         max_rounds: int = 3,
     ) -> None:
         if max_rounds < 1:
@@ -115,7 +115,7 @@ class MemoryReviewer:
         self._knowledge = knowledge
         self._journal = journal
         self._clock = clock
-        self._policy = policy
+        self._policy_for = policy_for
         self.max_rounds = max_rounds
 
     async def review(self, persona: Persona, scope: Scope, memory_id: str, kind: ReviewKind) -> ReviewDecision:
@@ -127,7 +127,7 @@ class MemoryReviewer:
         hits = await asyncio.to_thread(self._knowledge.search, scope, record.content, limit=6)
         related = [hit.record for hit in hits if hit.record.id != memory_id][:5]
         decision = await self._deliberate(persona, scope, record, related, kind)
-        await asyncio.to_thread(self._apply, scope, record, decision, self._policy.overridden(persona.memory_rules))
+        await asyncio.to_thread(self._apply, scope, record, decision, self._policy_for(persona.id))
         return decision
 
     async def _deliberate(

@@ -49,7 +49,7 @@ def persona(app: App) -> Persona:
 
 @pytest.fixture
 def monitor(app: App, kb: ChromaKnowledgeBase, journal: Journal, clock: FakeClock) -> KnowledgeMonitor:
-    return KnowledgeMonitor(app.llm, kb, journal, clock, MemoryPolicy())
+    return KnowledgeMonitor(app.llm, kb, journal, clock, kb.policy_for)
 
 
 def make_turn(
@@ -426,12 +426,14 @@ async def test_a_fact_kept_by_a_promote_review_is_reviewed_again_only_after_fadi
 
 
 async def test_a_personas_memory_rules_apply(
-    monitor: KnowledgeMonitor, persona: Persona, kb: ChromaKnowledgeBase, fake_openai: FakeOpenAIServer, alice: Scope
+    app: App, journal: Journal, clock: FakeClock, persona: Persona, kb: ChromaKnowledgeBase,
+    fake_openai: FakeOpenAIServer, alice: Scope,
 ) -> None:
     memory = kb.add(alice, "主人喜欢拉面", category="fact", source="user")
     fake_openai.script(MONITOR, f"[BOOST:{memory.id}]")
-    eager = persona.model_copy(update={"memory_rules": {"boost": 0.5}})
-    await monitor.review_turn(eager, alice, make_turn("拉面!", shown=(memory.id,)))
+    eager = MemoryPolicy().overridden({"boost": 0.5})  # as a persona file's memory_rules would say
+    monitor = KnowledgeMonitor(app.llm, kb, journal, clock, lambda persona_id: eager)
+    await monitor.review_turn(persona, alice, make_turn("拉面!", shown=(memory.id,)))
     assert kb.get(alice, [memory.id])[0].importance == pytest.approx(1.5)
 
 

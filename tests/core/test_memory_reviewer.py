@@ -35,7 +35,7 @@ def persona(app: App) -> Persona:
 
 @pytest.fixture
 def reviewer(app: App, kb: ChromaKnowledgeBase, journal: Journal, clock: FakeClock) -> MemoryReviewer:
-    return MemoryReviewer(app.llm, kb, journal, clock, MemoryPolicy())
+    return MemoryReviewer(app.llm, kb, journal, clock, kb.policy_for)
 
 
 def pending(kb: ChromaKnowledgeBase, scope: Scope, content: str, importance: float, kind: str) -> MemoryRecord:
