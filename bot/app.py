@@ -32,6 +32,7 @@ from personas.loader import PERSONA_DIR, PersonaRegistry
 from .config import ConfigError, Settings
 
 
+EMBEDDED_REPLY_TOKENS = 200
 EMBEDDED_MODEL_NOTICE = (
     "Using the embedded demo model (SmolLM2-135M, offline, tiny): it runs anywhere but its replies are "
     "simple and it often loses the thread. For real conversations point the companion at an "
@@ -100,11 +101,15 @@ def model_settings(settings: Settings) -> dict[Role, ModelSettings]:
             "reviewer": settings.reviewer_model or settings.chat_model,
         }
     window = settings.effective_context_window
+    # The tiny embedded model rambles to its limit; a short cap keeps the demo readable.
+    reply_tokens = settings.reply_tokens
+    if settings.uses_embedded_model:
+        reply_tokens = min(reply_tokens, EMBEDDED_REPLY_TOKENS)
     return {
         role: ModelSettings(
             model=names[role],
             temperature=0.7 if role == "chat" else 0.2,
-            max_tokens=settings.reply_tokens,
+            max_tokens=reply_tokens,
             context_window=window,
         )
         for role in ROLES

@@ -31,17 +31,20 @@ variables, which win. Secrets are read from the environment only.
 """
 
 
-def _run(settings: Settings, work: Callable[[App], Coroutine[Any, Any, T]], *, schedule: bool = False) -> T:
+def _run(
+    settings: Settings, work: Callable[[App], Coroutine[Any, Any, T]], *, start: bool = False, schedule: bool = False
+) -> T:
     """Build the app, run `work` with it, and always close it; known errors become clean CLI errors.
 
-    Background jobs left by an earlier run resume first; on the way out pending work gets a grace
-    period to finish and otherwise stays in the journal for the next start.
+    With `start`, background jobs left by an earlier run resume first (inspection commands leave them
+    alone); on the way out pending work gets a grace period and otherwise stays in the journal.
     """
 
     async def main() -> T:
         app = build_app(settings)
         try:
-            await app.start(schedule=schedule)
+            if start:
+                await app.start(schedule=schedule)
             return await work(app)
         finally:
             await app.aclose()
@@ -98,7 +101,7 @@ def chat(ctx: click.Context, persona_id: str | None, user_name: str) -> None:
         if not interactive:
             await app.companion.tasks.drain()  # a script ends once what it said has been remembered
 
-    _run(settings, talk, schedule=interactive)
+    _run(settings, talk, start=True, schedule=interactive)
 
 
 @cli.group()
@@ -171,7 +174,9 @@ def memory_dead_letters(ctx: click.Context, persona_id: str | None, user_name: s
     settings = _settings(ctx)
 
     async def show(app: App) -> None:
-        scope = Scope(app.companion.persona(persona_id).id, user_id_for(user_name)) if persona_id and user_name else None
+        scope = None
+        if persona_id and user_name:
+            scope = Scope(app.companion.persona(persona_id).id, user_id_for(user_name))
         letters = app.journal.dead_letters(scope)
         if as_json:
             rows = [{**_jsonable(asdict(letter)), "scope": str(letter.scope)} for letter in letters]
@@ -200,7 +205,7 @@ def maintenance(ctx: click.Context) -> None:
             f"{report.rescheduled} rescheduled; {idle} idle conversations summarised"
         )
 
-    _run(settings, run)
+    _run(settings, run, start=True)
 
 
 def _jsonable(row: dict[str, Any]) -> dict[str, Any]:

@@ -197,3 +197,15 @@ def test_the_readme_documents_every_setting() -> None:
         alias = field.validation_alias
         assert isinstance(alias, AliasChoices)
         assert f"`{alias.choices[0]}`" in readme
+
+
+def test_inspection_leaves_pending_background_work_alone(runner: CliRunner, fake_openai: FakeOpenAIServer) -> None:
+    app = build_app(load_settings())
+    job = app.journal.enqueue("monitor", Scope("xiaoxiang", "cli:alice"), {"turn": {}}, at=app.companion.clock.now())
+    app.working_memory.close()
+    app.journal.close()
+    result = runner.invoke(cli, ["memory", "list", "--persona", "xiaoxiang", "--user", "alice"])
+    assert result.exit_code == 0
+    journal = Journal(load_settings().data_dir / "companion.sqlite3")
+    assert [pending.id for pending in journal.pending_jobs()] == [job.id]
+    assert fake_openai.requests_for("monitor-model") == []
