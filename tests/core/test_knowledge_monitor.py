@@ -12,18 +12,8 @@ import pytest
 
 from bot.app import App
 from core.errors import LLMError
-from core.knowledge_monitor import (
-    UNREADABLE,
-    Add,
-    Boost,
-    Delete,
-    KnowledgeMonitor,
-    Skip,
-    Turn,
-    Update,
-    parse_ops,
-    restates,
-)
+from core.knowledge_monitor import UNREADABLE, KnowledgeMonitor, Turn, restates
+from core.monitor_ops import Add, Boost, Delete, Skip, Update, parse_ops
 from knowledge.decay import MemoryPolicy
 from knowledge.journal import Journal
 from knowledge.records import Scope
