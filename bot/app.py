@@ -191,7 +191,7 @@ def build_app(
     lifecycle = MemoryLifecycle(
         tasks=BackgroundTasks(journal, clock, backoff=backoff),
         monitor=KnowledgeMonitor(llm, knowledge, journal, clock, policy_for, max_ops=settings.monitor_max_ops),
-        summarizer=ConversationSummarizer(llm, knowledge, working_memory, clock),
+        summarizer=ConversationSummarizer(llm, knowledge, working_memory),
         reviewer=MemoryReviewer(llm, knowledge, journal, clock, policy_for),
         memory_manager=MemoryManager(knowledge, journal, clock.now),
         working_memory=working_memory,

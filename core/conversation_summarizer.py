@@ -17,7 +17,6 @@ from knowledge.store import KnowledgeBase
 from knowledge.working_memory import StoredMessage, WorkingMemory
 from personas.loader import Persona
 
-from .clock import Clock
 from .errors import CompanionError
 from .llm import LLMClient, count_tokens
 from .types import ChatMessage
@@ -68,9 +67,8 @@ def _line(message: StoredMessage, persona: Persona, user: str) -> str:
 class ConversationSummarizer:
     """Turns the archived messages of a conversation into episode memories."""
 
-    def __init__(self, llm: LLMClient, knowledge: KnowledgeBase, working_memory: WorkingMemory, clock: Clock) -> None:
-        # `clock` only keeps the roles' constructors alike: episodes are dated by their first message.
-        del clock
+    def __init__(self, llm: LLMClient, knowledge: KnowledgeBase, working_memory: WorkingMemory) -> None:
+        """Episodes are dated by their first message, so no clock is needed."""
         self._llm = llm
         self._knowledge = knowledge
         self._working_memory = working_memory

@@ -32,10 +32,8 @@ def working_memory(app: App) -> WorkingMemory:
 
 
 @pytest.fixture
-def summarizer(
-    app: App, kb: ChromaKnowledgeBase, working_memory: WorkingMemory, clock: FakeClock
-) -> ConversationSummarizer:
-    return ConversationSummarizer(app.llm, kb, working_memory, clock)
+def summarizer(app: App, kb: ChromaKnowledgeBase, working_memory: WorkingMemory) -> ConversationSummarizer:
+    return ConversationSummarizer(app.llm, kb, working_memory)
 
 
 def say(
