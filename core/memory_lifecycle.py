@@ -85,10 +85,11 @@ class MemoryLifecycle:
         for scope, memory_id in report.reviews:
             self.review(scope, memory_id, "decay")
         log.info(
-            "decay pass: %d due, %d deleted, %d reviews, %d rescheduled in %.2fs",
+            "decay pass: %d due, %d deleted, %d reviews (%d deferred to a later pass), %d rescheduled in %.2fs",
             report.scanned,
             report.deleted,
             len(report.reviews),
+            report.deferred,
             report.rescheduled,
             report.seconds,
         )

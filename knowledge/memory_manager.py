@@ -33,6 +33,7 @@ class DecayReport:
     reviews: list[tuple[Scope, str]]  # decay reviews requested: (scope, memory id)
     rescheduled: int  # due by rules since changed, with nothing to do yet: given their new due time
     seconds: float
+    deferred: int = 0  # reviews beyond this pass's cap: still due, requested by a later pass
 
 
 @dataclass(slots=True)
@@ -54,30 +55,37 @@ class MemoryManager:
         now: Callable[[], datetime],
         *,
         page_size: int = MAINTENANCE_PAGE,
+        max_reviews: int = 500,
     ) -> None:
+        """`max_reviews`: review requests per pass, so a backlog (an import, long downtime) becomes LLM
+        work spread over several days instead of thousands of review calls at once."""
         self._store = store
         self._journal = journal
         self._now = now
         self._page_size = page_size
+        self._max_reviews = max_reviews
 
     def apply_decay(self) -> DecayReport:
         """Delete and flag for review every memory due as of now; a second pass at the same moment finds none."""
         started = time.perf_counter()
         now = self._now()
         policy_for = cache(self._store.policy_for)  # one lookup per persona per pass
-        scanned = deleted = rescheduled = 0
+        scanned = deleted = rescheduled = deferred = 0
         reviews: list[tuple[Scope, str]] = []
         for page in self._store.iter_due_record_pages(now, page_size=self._page_size):
             changes = _PageChanges()
             for record in page:
                 policy = policy_for(record.scope.persona_id)
                 _plan(record, decay_outcome(record, now, policy), policy, now, changes)
+            allowed = max(self._max_reviews - len(reviews), 0)
+            deferred += len(changes.reviews[allowed:])
+            del changes.reviews[allowed:]  # not written: they stay due
             self._write(changes)
             scanned += len(page)
             deleted += len(changes.deletions)
             reviews += [(record.scope, record.id) for record in changes.reviews]
             rescheduled += len(changes.rescheduled)
-        return DecayReport(scanned, deleted, reviews, rescheduled, time.perf_counter() - started)
+        return DecayReport(scanned, deleted, reviews, rescheduled, time.perf_counter() - started, deferred)
 
     def _write(self, changes: _PageChanges) -> None:
         # History first: if the delete then fails, the next pass deletes again rather than losing the old content.

@@ -305,3 +305,16 @@ def test_a_memory_due_under_old_rules_is_rescheduled_once(
     assert importance(store, alice, fact) == 1.0
     clock.advance(days=23)  # 30 + 14 days: due by the new rules
     assert manager.apply_decay().reviews == [(alice, fact.id)]
+
+
+def test_reviews_beyond_the_cap_wait_for_a_later_pass(
+    store: ChromaKnowledgeBase, journal: Journal, clock: FakeClock, alice: Scope
+) -> None:
+    facts = [store.add(alice, f"fact {n}", category="fact", source="user") for n in range(3)]
+    manager = MemoryManager(store, journal, clock.now, max_reviews=2)
+    clock.advance(days=30)  # all three fell below 0.5 while the bot was down
+    first = manager.apply_decay()
+    assert (len(first.reviews), first.deferred) == (2, 1)
+    second = manager.apply_decay()
+    assert (len(second.reviews), second.deferred) == (1, 0)
+    assert {memory_id for _, memory_id in first.reviews + second.reviews} == {fact.id for fact in facts}
