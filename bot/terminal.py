@@ -12,7 +12,11 @@ from core.errors import UserFacingError
 from core.types import IncomingMessage
 from knowledge.records import MemoryRecord, Scope
 
-HELP = "Commands: /new (start afresh), /memory (what I remember), /forget (forget everything), /quit"
+HELP = (
+    "Commands: /new (start afresh), /memory (what I remember), /forget (forget everything), "
+    "/forget <what> (forget memories about it), /quit"
+)
+CONFIRMATIONS = {"yes", "y", "是", "确认"}
 ReadLine = Callable[[str], Awaitable[str | None]]
 
 
@@ -71,7 +75,8 @@ class TerminalChat:
         elif command == "/memory":
             self._say(format_memories(await self._companion.memories(self.scope)))
         elif command == "/forget":
-            await self._forget()
+            what = line.strip()[len("/forget") :].strip()
+            await (self._forget_about(what) if what else self._forget())
         elif command == "/help":
             self._say(HELP)
         elif command.startswith("/"):
@@ -81,11 +86,24 @@ class TerminalChat:
 
     async def _forget(self) -> None:
         answer = await self._read_line("Forget everything about you, for good? Type 'yes' to confirm: ")
-        if (answer or "").strip().lower() not in {"yes", "y", "是", "确认"}:
+        if (answer or "").strip().lower() not in CONFIRMATIONS:
             self._say("Okay, I won't forget anything.")
             return
         report = await self._companion.forget_everything(self.scope)
         self._say(f"Done. I forgot {report.memories} memories and {report.messages} messages about you.")
+
+    async def _forget_about(self, what: str) -> None:
+        found = await self._companion.memories_about(self.scope, what)
+        if not found:
+            self._say(f"I don't remember anything about {what!r}.")
+            return
+        self._say("I remember this:\n" + "\n".join(f"- {record.content}" for record in found))
+        answer = await self._read_line("Forget these? Type 'yes' to confirm: ")
+        if (answer or "").strip().lower() not in CONFIRMATIONS:
+            self._say("Okay, I won't forget anything.")
+            return
+        forgotten = await self._companion.forget_memories(self.scope, [record.id for record in found])
+        self._say(f"Done. I forgot {forgotten} memories.")
 
     async def _chat(self, text: str) -> None:
         message = IncomingMessage(

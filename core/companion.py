@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from knowledge.journal import Journal
 from knowledge.records import MemoryRecord, Scope
+from knowledge.retrieval import memories_about
 from knowledge.store import KnowledgeBase
 from personas.loader import Persona, PersonaError, PersonaRegistry
 
@@ -135,6 +136,21 @@ class Companion:
     async def memories(self, scope: Scope) -> list[MemoryRecord]:
         """`/memory`: what the companion remembers about this user, most important first."""
         return await asyncio.to_thread(self.knowledge.list, scope, categories=["core", "fact", "episode"])
+
+    async def memories_about(self, scope: Scope, what: str) -> list[MemoryRecord]:
+        """`/forget <what>`, first step: the memories it would delete, to show before asking."""
+        return await asyncio.to_thread(memories_about, self.knowledge, scope, what)
+
+    async def forget_memories(self, scope: Scope, ids: list[str]) -> int:
+        """`/forget <what>`, once confirmed: delete these memories of this scope (others' ids do nothing)."""
+        records = await asyncio.to_thread(self.knowledge.get, scope, ids)
+        for record in records:
+            # the history says that something was forgotten, never what: that is the point of forgetting
+            self.journal.record_change(
+                scope, record.id, action="delete", actor="user", old_content=None, new_content=None,
+                at=self.clock.now(), detail="forgotten at the user's request",
+            )
+        return await asyncio.to_thread(self.knowledge.delete, scope, [record.id for record in records])
 
     async def forget_everything(self, scope: Scope) -> ForgetReport:
         """`/forget`: delete every memory, message, history row and pending job of this scope, for real."""

@@ -20,6 +20,7 @@ from knowledge import decay
 from knowledge.decay import MemoryPolicy, PolicyFor
 from knowledge.journal import DeadLetter, Journal
 from knowledge.records import MemoryRecord, ReviewKind, Scope
+from knowledge.retrieval import DEFAULT_FORGET_SIMILARITY, memories_about
 from knowledge.store import KnowledgeBase
 from personas.loader import Persona
 
@@ -30,7 +31,6 @@ from .response_handler import system_records
 from .types import ChatMessage
 
 __all__ = [
-    "DEFAULT_FORGET_SIMILARITY",
     "UNREADABLE",
     "KnowledgeMonitor",
     "MonitorReport",
@@ -99,13 +99,6 @@ def explicit_request(text: str) -> Request | None:
             if what and what.lower() not in _TRIVIAL and not _QUESTION_WORDS.match(what):
                 return Request("remember" if pattern in _REMEMBER else "forget", what)
     return None
-
-
-def _mentions(content: str, phrase: str) -> bool:
-    """Whether `content` contains `phrase` literally; whole words only for Latin-script edges."""
-    start = r"(?<![A-Za-z0-9])" if phrase[0].isascii() and phrase[0].isalnum() else ""
-    end = r"(?![A-Za-z0-9])" if phrase[-1].isascii() and phrase[-1].isalnum() else ""
-    return re.search(start + re.escape(phrase) + end, content, re.IGNORECASE) is not None
 
 
 # -- the report ----------------------------------------------------------------------------------
@@ -232,11 +225,6 @@ def restates(new: str, old: str) -> bool:
 
 # -- the monitor ---------------------------------------------------------------------------------
 
-# With multilingual-e5-small a short phrase scores up to ~0.87 against unrelated memories ("忘掉前男友":
-# 0.86 against "主人最近在学吉他"), so forgetting by similarity needs a high bar; literal mentions count too.
-DEFAULT_FORGET_SIMILARITY = 0.9
-_FIRST_PERSON = re.compile(r"^(?:(?:my|i'm|i am|i)\s+|我的|我(?!们))", re.IGNORECASE)
-_FORGET_CATEGORIES = ("fact", "core", "episode")
 
 
 @dataclass
@@ -356,14 +344,8 @@ class KnowledgeMonitor:
 
     def _forget(self, scope: Scope, phrase: str, report: MonitorReport) -> int:
         """Delete the memories close in meaning to `phrase` or mentioning it; returns how many."""
-        hits = self._knowledge.search(scope, phrase, limit=20, categories=_FORGET_CATEGORIES)
-        doomed = {hit.record.id: hit.record for hit in hits if hit.similarity >= self.forget_similarity}
-        core = _FIRST_PERSON.sub("", phrase).strip()  # "my ex Tom" is stored as "…her ex Tom"
-        phrases = {phrase, core} if len(core) >= 2 else {phrase}
-        for record in self._knowledge.list(scope, categories=_FORGET_CATEGORIES):
-            if any(_mentions(record.content, each) for each in phrases):
-                doomed[record.id] = record
-        for record in doomed.values():
+        doomed = memories_about(self._knowledge, scope, phrase, min_similarity=self.forget_similarity)
+        for record in doomed:
             # the history says that something was forgotten, never what: that is the point of forgetting
             self._journal.record_change(
                 scope, record.id, action="delete", actor="user", old_content=None, new_content=None,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from .records import ScoredMemory
+from .records import Category, MemoryRecord, Scope, ScoredMemory
+from .store import KnowledgeBase
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,3 +37,31 @@ def rank_for_prompt(
 ) -> list[ScoredMemory]:
     """Hits ordered by `rank_score`, best first."""
     return sorted(hits, key=lambda hit: rank_score(hit, now, weights), reverse=True)
+
+
+# With multilingual-e5-small a short phrase scores up to ~0.87 against unrelated memories ("忘掉前男友":
+# 0.86 against "主人最近在学吉他"), so matching by similarity needs a high bar; literal mentions count too.
+DEFAULT_FORGET_SIMILARITY = 0.9
+_FIRST_PERSON = re.compile(r"^(?:(?:my|i'm|i am|i)\s+|我的|我(?!们))", re.IGNORECASE)
+FORGETTABLE: tuple[Category, ...] = ("fact", "core", "episode")
+
+
+def memories_about(
+    knowledge: KnowledgeBase, scope: Scope, phrase: str, *, min_similarity: float = DEFAULT_FORGET_SIMILARITY
+) -> list[MemoryRecord]:
+    """The memories of `scope` that are about `phrase`: very close in meaning, or mentioning it (for `/forget <what>`)."""
+    hits = knowledge.search(scope, phrase, limit=20, categories=FORGETTABLE)
+    found = {hit.record.id: hit.record for hit in hits if hit.similarity >= min_similarity}
+    core = _FIRST_PERSON.sub("", phrase).strip()  # "my ex Tom" is stored as "…her ex Tom"
+    phrases = {phrase, core} if len(core) >= 2 else {phrase}
+    for record in knowledge.list(scope, categories=FORGETTABLE):
+        if any(mentions(record.content, each) for each in phrases):
+            found[record.id] = record
+    return list(found.values())
+
+
+def mentions(content: str, phrase: str) -> bool:
+    """Whether `content` contains `phrase` literally; whole words only for Latin-script edges."""
+    start = r"(?<![A-Za-z0-9])" if phrase[0].isascii() and phrase[0].isalnum() else ""
+    end = r"(?![A-Za-z0-9])" if phrase[-1].isascii() and phrase[-1].isalnum() else ""
+    return re.search(start + re.escape(phrase) + end, content, re.IGNORECASE) is not None

@@ -41,7 +41,7 @@ def test_piped_chat_answers_each_line_and_handles_commands(runner: CliRunner, fa
         "Ramen, of course.",
         "I don't remember anything about you yet.",
         "Unknown command /bogus. Commands: /new (start afresh), /memory (what I remember), "
-        "/forget (forget everything), /quit",
+        "/forget (forget everything), /forget <what> (forget memories about it), /quit",
     ]
 
 
@@ -56,6 +56,30 @@ def test_forget_asks_first_then_deletes(runner: CliRunner, fake_openai: FakeOpen
     assert result.exit_code == 0, result.output
     assert "Okay, I won't forget anything." in result.output
     assert "Done. I forgot 0 memories and 2 messages about you." in result.output
+
+
+def test_forget_what_shows_the_matches_then_deletes_only_them(runner: CliRunner) -> None:
+    app = build_app(load_settings())
+    alice, bob = Scope("xiaoxiang", "cli:alice"), Scope("xiaoxiang", "cli:bob")
+    kb = app.companion.knowledge
+    kb.add(alice, "Alice's ex is called Tom", category="fact", source="user")
+    kb.add(alice, "Alice loves ramen", category="fact", source="user")
+    kb.add(bob, "Bob's brother is called Tom", category="fact", source="user")
+    app.working_memory.close()
+    app.journal.close()
+
+    declined = runner.invoke(cli, ["chat", "--user", "alice"], input="/forget Tom\nno\n")
+    assert "I remember this:\n- Alice's ex is called Tom\n" in declined.output
+    assert "Bob" not in declined.output and "Okay, I won't forget anything." in declined.output
+    confirmed = runner.invoke(cli, ["chat", "--user", "alice"], input="/forget Tom\nyes\n/forget spiders\n")
+    assert "Done. I forgot 1 memories." in confirmed.output
+    assert "I don't remember anything about 'spiders'." in confirmed.output
+
+    after = build_app(load_settings())
+    assert [record.content for record in after.companion.knowledge.list(alice)] == ["Alice loves ramen"]
+    assert [record.content for record in after.companion.knowledge.list(bob)] == ["Bob's brother is called Tom"]
+    [entry] = after.journal.history(alice)
+    assert (entry.action, entry.actor, entry.old_content) == ("delete", "user", None)
 
 
 def test_memory_list_prints_one_scope_as_json(runner: CliRunner) -> None:
