@@ -12,7 +12,9 @@ import pytest
 from bot.app import App, build_app
 from bot.config import Settings
 from knowledge.embedding import Embedder, load_embedder
+from knowledge.journal import Journal
 from knowledge.records import Scope
+from personas.loader import Persona
 from tests.fakes.clock import FakeClock
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -103,6 +105,18 @@ def companion(app: App):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def kb(app: App):  # type: ignore[no-untyped-def]
     return app.companion.knowledge
+
+
+@pytest.fixture
+def journal(app: App) -> Journal:
+    """The app's journal: history, dead letters and jobs."""
+    return app.journal
+
+
+@pytest.fixture
+def persona(app: App) -> Persona:
+    """The default persona, 小祥."""
+    return app.companion.persona()
 
 
 @pytest.fixture

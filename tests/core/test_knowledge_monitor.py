@@ -5,8 +5,6 @@ Real chromadb, real SQLite journal, the real OpenAI client against the fake serv
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -23,18 +21,6 @@ from tests.fakes.clock import FakeClock
 from tests.fakes.openai_server import FakeError, FakeOpenAIServer
 
 MONITOR = "monitor-model"
-
-
-@pytest.fixture
-def journal(tmp_path: Path) -> Iterator[Journal]:
-    journal = Journal(tmp_path / "journal.sqlite3")
-    yield journal
-    journal.close()
-
-
-@pytest.fixture
-def persona(app: App) -> Persona:
-    return app.companion.persona()
 
 
 @pytest.fixture
