@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import signal
 from dataclasses import asdict
 from datetime import datetime
 import json
@@ -188,6 +189,39 @@ def memory_dead_letters(ctx: click.Context, persona_id: str | None, user_name: s
             click.echo(f"{letter.at:%Y-%m-%d %H:%M}  {letter.id}  {letter.kind:<9} {letter.scope}: {letter.error}")
 
     _run(settings, show)
+
+
+@cli.command()
+@click.pass_context
+def run(ctx: click.Context) -> None:
+    """Run the bot on every platform whose token is configured, with the maintenance scheduler."""
+    settings = _settings(ctx)
+    if settings.telegram_token is None:
+        raise click.ClickException(
+            "no platform is configured: set TELEGRAM_TOKEN (Discord support is not built yet); "
+            "for a local chat use `companion chat`"
+        )
+    if settings.uses_embedded_model:
+        click.echo(EMBEDDED_MODEL_NOTICE, err=True)
+    token = settings.telegram_token.get_secret_value()
+
+    async def serve() -> None:
+        from .telegram_adapter import run_telegram  # platform libraries load only when a platform runs
+
+        polling = asyncio.current_task()
+        assert polling is not None
+        for stop in (signal.SIGINT, signal.SIGTERM):  # both end polling; the app then closes cleanly
+            asyncio.get_running_loop().add_signal_handler(stop, polling.cancel)
+        app = build_app(settings)
+        try:
+            await run_telegram(app, token, settings.telegram_base_url)
+        except asyncio.CancelledError:
+            click.echo("stopped; pending background work is saved and resumes at the next start", err=True)
+
+    try:
+        asyncio.run(serve())
+    except CompanionError as error:
+        raise click.ClickException(str(error)) from error
 
 
 @cli.command()

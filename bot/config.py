@@ -18,7 +18,7 @@ from core.errors import UserFacingError
 
 CONFIG_ENV = "COMPANION_CONFIG"
 DEFAULT_CONFIG_FILE = Path("companion.toml")
-SECRET_FIELDS = frozenset({"openai_api_key"})
+SECRET_FIELDS = frozenset({"openai_api_key", "telegram_token"})
 
 
 def _default_data_dir() -> Path:
@@ -136,6 +136,14 @@ class Settings(BaseSettings):
     monitor_max_ops: int = Field(
         10, ge=1, validation_alias=_env("COMPANION_MONITOR_MAX_OPS"), description="memory operations applied per turn"
     )
+    telegram_token: SecretStr | None = Field(
+        None, validation_alias=_env("TELEGRAM_TOKEN"), description="Telegram bot token (environment only)"
+    )
+    telegram_base_url: str = Field(
+        "https://api.telegram.org",
+        validation_alias=_env("TELEGRAM_BASE_URL"),
+        description="Telegram Bot API server (a self-hosted one, or the tests' fake)",
+    )
     log_level: str = Field("WARNING", validation_alias=_env("COMPANION_LOG_LEVEL"), description="logging level")
 
     @property
@@ -171,7 +179,7 @@ class _SecretFreeToml(TomlConfigSettingsSource):
         if leaked:
             raise ConfigError(
                 f"{self.path}: {', '.join(sorted(leaked))} must not be in the config file; "
-                "set it in the environment (OPENAI_API_KEY)"
+                "set it in the environment (OPENAI_API_KEY, TELEGRAM_TOKEN)"
             )
         return super().__call__()
 

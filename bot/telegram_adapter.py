@@ -1,0 +1,344 @@
+"""The Telegram adapter: a python-telegram-bot `Application` whose handlers turn an `Update` into an
+`IncomingMessage` and render the `TurnResult`. All memory logic stays in core/.
+
+Private chats: every text message is answered. Groups: only messages that mention the bot (@username) or
+reply to it, unless `group_every_message` is set. Memory scope is (persona, Telegram user); the
+conversation is the chat. Replies are sent as plain text (no parse mode), split at 4,096.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from telegram import (
+    Bot,
+    BotCommand,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    Message,
+    MessageEntity,
+    Update,
+)
+from telegram.constants import ChatAction, ChatType
+from telegram.ext import (
+    Application,
+    ApplicationBuilder,
+    ApplicationHandlerStop,
+    CallbackQueryHandler,
+    CommandHandler,
+    ContextTypes,
+    MessageHandler,
+    TypeHandler,
+    filters,
+)
+
+from core.errors import UserFacingError
+from core.types import IncomingMessage
+from knowledge.records import Scope
+
+from .app import App
+from .render import TELEGRAM_LIMIT, split_message
+from .terminal import format_memories
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://api.telegram.org"
+HELP = (
+    "Talk to me in a private chat, or mention me (or reply to me) in a group.\n"
+    "/new - start a fresh conversation\n"
+    "/memory - what I remember about you\n"
+    "/forget - forget everything about you (asks first)\n"
+    "/help - this help"
+)
+COMMANDS = (
+    BotCommand("new", "start a fresh conversation"),
+    BotCommand("memory", "what I remember about you"),
+    BotCommand("forget", "forget everything about you"),
+    BotCommand("help", "how to talk to me"),
+)
+NOT_TEXT = "I can only read text messages for now; stickers, photos and files don't reach me. Could you write it?"
+EXPIRED = "This question has expired; send /forget again."
+NOT_YOUR_BUTTON = "This button belongs to whoever asked; send /forget yourself to forget what I know about you."
+SOMETHING_BROKE = "Sorry, something went wrong on my side. Please try again in a moment."
+TYPING_REFRESH = 4.5  # seconds; Telegram shows "typing" for about five seconds per action
+# Callback data (at most 64 bytes): the answer, the id of the user who asked, and for `/forget <what>`
+# the key of the memory ids shown to them.
+_FORGET_DATA = re.compile(r"^forget:(yes|no|some):(-?\d+)(?::([0-9a-f]{16}))?$")
+
+
+def build_telegram_application(
+    app: App,
+    token: str,
+    base_url: str = DEFAULT_BASE_URL,
+    *,
+    persona_id: str | None = None,
+    group_every_message: bool = False,
+    polling: bool = True,
+) -> Application:  # type: ignore[type-arg]
+    """A PTB `Application` talking to `base_url` (Telegram, a self-hosted Bot API server, or a fake).
+
+    `polling=False` builds it without an updater, for feeding updates with `process_update`.
+    """
+    base_url = base_url.rstrip("/")
+    builder = ApplicationBuilder().token(token).base_url(f"{base_url}/bot").base_file_url(f"{base_url}/file/bot")
+    if not polling:
+        builder = builder.updater(None)
+    application = builder.build()
+    TelegramAdapter(app, persona_id=persona_id, group_every_message=group_every_message).register(application)
+    return application
+
+
+async def run_telegram(app: App, token: str, base_url: str = DEFAULT_BASE_URL, **options: object) -> None:
+    """Poll Telegram until cancelled (Ctrl-C), with the app's scheduler running."""
+    application = build_telegram_application(app, token, base_url, **options)  # type: ignore[arg-type]
+    await app.start()
+    try:
+        async with application:
+            await application.bot.set_my_commands(COMMANDS)
+            await application.start()
+            assert application.updater is not None
+            await application.updater.start_polling(drop_pending_updates=False)
+            try:
+                await asyncio.Event().wait()
+            finally:
+                await application.updater.stop()
+                await application.stop()
+    finally:
+        await app.aclose()
+
+
+class TelegramAdapter:
+    """Thin handlers: translate, call the companion, render."""
+
+    def __init__(self, app: App, *, persona_id: str | None = None, group_every_message: bool = False) -> None:
+        self._companion = app.companion
+        self._persona_id = self._companion.persona(persona_id).id
+        self._group_every_message = group_every_message
+        # `/forget <what>` questions awaiting an answer: key -> (user id, memory ids shown). Lost on restart
+        # (the button then says the question expired), which errs on the side of deleting nothing.
+        self._pending: dict[str, tuple[int, list[str]]] = {}
+
+    def register(self, application: Application) -> None:  # type: ignore[type-arg]
+        # Group -1 runs first: updates from bots (including ourselves) stop here, unanswered.
+        application.add_handler(TypeHandler(Update, self._drop_bots), group=-1)
+        new_messages = filters.UpdateType.MESSAGE
+        application.add_handler(CommandHandler(["start", "help"], self.help, filters=new_messages))
+        application.add_handler(CommandHandler("new", self.new, filters=new_messages))
+        application.add_handler(CommandHandler("memory", self.memory, filters=new_messages))
+        application.add_handler(CommandHandler("forget", self.forget, filters=new_messages))
+        application.add_handler(CallbackQueryHandler(self.forget_answer, pattern=_FORGET_DATA))
+        application.add_handler(MessageHandler(new_messages & filters.COMMAND, self.unknown_command))
+        application.add_handler(MessageHandler(new_messages & filters.TEXT, self.text))
+        application.add_handler(
+            MessageHandler(new_messages & ~filters.TEXT & ~filters.StatusUpdate.ALL, self.not_text)
+        )
+        application.add_error_handler(self._on_error)
+
+    # --- helpers -------------------------------------------------------------
+
+    def _scope(self, user_id: int) -> Scope:
+        return Scope(self._persona_id, f"telegram:{user_id}")
+
+    @staticmethod
+    def _is_group(message: Message) -> bool:
+        return message.chat.type in (ChatType.GROUP, ChatType.SUPERGROUP)
+
+    @staticmethod
+    async def _send(message: Message, text: str) -> None:
+        """Plain text (no parse mode: model output can never break formatting), split at Telegram's limit."""
+        group = TelegramAdapter._is_group(message)
+        for index, chunk in enumerate(split_message(text, TELEGRAM_LIMIT)):
+            # In a group the first chunk quotes the message it answers, so it is clear whom we answer.
+            await message.reply_text(chunk, do_quote=group and index == 0)
+
+    @staticmethod
+    def _addressed(message: Message, bot: Bot) -> bool:
+        """Whether a group message is meant for the bot: it mentions it or replies to it."""
+        replied = message.reply_to_message
+        if replied is not None and replied.from_user is not None and replied.from_user.id == bot.id:
+            return True
+        for entity, text in message.parse_entities([MessageEntity.MENTION, MessageEntity.TEXT_MENTION]).items():
+            if entity.type == MessageEntity.TEXT_MENTION and entity.user is not None and entity.user.id == bot.id:
+                return True
+            if entity.type == MessageEntity.MENTION and text.lower() == f"@{bot.username}".lower():
+                return True
+        return False
+
+    @staticmethod
+    def _without_mention(text: str, bot: Bot) -> str:
+        return re.sub(rf"@{re.escape(bot.username)}\b", "", text, flags=re.IGNORECASE).strip()
+
+    @staticmethod
+    @asynccontextmanager
+    async def _typing(message: Message) -> AsyncIterator[None]:
+        """Show "typing" while the reply is generated, refreshed until it is ready."""
+
+        async def keep_typing() -> None:
+            while True:
+                await asyncio.sleep(TYPING_REFRESH)
+                await message.reply_chat_action(ChatAction.TYPING)
+
+        await message.reply_chat_action(ChatAction.TYPING)  # at least once, before any LLM work
+        refresher = asyncio.create_task(keep_typing())  # owned: cancelled and awaited below
+        try:
+            yield
+        finally:
+            refresher.cancel()
+            try:
+                await refresher
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # a failed typing action must not cost the reply
+                log.warning("sending the typing action failed", exc_info=True)
+
+    # --- handlers ------------------------------------------------------------
+
+    async def _drop_bots(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        user = update.effective_user
+        if user is None or user.is_bot:
+            raise ApplicationHandlerStop
+
+    async def help(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        assert update.message is not None
+        if update.message.text and update.message.text.split()[0].lower().startswith("/start"):
+            greeting = self._companion.greeting(self._persona_id)
+            await self._send(update.message, f"{greeting}\n\n{HELP}")
+            return
+        await self._send(update.message, HELP)
+
+    async def new(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message = update.message
+        assert message is not None
+        greeting = await self._companion.new_conversation(self._persona_id, f"telegram:chat:{message.chat.id}")
+        await self._send(message, greeting)
+
+    async def memory(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message, user = update.message, update.effective_user
+        assert message is not None and user is not None
+        records = await self._companion.memories(self._scope(user.id))  # the caller's own scope, never another's
+        await self._send(message, format_memories(records))
+
+    async def forget(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message, user = update.message, update.effective_user
+        assert message is not None and user is not None
+        if context.args:
+            await self._forget_about(message, user.id, " ".join(context.args))
+            return
+        keyboard = InlineKeyboardMarkup(
+            [
+                [
+                    InlineKeyboardButton("Yes, forget everything", callback_data=f"forget:yes:{user.id}"),
+                    InlineKeyboardButton("No, keep it", callback_data=f"forget:no:{user.id}"),
+                ]
+            ]
+        )
+        await message.reply_text(
+            f"{user.full_name}, shall I forget everything I know about you? This cannot be undone.",
+            reply_markup=keyboard,
+            do_quote=self._is_group(message),
+        )
+
+    async def _forget_about(self, message: Message, user_id: int, what: str) -> None:
+        found = await self._companion.memories_about(self._scope(user_id), what)
+        if not found:
+            await self._send(message, f"I don't remember anything about {what!r}.")
+            return
+        key = secrets.token_hex(8)
+        self._pending[key] = (user_id, [record.id for record in found])
+        keyboard = InlineKeyboardMarkup(
+            [
+                [
+                    InlineKeyboardButton("Yes, forget these", callback_data=f"forget:some:{user_id}:{key}"),
+                    InlineKeyboardButton("No, keep them", callback_data=f"forget:no:{user_id}:{key}"),
+                ]
+            ]
+        )
+        listing = "\n".join(f"- {record.content}" for record in found)
+        await self._send(message, f"I remember this:\n{listing}")
+        await message.reply_text(f"Forget these {len(found)} memories?", reply_markup=keyboard)
+
+    async def forget_answer(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        query = update.callback_query
+        assert query is not None and query.data is not None
+        matched = _FORGET_DATA.match(query.data)
+        assert matched is not None  # the handler's pattern guarantees it
+        answer, owner, key = matched.group(1), int(matched.group(2)), matched.group(3)
+        if query.from_user.id != owner:
+            await query.answer(NOT_YOUR_BUTTON, show_alert=True)
+            return
+        await query.answer()
+        pending = self._pending.pop(key, None) if key else None
+        if answer == "no":
+            await query.edit_message_text("Okay, I won't forget anything.")
+            return
+        if answer == "some":
+            if pending is None or pending[0] != owner:
+                await query.edit_message_text(EXPIRED)
+                return
+            forgotten = await self._companion.forget_memories(self._scope(owner), pending[1])
+            await query.edit_message_text(f"Done. I forgot {forgotten} memories.")
+            return
+        report = await self._companion.forget_everything(self._scope(owner))
+        await query.edit_message_text(
+            f"Done. I forgot {report.memories} memories and {report.messages} messages about "
+            f"{query.from_user.full_name}."
+        )
+
+    async def unknown_command(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message = update.message
+        assert message is not None and message.text is not None
+        command = message.text.split()[0]
+        if self._is_group(message):
+            # A bare /command in a group may be meant for another bot; answer only what is addressed to us.
+            if not command.lower().endswith(f"@{context.bot.username}".lower()):
+                return
+        await self._send(message, f"I don't know the command {command}.\n\n{HELP}")
+
+    async def not_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message = update.message
+        assert message is not None
+        if message.chat.type == ChatType.PRIVATE:
+            await self._send(message, NOT_TEXT)
+        # in groups, stickers and files are people talking to each other: stay quiet
+
+    async def text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message, user = update.message, update.effective_user
+        assert message is not None and user is not None and message.text is not None
+        group = self._is_group(message)
+        if group and not self._group_every_message and not self._addressed(message, context.bot):
+            return
+        if message.chat.type not in (ChatType.PRIVATE, ChatType.GROUP, ChatType.SUPERGROUP):
+            return  # channels: nobody to talk to
+        incoming = IncomingMessage(
+            conversation_id=f"telegram:chat:{message.chat.id}",
+            user_id=f"telegram:{user.id}",
+            speaker_name=user.full_name,
+            text=self._without_mention(message.text, context.bot) if group else message.text,
+            sent_at=message.date,
+            persona_id=self._persona_id,
+        )
+        async with self._typing(message):
+            result = await self._companion.handle(incoming, group=group)
+            reply = await result.text()
+        await self._send(message, reply)
+
+    async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        error = context.error
+        if not isinstance(update, Update) or update.effective_message is None:
+            log.error("Telegram error outside an update", exc_info=error)
+            return
+        if isinstance(error, UserFacingError):
+            text = str(error)
+        else:
+            log.error("handling a Telegram update failed", exc_info=error)
+            text = SOMETHING_BROKE
+        try:
+            await self._send(update.effective_message, text)
+        except Exception:
+            log.exception("could not tell the user about the error")
+

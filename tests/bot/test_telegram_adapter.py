@@ -1,0 +1,341 @@
+"""The Telegram adapter: the real PTB Application against a local fake Bot API server."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from telegram import Update
+from telegram.ext import Application
+
+from bot.app import App
+from bot.cli import cli
+from bot.render import TELEGRAM_LIMIT, units
+from bot.telegram_adapter import EXPIRED, HELP, NOT_TEXT, NOT_YOUR_BUTTON, build_telegram_application
+from knowledge.records import Scope
+from tests.fakes.openai_server import FakeError, FakeOpenAIServer
+from tests.fakes.telegram_server import BOT_USERNAME, TOKEN, FakeBotAPI
+
+ALICE = {"id": 101, "is_bot": False, "first_name": "Alice", "last_name": "Smith"}
+BOB = {"id": 202, "is_bot": False, "first_name": "Bob"}
+OTHER_BOT = {"id": 303, "is_bot": True, "first_name": "Spam", "username": "spam_bot"}
+GROUP = {"id": -1001, "type": "supergroup", "title": "Friends"}
+ALICE_SCOPE = Scope("xiaoxiang", "telegram:101")
+BOB_SCOPE = Scope("xiaoxiang", "telegram:202")
+_ids = itertools.count(1)
+
+
+def private(user: dict[str, Any]) -> dict[str, Any]:
+    return {"id": user["id"], "type": "private", "first_name": user["first_name"]}
+
+
+def message(text: str | None, *, user: dict[str, Any], chat: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "message_id": next(_ids),
+        "date": int(time.time()),
+        "chat": chat,
+        "from": user,
+        **extra,
+    }
+    if text is not None:
+        payload["text"] = text
+        entities = []
+        if text.startswith("/"):
+            entities.append({"type": "bot_command", "offset": 0, "length": len(text.split()[0])})
+        mention = f"@{BOT_USERNAME}"
+        if mention in text and not text.startswith("/"):
+            entities.append({"type": "mention", "offset": text.index(mention), "length": len(mention)})
+        if entities:
+            payload["entities"] = entities
+    return {"update_id": next(_ids), "message": payload}
+
+
+def button(data: str, *, user: dict[str, Any], sent: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "update_id": next(_ids),
+        "callback_query": {"id": str(next(_ids)), "from": user, "chat_instance": "ci", "data": data, "message": sent},
+    }
+
+
+@pytest.fixture(scope="session")
+def telegram_server() -> Iterator[FakeBotAPI]:
+    with FakeBotAPI() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_telegram(telegram_server: FakeBotAPI) -> FakeBotAPI:
+    telegram_server.reset()
+    return telegram_server
+
+
+@pytest.fixture
+async def telegram(app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer) -> AsyncIterator[Application]:
+    fake_openai.set_default("monitor-model", "[SKIP]")
+    application = build_telegram_application(app, TOKEN, fake_telegram.url, polling=False)
+    await application.initialize()  # getMe, answered by the fake
+    yield application
+    await app.companion.tasks.drain()
+    await application.shutdown()
+
+
+async def feed(application: Application, payload: dict[str, Any]) -> None:
+    await application.process_update(Update.de_json(payload, application.bot))
+
+
+async def test_a_private_message_is_answered_in_its_chat_after_a_typing_action(
+    telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", "Hello, 主人!")
+    await feed(telegram, message("hi there", user=ALICE, chat=private(ALICE)))
+    assert fake_telegram.sent_texts() == ["Hello, 主人!"]
+    sent = fake_telegram.calls_to("sendMessage")[0].params
+    assert sent["chat_id"] == ALICE["id"]
+    assert "parse_mode" not in sent  # plain text: model output can never break MarkdownV2
+    methods = [call.method for call in fake_telegram.calls]
+    assert methods.index("sendChatAction") < methods.index("sendMessage")
+    assert fake_telegram.calls_to("sendChatAction")[0].params == {"chat_id": ALICE["id"], "action": "typing"}
+    assert fake_openai.requests_for("chat-model")[0].messages[-1]["content"] == "hi there"
+
+
+async def test_a_long_reply_is_split_at_the_telegram_limit(
+    telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    long_reply = " ".join(f"word{i:05d}" for i in range(1000))  # 10,000 characters
+    assert len(long_reply) >= 9999
+    fake_openai.script("chat-model", long_reply)
+    await feed(telegram, message("tell me a long story", user=ALICE, chat=private(ALICE)))
+    texts = fake_telegram.sent_texts(ALICE["id"])
+    assert len(texts) >= 3
+    assert all(units(text) <= TELEGRAM_LIMIT for text in texts)
+    assert " ".join(texts).split() == long_reply.split()
+
+
+async def test_model_markup_is_sent_verbatim_as_plain_text(
+    telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", "*half bold_ [oops](")
+    await feed(telegram, message("format me", user=ALICE, chat=private(ALICE)))
+    assert fake_telegram.sent_texts() == ["*half bold_ [oops]("]
+
+
+async def test_group_messages_need_a_mention_or_a_reply(
+    telegram: Application, app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    await feed(telegram, message("just chatting among ourselves", user=ALICE, chat=GROUP))
+    assert fake_telegram.calls_to("sendMessage") == []
+    assert fake_openai.requests_for("chat-model") == []
+
+    fake_openai.script("chat-model", "Yes, Alice?", "Still here, Bob.")
+    await feed(telegram, message(f"@{BOT_USERNAME} are you there?", user=ALICE, chat=GROUP))
+    bot_message = {
+        "message_id": 999, "date": int(time.time()), "chat": GROUP, "from": fake_telegram.bot_user, "text": "Yes?"
+    }
+    await feed(telegram, message("and me?", user=BOB, chat=GROUP, reply_to_message=bot_message))
+    assert fake_telegram.sent_texts(GROUP["id"]) == ["Yes, Alice?", "Still here, Bob."]
+
+    rows = app.working_memory.window("xiaoxiang", f"telegram:chat:{GROUP['id']}")
+    people = [(row.speaker_name, row.user_id, row.content) for row in rows if row.role == "user"]
+    assert people == [
+        ("Alice Smith", "telegram:101", "are you there?"),  # the mention is stripped, the speaker kept
+        ("Bob", "telegram:202", "and me?"),
+    ]
+
+
+async def test_in_a_shared_group_each_user_sees_and_forgets_only_their_own_memories(
+    telegram: Application, app: App, kb: Any, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    kb.add(ALICE_SCOPE, "Alice loves ramen", category="fact", source="user")
+    kb.add(BOB_SCOPE, "Bob plays the cello", category="fact", source="user")
+    fake_openai.script("chat-model", "Noted!")
+    await feed(telegram, message(f"@{BOT_USERNAME} I had ramen today", user=ALICE, chat=GROUP))
+    await app.companion.tasks.drain()
+    # Alice's memory is not in the prompt built for Bob's turn.
+    fake_openai.script("chat-model", "Hi Bob")
+    await feed(telegram, message(f"@{BOT_USERNAME} what do I like to eat? ramen?", user=BOB, chat=GROUP))
+    bob_prompt = fake_openai.requests_for("chat-model")[-1].messages[0]["content"]
+    assert "Alice loves ramen" not in bob_prompt and "Bob plays the cello" in bob_prompt
+
+    await feed(telegram, message("/memory", user=BOB, chat=GROUP))
+    listing = fake_telegram.sent_texts(GROUP["id"])[-1]
+    assert "Bob plays the cello" in listing and "ramen" not in listing
+
+    await feed(telegram, message("/forget", user=ALICE, chat=GROUP))
+    ask = fake_telegram.calls_to("sendMessage")[-1].params
+    buttons = [b["callback_data"] for row in ask["reply_markup"]["inline_keyboard"] for b in row]
+    assert buttons == [f"forget:yes:{ALICE['id']}", f"forget:no:{ALICE['id']}"]
+    asked = {
+        "message_id": 555, "date": int(time.time()), "chat": GROUP, "from": fake_telegram.bot_user, "text": ask["text"]
+    }
+
+    await feed(telegram, button(buttons[0], user=BOB, sent=asked))  # Bob presses Alice's button
+    refusal = fake_telegram.calls_to("answerCallbackQuery")[-1].params
+    assert refusal["text"] == NOT_YOUR_BUTTON and refusal["show_alert"] is True
+    assert fake_telegram.calls_to("editMessageText") == []
+    assert [record.content for record in kb.list(ALICE_SCOPE)] == ["Alice loves ramen"]
+
+    await feed(telegram, button(buttons[0], user=ALICE, sent=asked))
+    edited = fake_telegram.calls_to("editMessageText")[-1].params
+    assert edited["text"].startswith("Done. I forgot 1 memories")
+    assert kb.search(ALICE_SCOPE, "ramen") == [] and kb.list(ALICE_SCOPE) == []
+    assert app.working_memory.count(ALICE_SCOPE) == 0
+    assert [record.content for record in kb.list(BOB_SCOPE)] == ["Bob plays the cello"]
+    assert app.working_memory.count(BOB_SCOPE) > 0
+
+
+async def test_forget_no_keeps_everything(telegram: Application, kb: Any, fake_telegram: FakeBotAPI) -> None:
+    kb.add(ALICE_SCOPE, "Alice loves ramen", category="fact", source="user")
+    await feed(telegram, message("/forget", user=ALICE, chat=private(ALICE)))
+    asked = {"message_id": 5, "date": int(time.time()), "chat": private(ALICE), "from": fake_telegram.bot_user,
+             "text": "?"}
+    await feed(telegram, button(f"forget:no:{ALICE['id']}", user=ALICE, sent=asked))
+    assert fake_telegram.calls_to("editMessageText")[-1].params["text"] == "Okay, I won't forget anything."
+    assert len(kb.list(ALICE_SCOPE)) == 1
+
+
+async def test_new_starts_a_fresh_conversation(
+    telegram: Application, app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.set_default("summarizer-model", "We said hi.")
+    await feed(telegram, message("hi", user=ALICE, chat=private(ALICE)))
+    await feed(telegram, message("/new", user=ALICE, chat=private(ALICE)))
+    assert app.working_memory.window("xiaoxiang", f"telegram:chat:{ALICE['id']}") == []
+    assert len(fake_telegram.sent_texts()) == 2
+
+
+async def test_a_sticker_in_private_gets_a_clear_answer_and_is_ignored_in_groups(
+    telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    sticker = {
+        "file_id": "s1", "file_unique_id": "u1", "type": "regular", "width": 512, "height": 512,
+        "is_animated": False, "is_video": False,
+    }
+    await feed(telegram, message(None, user=ALICE, chat=GROUP, sticker=sticker))
+    assert fake_telegram.calls_to("sendMessage") == []
+    await feed(telegram, message(None, user=ALICE, chat=private(ALICE), sticker=sticker))
+    assert fake_telegram.sent_texts() == [NOT_TEXT]
+    assert fake_openai.requests_for("chat-model") == []
+
+
+async def test_messages_from_bots_are_ignored(
+    telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    await feed(telegram, message("hello bot", user=OTHER_BOT, chat=private(OTHER_BOT)))
+    await feed(telegram, message(f"@{BOT_USERNAME} hello", user=OTHER_BOT, chat=GROUP))
+    await feed(telegram, message("/memory", user=OTHER_BOT, chat=GROUP))
+    assert [call.method for call in fake_telegram.calls] == ["getMe"]
+    assert fake_openai.requests_for("chat-model") == []
+
+
+async def test_unknown_commands_get_the_help(telegram: Application, fake_telegram: FakeBotAPI) -> None:
+    await feed(telegram, message("/dance", user=ALICE, chat=private(ALICE)))
+    assert fake_telegram.sent_texts() == [f"I don't know the command /dance.\n\n{HELP}"]
+    await feed(telegram, message("/dance", user=ALICE, chat=GROUP))  # may be meant for another bot
+    assert len(fake_telegram.sent_texts()) == 1
+    await feed(telegram, message(f"/dance@{BOT_USERNAME}", user=ALICE, chat=GROUP))
+    assert len(fake_telegram.sent_texts()) == 2
+    await feed(telegram, message("/help", user=ALICE, chat=private(ALICE)))
+    assert fake_telegram.sent_texts()[-1] == HELP
+
+
+async def test_an_empty_mention_gets_a_clear_answer(
+    telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    await feed(telegram, message(f"@{BOT_USERNAME}", user=ALICE, chat=GROUP))
+    assert "empty" in fake_telegram.sent_texts()[0]
+    assert fake_openai.requests_for("chat-model") == []
+
+
+async def test_an_llm_failure_sends_the_apology(
+    telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", FakeError(500, times=3))
+    await feed(telegram, message("are you there?", user=ALICE, chat=private(ALICE)))
+    [text] = fake_telegram.sent_texts()
+    assert text.startswith("Sorry") and "saved" in text
+
+
+async def test_polling_against_the_fake_server_end_to_end(
+    app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", "Polled and answered.")
+    application = build_telegram_application(app, TOKEN, fake_telegram.url)
+    async with application:
+        await application.start()
+        assert application.updater is not None
+        await application.updater.start_polling(poll_interval=0.0, timeout=1)
+        fake_telegram.push_update(message("hello by polling", user=ALICE, chat=private(ALICE)))
+        try:
+            await asyncio.to_thread(fake_telegram.wait_for, "sendMessage")
+        finally:
+            await application.updater.stop()
+            await application.stop()
+    assert fake_telegram.sent_texts(ALICE["id"]) == ["Polled and answered."]
+    await app.companion.tasks.drain()
+
+
+async def test_forget_what_deletes_only_the_callers_matching_memories(
+    telegram: Application, kb: Any, fake_telegram: FakeBotAPI
+) -> None:
+    kb.add(ALICE_SCOPE, "Alice loves ramen", category="fact", source="user")
+    kb.add(ALICE_SCOPE, "Alice has a cat called Mochi", category="fact", source="user")
+    kb.add(BOB_SCOPE, "Bob loves ramen too", category="fact", source="user")
+    await feed(telegram, message("/forget ramen", user=ALICE, chat=GROUP))
+    listing, ask = fake_telegram.calls_to("sendMessage")[-2:]
+    assert "Alice loves ramen" in listing.params["text"] and "Bob" not in listing.params["text"]
+    [yes, _no] = [b["callback_data"] for row in ask.params["reply_markup"]["inline_keyboard"] for b in row]
+    asked = {"message_id": 7, "date": int(time.time()), "chat": GROUP, "from": fake_telegram.bot_user, "text": "?"}
+
+    await feed(telegram, button(yes, user=BOB, sent=asked))
+    assert fake_telegram.calls_to("answerCallbackQuery")[-1].params["text"] == NOT_YOUR_BUTTON
+    await feed(telegram, button(yes, user=ALICE, sent=asked))
+    assert fake_telegram.calls_to("editMessageText")[-1].params["text"] == "Done. I forgot 1 memories."
+    assert [record.content for record in kb.list(ALICE_SCOPE)] == ["Alice has a cat called Mochi"]
+    assert [record.content for record in kb.list(BOB_SCOPE)] == ["Bob loves ramen too"]
+
+    await feed(telegram, button(yes, user=ALICE, sent=asked))  # pressed again: nothing left to do
+    assert fake_telegram.calls_to("editMessageText")[-1].params["text"] == EXPIRED
+
+
+def test_companion_run_serves_telegram_and_stops_cleanly_on_sigterm(
+    fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer, isolated: Path
+) -> None:
+    fake_openai.script("chat-model", "主人好呀～")
+    fake_telegram.push_update(message("hello", user=ALICE, chat=private(ALICE)))
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        "TELEGRAM_TOKEN": TOKEN,
+        "TELEGRAM_BASE_URL": fake_telegram.url,
+        "OPENAI_BASE_URL": fake_openai.url,
+        "COMPANION_CHAT_MODEL": "chat-model",
+        "COMPANION_MONITOR_MODEL": "monitor-model",
+    }
+    bot = subprocess.Popen(
+        [sys.executable, "-c", "from bot.cli import main; main()", "run"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        fake_telegram.wait_for("sendMessage", timeout=60)
+    finally:
+        bot.send_signal(signal.SIGTERM)
+        _, stderr = bot.communicate(timeout=60)
+    assert bot.returncode == 0, stderr
+    assert fake_telegram.sent_texts(ALICE["id"]) == ["主人好呀～"]
+    assert "stopped" in stderr
+
+
+def test_companion_run_without_a_platform_says_what_to_set() -> None:
+    result = CliRunner().invoke(cli, ["run"])
+    assert result.exit_code == 1
+    assert "TELEGRAM_TOKEN" in result.output

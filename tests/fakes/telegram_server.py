@@ -1,0 +1,231 @@
+"""In-process fake of the Telegram Bot API for tests.
+
+It serves real HTTP on 127.0.0.1 so the production python-telegram-bot `Application` (request encoding,
+update parsing, polling) is exercised end to end: point it there with
+`ApplicationBuilder().token(TOKEN).base_url(f"{fake.url}/bot")`. Every call is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qsl
+
+TOKEN = "1:T"
+BOT_USERNAME = "companion_test_bot"
+# PTB sends string parameters as they are and everything else JSON-encoded; these stay strings.
+_STRING_PARAMS = frozenset(
+    {"text", "caption", "action", "callback_query_id", "inline_message_id", "parse_mode", "url", "command"}
+)
+MESSAGE_LIMIT = 4096
+_LONG_POLL_CAP = 0.2  # seconds a getUpdates with no updates waits, so tests and shutdown stay fast
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    params: dict[str, Any]
+
+
+class FakeBotAPI:
+    """A scriptable Bot API server: `push_update(dict)` queues updates; `.calls` records requests."""
+
+    def __init__(self, token: str = TOKEN, username: str = BOT_USERNAME) -> None:
+        self.token = token
+        self.bot_id = int(token.split(":", 1)[0])
+        self.username = username
+        self._lock = threading.Condition()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.reset()
+
+    # --- lifecycle -------------------------------------------------------
+
+    def start(self) -> FakeBotAPI:
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-telegram", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is None or self._thread is None:
+            return
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+        self._httpd = self._thread = None
+
+    def __enter__(self) -> FakeBotAPI:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """The server root; the Bot API base URL is `f"{url}/bot"`."""
+        if self._httpd is None:
+            raise RuntimeError("FakeBotAPI is not started")
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    # --- scripting and inspection -----------------------------------------
+
+    def reset(self) -> None:
+        with self._lock:
+            self._updates: list[dict[str, Any]] = []
+            self._next_update_id = 1
+            self._next_message_id = 1000
+            self._calls: list[Call] = []
+
+    def push_update(self, update: dict[str, Any]) -> dict[str, Any]:
+        """Queue an update for getUpdates; an `update_id` is assigned when missing."""
+        with self._lock:
+            update = {"update_id": self._next_update_id, **update}
+            self._next_update_id = max(self._next_update_id, update["update_id"]) + 1
+            self._updates.append(update)
+            self._lock.notify_all()
+        return update
+
+    @property
+    def bot_user(self) -> dict[str, Any]:
+        return {
+            "id": self.bot_id,
+            "is_bot": True,
+            "first_name": "Companion",
+            "username": self.username,
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+        }
+
+    @property
+    def calls(self) -> list[Call]:
+        with self._lock:
+            return list(self._calls)
+
+    def calls_to(self, method: str) -> list[Call]:
+        return [call for call in self.calls if call.method == method]
+
+    def sent_texts(self, chat_id: int | None = None) -> list[str]:
+        """The texts of every sendMessage (to `chat_id`, when given), in order."""
+        return [
+            call.params["text"]
+            for call in self.calls_to("sendMessage")
+            if chat_id is None or call.params.get("chat_id") == chat_id
+        ]
+
+    def wait_for(self, method: str, count: int = 1, timeout: float = 5.0) -> list[Call]:
+        """Block until `count` calls of `method` were recorded (for polling tests)."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while True:
+                found = [call for call in self._calls if call.method == method]
+                if len(found) >= count:
+                    return found
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"expected {count} {method} call(s), got {len(found)}")
+                self._lock.wait(remaining)
+
+    # --- the API ------------------------------------------------------------
+
+    def _answer(self, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            self._calls.append(Call(method, params))
+            self._lock.notify_all()
+        if method == "getUpdates":
+            return 200, {"ok": True, "result": list(self._take_updates(params))}
+        if method == "getMe":
+            return 200, {"ok": True, "result": self.bot_user}
+        if method in ("sendMessage", "editMessageText"):
+            text = str(params.get("text", ""))
+            if not text.strip():
+                return 400, {"ok": False, "error_code": 400, "description": "Bad Request: message text is empty"}
+            if len(text.encode("utf-16-le")) // 2 > MESSAGE_LIMIT:  # like Telegram: refused, not truncated
+                return 400, {"ok": False, "error_code": 400, "description": "Bad Request: message is too long"}
+            return 200, {"ok": True, "result": self._message(params)}
+        if method == "getMyCommands":
+            return 200, {"ok": True, "result": []}
+        return 200, {"ok": True, "result": True}  # sendChatAction, answerCallbackQuery, deleteWebhook, ...
+
+    def _take_updates(self, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        offset = int(params.get("offset") or 0)
+        wait = min(float(params.get("timeout") or 0), _LONG_POLL_CAP)
+        with self._lock:
+            self._updates = [update for update in self._updates if update["update_id"] >= offset]
+            if not self._updates and wait > 0:
+                self._lock.wait(wait)
+            pending = [update for update in self._updates if update["update_id"] >= offset]
+        yield from pending
+
+    def _message(self, params: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self._next_message_id += 1
+            message_id = params.get("message_id") or self._next_message_id
+        chat_id = params.get("chat_id")
+        chat_type = "private" if isinstance(chat_id, int) and chat_id > 0 else "group"
+        return {
+            "message_id": message_id,
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": chat_type, "title": None if chat_type == "private" else "Group"},
+            "from": self.bot_user,
+            "text": params.get("text", ""),
+        }
+
+
+def _decode(params: dict[str, str]) -> dict[str, Any]:
+    decoded: dict[str, Any] = {}
+    for key, value in params.items():
+        if key in _STRING_PARAMS:
+            decoded[key] = value
+            continue
+        try:
+            decoded[key] = json.loads(value)
+        except ValueError:
+            decoded[key] = value
+    return decoded
+
+
+def _handler_for(fake: FakeBotAPI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+            pass
+
+        def do_POST(self) -> None:  # noqa: N802 - stdlib name
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode("utf-8")
+            prefix = f"/bot{fake.token}/"
+            if not self.path.startswith(prefix):
+                self._send(404, {"ok": False, "error_code": 404, "description": "Not Found"})
+                return
+            method = self.path[len(prefix) :].split("?", 1)[0]
+            if "json" in (self.headers.get("Content-Type") or ""):
+                params = json.loads(body or "{}")
+            else:
+                params = _decode(dict(parse_qsl(body, keep_blank_values=True)))
+            status, payload = fake._answer(method, params)
+            self._send(status, payload)
+
+        do_GET = do_POST  # noqa: N815
+
+        def _send(self, status: int, payload: dict[str, Any]) -> None:
+            data = json.dumps(payload).encode("utf-8")
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
