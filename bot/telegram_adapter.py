@@ -25,6 +25,7 @@ from telegram import (
     Update,
 )
 from telegram.constants import ChatAction, ChatType
+from telegram.error import Forbidden
 from telegram.ext import (
     Application,
     ApplicationBuilder,
@@ -60,6 +61,10 @@ COMMANDS = (
     BotCommand("memory", "what I remember about you"),
     BotCommand("forget", "forget everything about you"),
     BotCommand("help", "how to talk to me"),
+)
+MEMORY_SENT_PRIVATELY = "I've sent what I remember about you in a private message."
+MEMORY_NEEDS_PRIVATE_CHAT = (
+    "I can't message you privately yet: open a private chat with me, press Start, and ask /memory there."
 )
 NOT_TEXT = "I can only read text messages for now; stickers, photos and files don't reach me. Could you write it?"
 EXPIRED = "This question has expired; send /forget again."
@@ -221,7 +226,18 @@ class TelegramAdapter:
         message, user = update.message, update.effective_user
         assert message is not None and user is not None
         records = await self._companion.memories(self._scope(user.id))  # the caller's own scope, never another's
-        await self._send(message, format_memories(records))
+        listing = format_memories(records)
+        if not self._is_group(message):
+            await self._send(message, listing)
+            return
+        # In a group the room would read it too: what the companion remembers goes to the caller alone.
+        try:
+            for chunk in split_message(listing, TELEGRAM_LIMIT):
+                await context.bot.send_message(chat_id=user.id, text=chunk)
+        except Forbidden:  # Telegram lets a bot message only people who started a chat with it
+            await self._send(message, MEMORY_NEEDS_PRIVATE_CHAT)
+            return
+        await self._send(message, MEMORY_SENT_PRIVATELY)
 
     async def forget(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message, user = update.message, update.effective_user

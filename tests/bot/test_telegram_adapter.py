@@ -21,7 +21,15 @@ from telegram.ext import Application
 from bot.app import App
 from bot.cli import cli
 from bot.render import TELEGRAM_LIMIT, units
-from bot.telegram_adapter import EXPIRED, HELP, NOT_TEXT, NOT_YOUR_BUTTON, build_telegram_application
+from bot.telegram_adapter import (
+    EXPIRED,
+    HELP,
+    MEMORY_NEEDS_PRIVATE_CHAT,
+    MEMORY_SENT_PRIVATELY,
+    NOT_TEXT,
+    NOT_YOUR_BUTTON,
+    build_telegram_application,
+)
 from knowledge.records import Scope
 from tests.fakes.openai_server import FakeError, FakeOpenAIServer
 from tests.fakes.telegram_server import BOT_USERNAME, TOKEN, FakeBotAPI
@@ -167,8 +175,10 @@ async def test_in_a_shared_group_each_user_sees_and_forgets_only_their_own_memor
     assert "Alice loves ramen" not in bob_prompt and "Bob plays the cello" in bob_prompt
 
     await feed(telegram, message("/memory", user=BOB, chat=GROUP))
-    listing = fake_telegram.sent_texts(GROUP["id"])[-1]
+    assert fake_telegram.sent_texts(GROUP["id"])[-1] == MEMORY_SENT_PRIVATELY  # the room never reads it
+    listing = fake_telegram.sent_texts(BOB["id"])[-1]
     assert "Bob plays the cello" in listing and "ramen" not in listing
+    assert not [text for text in fake_telegram.sent_texts(GROUP["id"]) if "cello" in text]
 
     await feed(telegram, message("/forget", user=ALICE, chat=GROUP))
     ask = fake_telegram.calls_to("sendMessage")[-1].params
@@ -339,3 +349,12 @@ def test_companion_run_without_a_platform_says_what_to_set() -> None:
     result = CliRunner().invoke(cli, ["run"])
     assert result.exit_code == 1
     assert "TELEGRAM_TOKEN" in result.output
+
+
+async def test_memory_asked_in_a_group_by_someone_the_bot_cannot_message_stays_private(
+    telegram: Application, kb: Any, fake_telegram: FakeBotAPI
+) -> None:
+    kb.add(ALICE_SCOPE, "Alice loves ramen", category="fact", source="user")
+    fake_telegram.unreachable.add(ALICE["id"])
+    await feed(telegram, message("/memory", user=ALICE, chat=GROUP))
+    assert fake_telegram.sent_texts(GROUP["id"]) == [MEMORY_NEEDS_PRIVATE_CHAT]

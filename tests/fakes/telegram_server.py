@@ -87,6 +87,8 @@ class FakeBotAPI:
             self._next_update_id = 1
             self._next_message_id = 1000
             self._calls: list[Call] = []
+            # People who never started a private chat with the bot: Telegram refuses to message them.
+            self.unreachable: set[int] = set()
 
     def push_update(self, update: dict[str, Any]) -> dict[str, Any]:
         """Queue an update for getUpdates; an `update_id` is assigned when missing."""
@@ -154,6 +156,9 @@ class FakeBotAPI:
                 return 400, {"ok": False, "error_code": 400, "description": "Bad Request: message text is empty"}
             if len(text.encode("utf-16-le")) // 2 > MESSAGE_LIMIT:  # like Telegram: refused, not truncated
                 return 400, {"ok": False, "error_code": 400, "description": "Bad Request: message is too long"}
+            if int(params.get("chat_id", 0)) in self.unreachable:
+                description = "Forbidden: bot can't initiate conversation with a user"
+                return 403, {"ok": False, "error_code": 403, "description": description}
             return 200, {"ok": True, "result": self._message(params)}
         if method == "getMyCommands":
             return 200, {"ok": True, "result": []}
