@@ -62,10 +62,8 @@ COMMANDS = (
     BotCommand("forget", "forget everything about you"),
     BotCommand("help", "how to talk to me"),
 )
-MEMORY_SENT_PRIVATELY = "I've sent what I remember about you in a private message."
-MEMORY_NEEDS_PRIVATE_CHAT = (
-    "I can't message you privately yet: open a private chat with me, press Start, and ask /memory there."
-)
+SENT_PRIVATELY = "I've answered you in a private message."
+NEEDS_PRIVATE_CHAT = "I can't message you privately yet: open a private chat with me, press Start, and ask there."
 NOT_TEXT = "I can only read text messages for now; stickers, photos and files don't reach me. Could you write it?"
 EXPIRED = "This question has expired; send /forget again."
 NOT_YOUR_BUTTON = "This button belongs to whoever asked; send /forget yourself to forget what I know about you."
@@ -226,24 +224,13 @@ class TelegramAdapter:
         message, user = update.message, update.effective_user
         assert message is not None and user is not None
         records = await self._companion.memories(self._scope(user.id))  # the caller's own scope, never another's
-        listing = format_memories(records)
-        if not self._is_group(message):
-            await self._send(message, listing)
-            return
-        # In a group the room would read it too: what the companion remembers goes to the caller alone.
-        try:
-            for chunk in split_message(listing, TELEGRAM_LIMIT):
-                await context.bot.send_message(chat_id=user.id, text=chunk)
-        except Forbidden:  # Telegram lets a bot message only people who started a chat with it
-            await self._send(message, MEMORY_NEEDS_PRIVATE_CHAT)
-            return
-        await self._send(message, MEMORY_SENT_PRIVATELY)
+        await self._privately(message, context.bot, user.id, format_memories(records))
 
     async def forget(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message, user = update.message, update.effective_user
         assert message is not None and user is not None
         if context.args:
-            await self._forget_about(message, user.id, " ".join(context.args))
+            await self._forget_about(message, context.bot, user.id, " ".join(context.args))
             return
         keyboard = InlineKeyboardMarkup(
             [
@@ -259,7 +246,21 @@ class TelegramAdapter:
             do_quote=self._is_group(message),
         )
 
-    async def _forget_about(self, message: Message, user_id: int, what: str) -> None:
+    async def _privately(
+        self, message: Message, bot: Bot, user_id: int, text: str, keyboard: InlineKeyboardMarkup | None = None
+    ) -> None:
+        """Answer where only the caller reads it: here in a private chat; from a group, in their private chat."""
+        if not self._is_group(message):
+            await _send_to(bot, message.chat.id, text, keyboard)
+            return
+        try:
+            await _send_to(bot, user_id, text, keyboard)
+        except Forbidden:  # Telegram lets a bot message only people who started a chat with it
+            await self._send(message, NEEDS_PRIVATE_CHAT)
+            return
+        await self._send(message, SENT_PRIVATELY)
+
+    async def _forget_about(self, message: Message, bot: Bot, user_id: int, what: str) -> None:
         found = await self._companion.memories_about(self._scope(user_id), what)
         if not found:
             await self._send(message, f"I don't remember anything about {what!r}.")
@@ -275,8 +276,8 @@ class TelegramAdapter:
             ]
         )
         listing = "\n".join(f"- {record.content}" for record in found)
-        await self._send(message, f"I remember this:\n{listing}")
-        await message.reply_text(f"Forget these {len(found)} memories?", reply_markup=keyboard)
+        question = f"I remember this:\n{listing}\n\nForget these {len(found)} memories?"
+        await self._privately(message, bot, user_id, question, keyboard)
 
     async def forget_answer(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         query = update.callback_query
@@ -358,3 +359,9 @@ class TelegramAdapter:
         except Exception:
             log.exception("could not tell the user about the error")
 
+
+async def _send_to(bot: Bot, chat_id: int, text: str, keyboard: InlineKeyboardMarkup | None) -> None:
+    """Plain text split at Telegram's limit; the buttons go with the last part."""
+    chunks = split_message(text, TELEGRAM_LIMIT)
+    for index, chunk in enumerate(chunks):
+        await bot.send_message(chat_id=chat_id, text=chunk, reply_markup=keyboard if index == len(chunks) - 1 else None)

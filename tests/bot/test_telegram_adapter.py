@@ -24,8 +24,8 @@ from bot.render import TELEGRAM_LIMIT, units
 from bot.telegram_adapter import (
     EXPIRED,
     HELP,
-    MEMORY_NEEDS_PRIVATE_CHAT,
-    MEMORY_SENT_PRIVATELY,
+    NEEDS_PRIVATE_CHAT,
+    SENT_PRIVATELY,
     NOT_TEXT,
     NOT_YOUR_BUTTON,
     build_telegram_application,
@@ -175,7 +175,7 @@ async def test_in_a_shared_group_each_user_sees_and_forgets_only_their_own_memor
     assert "Alice loves ramen" not in bob_prompt and "Bob plays the cello" in bob_prompt
 
     await feed(telegram, message("/memory", user=BOB, chat=GROUP))
-    assert fake_telegram.sent_texts(GROUP["id"])[-1] == MEMORY_SENT_PRIVATELY  # the room never reads it
+    assert fake_telegram.sent_texts(GROUP["id"])[-1] == SENT_PRIVATELY  # the room never reads it
     listing = fake_telegram.sent_texts(BOB["id"])[-1]
     assert "Bob plays the cello" in listing and "ramen" not in listing
     assert not [text for text in fake_telegram.sent_texts(GROUP["id"]) if "cello" in text]
@@ -301,10 +301,13 @@ async def test_forget_what_deletes_only_the_callers_matching_memories(
     kb.add(ALICE_SCOPE, "Alice has a cat called Mochi", category="fact", source="user")
     kb.add(BOB_SCOPE, "Bob loves ramen too", category="fact", source="user")
     await feed(telegram, message("/forget ramen", user=ALICE, chat=GROUP))
-    listing, ask = fake_telegram.calls_to("sendMessage")[-2:]
-    assert "Alice loves ramen" in listing.params["text"] and "Bob" not in listing.params["text"]
+    assert fake_telegram.sent_texts(GROUP["id"]) == [SENT_PRIVATELY]  # the room never reads the matches
+    ask = fake_telegram.calls_to("sendMessage")[-2]
+    assert ask.params["chat_id"] == ALICE["id"]
+    assert "Alice loves ramen" in ask.params["text"] and "Bob" not in ask.params["text"]
     [yes, _no] = [b["callback_data"] for row in ask.params["reply_markup"]["inline_keyboard"] for b in row]
-    asked = {"message_id": 7, "date": int(time.time()), "chat": GROUP, "from": fake_telegram.bot_user, "text": "?"}
+    chat = private(ALICE)
+    asked = {"message_id": 7, "date": int(time.time()), "chat": chat, "from": fake_telegram.bot_user, "text": "?"}
 
     await feed(telegram, button(yes, user=BOB, sent=asked))
     assert fake_telegram.calls_to("answerCallbackQuery")[-1].params["text"] == NOT_YOUR_BUTTON
@@ -357,4 +360,4 @@ async def test_memory_asked_in_a_group_by_someone_the_bot_cannot_message_stays_p
     kb.add(ALICE_SCOPE, "Alice loves ramen", category="fact", source="user")
     fake_telegram.unreachable.add(ALICE["id"])
     await feed(telegram, message("/memory", user=ALICE, chat=GROUP))
-    assert fake_telegram.sent_texts(GROUP["id"]) == [MEMORY_NEEDS_PRIVATE_CHAT]
+    assert fake_telegram.sent_texts(GROUP["id"]) == [NEEDS_PRIVATE_CHAT]
