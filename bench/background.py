@@ -435,6 +435,7 @@ async def run_mode(
             monitor_model=MODELS["monitor"],
             summarizer_model=MODELS["summarizer"],
             reviewer_model=MODELS["reviewer"],
+            rate_limit_per_minute=0,  # simulated users type far faster than people
         )
         app = build_app(settings, embedder=embedder)
         if mode == "off":

@@ -279,7 +279,8 @@ class Bench:
 
 
 def open_bench(data_dir: Path, fake_url: str, embedder: TimedEmbedder) -> Bench:
-    settings = Settings(data_dir=data_dir, openai_base_url=fake_url, chat_model=FAKE_MODEL)
+    # No rate limit: the bench sends hundreds of turns a minute from one user.
+    settings = Settings(data_dir=data_dir, openai_base_url=fake_url, chat_model=FAKE_MODEL, rate_limit_per_minute=0)
     llm = TimedLLM(build_llm(settings))  # the OpenAIClient build_app would make, wrapped to be timed
     app = build_app(settings, llm=llm, embedder=embedder)
     persona = app.companion.persona()

@@ -17,6 +17,7 @@ from core.llm import LLMClient, ModelSettings, OpenAIClient
 from core.memory_injector import Budget, MemoryInjector
 from core.memory_lifecycle import MemoryLifecycle
 from core.memory_reviewer import MemoryReviewer
+from core.rate_limit import RateLimiter
 from core.response_handler import ResponseHandler
 from core.scheduler import Scheduler
 from core.tasks import DEFAULT_BACKOFF, BackgroundTasks
@@ -207,6 +208,7 @@ def build_app(
         journal=journal,
         clock=clock,
         default_persona=settings.default_persona,
+        rate_limiter=RateLimiter(clock, settings.rate_limit_per_minute),
     )
     # Fail at start-up, not at the first message, if the default persona or its memory rules are broken.
     policy_for(companion.persona().id)

@@ -119,6 +119,12 @@ class Settings(BaseSettings):
         validation_alias=_env("COMPANION_SUMMARY_BATCH"),
         description="oldest messages that leave a full window together, summarised into one episode",
     )
+    rate_limit_per_minute: int = Field(
+        20,
+        ge=0,
+        validation_alias=_env("COMPANION_RATE_LIMIT_PER_MINUTE"),
+        description="messages one user may send per minute (0: no limit)",
+    )
     retrieval_limit: int = Field(
         8, ge=0, validation_alias=_env("COMPANION_RETRIEVAL_LIMIT"), description="memories retrieved per message"
     )

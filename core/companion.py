@@ -18,6 +18,7 @@ from .clock import Clock
 from .errors import UserFacingError
 from .knowledge_monitor import Turn
 from .memory_lifecycle import MemoryLifecycle
+from .rate_limit import RateLimiter
 from .response_handler import ResponseHandler
 from .tasks import BackgroundTasks
 from .types import IncomingMessage, TurnResult
@@ -54,6 +55,7 @@ class Companion:
         journal: Journal,
         clock: Clock,
         default_persona: str,
+        rate_limiter: RateLimiter | None = None,
     ) -> None:
         self.personas = personas
         self.knowledge = knowledge
@@ -62,6 +64,7 @@ class Companion:
         self.journal = journal
         self.clock = clock
         self.default_persona = default_persona
+        self._rate_limiter = rate_limiter or RateLimiter(clock, per_minute=0)
 
     @property
     def tasks(self) -> BackgroundTasks:
@@ -85,6 +88,12 @@ class Companion:
                 message,
                 f"That message is too long for me ({len(text):,} characters; the limit is "
                 f"{MAX_MESSAGE_CHARS:,}). Could you send it in parts?",
+            )
+        if not self._rate_limiter.allow(message.user_id):
+            return _notice(
+                message,
+                f"You're writing faster than I can think (I read up to {self._rate_limiter.per_minute} messages a "
+                "minute). Give me a moment, then send that again?",
             )
         persona = self.persona(message.persona_id)
         scope = Scope(persona.id, message.user_id)

@@ -156,3 +156,21 @@ async def test_new_conversation_starts_afresh_with_a_greeting(
 async def test_an_unknown_persona_is_a_clear_error(companion: Companion) -> None:
     with pytest.raises(UnknownPersonaError, match="unknown persona 'nobody' \\(known: xiaoxiang\\)"):
         await companion.handle(make_message("hi", persona_id="nobody"))
+
+
+async def test_a_user_writing_too_fast_gets_a_polite_answer_without_an_llm_call(
+    settings: Settings, clock: FakeClock, embedder: Embedder, fake_openai: FakeOpenAIServer
+) -> None:
+    app = build_app(settings.model_copy(update={"rate_limit_per_minute": 2}), clock=clock, embedder=embedder)
+    try:
+        for _ in range(2):
+            assert (await (await app.companion.handle(make_message("hi"))).text()) == "ok"
+        refused = await app.companion.handle(make_message("hi again"))
+        assert "faster than I can think" in await refused.text() and not refused.completed
+        other = await app.companion.handle(make_message("hello", user_id="cli:bob"))
+        assert await other.text() == "ok"  # the limit is per user
+        clock.advance(seconds=60)
+        assert (await (await app.companion.handle(make_message("and now?"))).text()) == "ok"
+        assert len(fake_openai.requests_for("chat-model")) == 4
+    finally:
+        await app.aclose()
