@@ -14,8 +14,9 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, TypeAlias
+
+from tests.fakes.loopback import LoopbackServer
 
 DEFAULT_MODEL = "fake-model"
 DEFAULT_REPLY = "ok"
@@ -57,51 +58,28 @@ class RecordedRequest:
     messages: list[dict[str, Any]]
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(LoopbackServer):
     """Scriptable OpenAI-compatible server; see `script`, `set_default`, `set_delay`, `hang`."""
 
     chunk_size = 4  # characters per streamed content chunk
+    thread_name = "fake-openai"
 
     def __init__(self) -> None:
+        super().__init__()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self.reset()
 
-    # --- lifecycle -------------------------------------------------------
-
-    def start(self) -> FakeOpenAIServer:
+    def _make_server(self) -> ThreadingHTTPServer:
         self._stopping.clear()
-        self._httpd = _HTTPServer(self)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-openai", daemon=True
-        )
-        self._thread.start()
-        return self
+        return _HTTPServer(self)
 
-    def stop(self) -> None:
-        if self._httpd is None or self._thread is None:
-            return
+    def _before_stop(self) -> None:
         self._stopping.set()  # wakes delayed and hanging handlers
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
-        self._httpd = self._thread = None
-
-    def __enter__(self) -> FakeOpenAIServer:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     @property
     def url(self) -> str:
-        if self._httpd is None:
-            raise RuntimeError("FakeOpenAIServer is not started")
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        return f"{self.root_url}/v1"
 
     # --- scripting -------------------------------------------------------
 
@@ -184,7 +162,6 @@ class FakeOpenAIServer:
 
 
 class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
     # Idle keep-alive connections and hung requests must not block stop().
     block_on_close = False
 

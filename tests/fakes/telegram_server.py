@@ -13,9 +13,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl
+
+from tests.fakes.loopback import LoopbackServer
 
 TOKEN = "1:T"
 BOT_USERNAME = "companion_test_bot"
@@ -33,51 +34,26 @@ class Call:
     params: dict[str, Any]
 
 
-class FakeBotAPI:
+class FakeBotAPI(LoopbackServer):
     """A scriptable Bot API server: `push_update(dict)` queues updates; `.calls` records requests."""
 
+    thread_name = "fake-telegram"
+
     def __init__(self, token: str = TOKEN, username: str = BOT_USERNAME) -> None:
+        super().__init__()
         self.token = token
         self.bot_id = int(token.split(":", 1)[0])
         self.username = username
         self._lock = threading.Condition()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self.reset()
 
-    # --- lifecycle -------------------------------------------------------
-
-    def start(self) -> FakeBotAPI:
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-telegram", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is None or self._thread is None:
-            return
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join()
-        self._httpd = self._thread = None
-
-    def __enter__(self) -> FakeBotAPI:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
+    def _make_server(self) -> ThreadingHTTPServer:
+        return ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
 
     @property
     def url(self) -> str:
         """The server root; the Bot API base URL is `f"{url}/bot"`."""
-        if self._httpd is None:
-            raise RuntimeError("FakeBotAPI is not started")
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        return self.root_url
 
     # --- scripting and inspection -----------------------------------------
 

@@ -1,0 +1,57 @@
+"""What every fake HTTP server of the tests shares: a real server on 127.0.0.1, in a daemon thread."""
+
+from __future__ import annotations
+
+import threading
+from http.server import ThreadingHTTPServer
+from types import TracebackType
+from typing import Self
+
+
+class LoopbackServer:
+    """Start, stop and address a `ThreadingHTTPServer` on a free loopback port; subclasses make the server."""
+
+    thread_name = "fake-server"
+
+    def __init__(self) -> None:
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def _make_server(self) -> ThreadingHTTPServer:
+        raise NotImplementedError
+
+    def _before_stop(self) -> None:
+        """Wake handlers that wait on something, so shutdown does not hang."""
+
+    def start(self) -> Self:
+        self._httpd = self._make_server()
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=self.thread_name, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is None or self._thread is None:
+            return
+        self._before_stop()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+        self._httpd = self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def root_url(self) -> str:
+        """`http://127.0.0.1:<port>` of the running server."""
+        if self._httpd is None:
+            raise RuntimeError(f"{type(self).__name__} is not started")
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
