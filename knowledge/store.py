@@ -331,7 +331,11 @@ class ChromaKnowledgeBase:
 
     def delete(self, scope: Scope, ids: Iterable[str]) -> int:
         """Delete the memories of `scope` with these ids; returns how many were deleted."""
-        owned = [record.id for record in self.get(scope, ids)]
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return 0
+        # Stored records suffice: which ids this scope owns does not depend on their decayed importance.
+        owned = [record.id for record in self._fetch(ids=wanted, where=_scope_filter(scope))]
         if owned:
             self._collection.delete(ids=owned)
             if snapshot := self._written(scope):
@@ -365,10 +369,7 @@ class ChromaKnowledgeBase:
 
     def _load_scope(self, scope: Scope) -> tuple[list[MemoryRecord], np.ndarray]:
         result = self._collection.get(where=_scope_filter(scope), include=["documents", "metadatas", "embeddings"])
-        records = [
-            _record(memory_id, content, meta)
-            for memory_id, content, meta in zip(result["ids"], result["documents"], result["metadatas"])
-        ]
+        records = _records_of(result)
         vectors = np.asarray(result["embeddings"] if records else np.zeros((0, 0)), dtype=np.float32)
         return records, vectors
 
@@ -379,11 +380,7 @@ class ChromaKnowledgeBase:
 
     def _fetch(self, **query: Any) -> list[MemoryRecord]:
         """Records as stored (importance = base), for the reads above to bring up to date."""
-        result = self._collection.get(include=["documents", "metadatas"], **query)
-        return [
-            _record(memory_id, content, meta)
-            for memory_id, content, meta in zip(result["ids"], result["documents"], result["metadatas"])
-        ]
+        return _records_of(self._collection.get(include=["documents", "metadatas"], **query))
 
     # -- maintenance: passes over every scope, never used for a chat turn -------------------------
 
@@ -438,6 +435,14 @@ class ChromaKnowledgeBase:
         for start in range(0, len(wanted), MAINTENANCE_PAGE):
             self._collection.delete(ids=wanted[start : start + MAINTENANCE_PAGE])
         self._drop_snapshots()
+
+
+def _records_of(result: Any) -> list[MemoryRecord]:
+    """The records of a chromadb `get` result, as stored."""
+    return [
+        _record(memory_id, content, meta)
+        for memory_id, content, meta in zip(result["ids"], result["documents"], result["metadatas"])
+    ]
 
 
 def _as_of(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> MemoryRecord:
