@@ -16,9 +16,11 @@ from pydantic_settings import (
 
 from core.errors import UserFacingError
 
+from .routing import PlaceRules
+
 CONFIG_ENV = "COMPANION_CONFIG"
 DEFAULT_CONFIG_FILE = Path("companion.toml")
-SECRET_FIELDS = frozenset({"openai_api_key", "telegram_token"})
+SECRET_FIELDS = frozenset({"openai_api_key", "telegram_token", "discord_token"})
 
 
 def _default_data_dir() -> Path:
@@ -150,6 +152,15 @@ class Settings(BaseSettings):
         validation_alias=_env("TELEGRAM_BASE_URL"),
         description="Telegram Bot API server (a self-hosted one, or the tests' fake)",
     )
+    discord_token: SecretStr | None = Field(
+        None, validation_alias=_env("DISCORD_TOKEN"), description="Discord bot token (environment only)"
+    )
+    discord: PlaceRules = Field(
+        default_factory=PlaceRules, description="Discord operator rules: personas, allow-lists, every-message channels"
+    )
+    telegram: PlaceRules = Field(
+        default_factory=PlaceRules, description="Telegram operator rules: personas, allow-lists, every-message chats"
+    )
     log_level: str = Field("WARNING", validation_alias=_env("COMPANION_LOG_LEVEL"), description="logging level")
 
     @property
@@ -185,7 +196,7 @@ class _SecretFreeToml(TomlConfigSettingsSource):
         if leaked:
             raise ConfigError(
                 f"{self.path}: {', '.join(sorted(leaked))} must not be in the config file; "
-                "set it in the environment (OPENAI_API_KEY, TELEGRAM_TOKEN)"
+                "set it in the environment (OPENAI_API_KEY, TELEGRAM_TOKEN, DISCORD_TOKEN)"
             )
         return super().__call__()
 
@@ -206,6 +217,8 @@ def settings_help() -> str:
     rows = []
     for name, field in Settings.model_fields.items():
         alias = field.validation_alias
-        env_name = alias.choices[0] if isinstance(alias, AliasChoices) else name.upper()
-        rows.append(f"  {env_name:<32} {field.description or ''}")
+        if isinstance(alias, AliasChoices):
+            rows.append(f"  {alias.choices[0]:<32} {field.description or ''}")
+        else:  # a table of the config file, such as [discord]
+            rows.append(f"  {'[' + name + '] (config file)':<32} {field.description or ''}")
     return "\n".join(rows)

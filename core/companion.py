@@ -129,6 +129,21 @@ class Companion:
         )
         self.lifecycle.turn_finished(scope, turn)
 
+    def message_edited(self, conversation_id: str, source_id: str, text: str) -> bool:
+        """A message was edited on its platform: the conversation remembers the new wording from now on.
+
+        Nothing is re-answered (the reply stays as it was), and memories already drawn from the old
+        wording stay until corrected or forgotten. Whether the message was one we keep is returned.
+        """
+        text = text.strip()
+        if not text or len(text) > MAX_MESSAGE_CHARS:
+            return False  # the stored wording stays; nothing said is lost
+        return self.responses.working_memory.edit(conversation_id, source_id, text) > 0
+
+    def message_deleted(self, conversation_id: str, source_id: str) -> bool:
+        """A message was deleted on its platform: it leaves the conversation here too."""
+        return self.responses.working_memory.delete(conversation_id, source_id) > 0
+
     def greeting(self, persona_id: str | None = None) -> str:
         """One of the persona's greetings."""
         return random.choice(self.persona(persona_id).greetings)

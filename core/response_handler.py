@@ -87,6 +87,7 @@ class ResponseHandler:
             speaker_name=message.speaker_name,
             content=message.text,
             sent_at=message.sent_at,
+            source_id=message.source_id,
         )
         always, retrieved = await self._recall(persona, scope, message.text)
         window = self.working_memory.window(persona.id, message.conversation_id)

@@ -30,11 +30,17 @@ CREATE TABLE IF NOT EXISTS messages (
     speaker_name TEXT NOT NULL,
     content TEXT NOT NULL,
     sent_at TEXT NOT NULL,
-    state TEXT NOT NULL DEFAULT 'window' CHECK (state IN ('window', 'archived', 'summarized'))
+    state TEXT NOT NULL DEFAULT 'window' CHECK (state IN ('window', 'archived', 'summarized')),
+    source_id TEXT                  -- the platform's message id, for edits and deletes
 );
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages (persona_id, conversation_id, state, seq);
 CREATE INDEX IF NOT EXISTS messages_by_scope ON messages (persona_id, user_id);
 """
+# Databases created before `source_id` existed get the column; the index needs it, so it comes after.
+_MIGRATIONS = (
+    ("source_id", "ALTER TABLE messages ADD COLUMN source_id TEXT"),
+)
+_SOURCE_INDEX = "CREATE INDEX IF NOT EXISTS messages_by_source ON messages (conversation_id, source_id)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +70,12 @@ class WorkingMemory:
         self.window_size = window_size
         self.overflow_batch = overflow_batch
         self._db = SQLiteDatabase(path, _SCHEMA)
+        columns = {row[1] for row in self._db.query("PRAGMA table_info(messages)")}
+        with self._db.transaction() as db:
+            for column, statement in _MIGRATIONS:
+                if column not in columns:
+                    db.execute(statement)
+            db.execute(_SOURCE_INDEX)
 
     def append(
         self,
@@ -75,6 +87,7 @@ class WorkingMemory:
         speaker_name: str,
         content: str,
         sent_at: datetime,
+        source_id: str | None = None,
     ) -> StoredMessage:
         """Store a message durably and move the oldest out of the window when it overflows."""
         message = StoredMessage(
@@ -90,7 +103,7 @@ class WorkingMemory:
         with self._db.transaction() as db:
             db.execute(
                 "INSERT INTO messages (id, persona_id, conversation_id, user_id, role, speaker_name,"
-                " content, sent_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " content, sent_at, source_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     message.id,
                     persona_id,
@@ -100,6 +113,7 @@ class WorkingMemory:
                     speaker_name,
                     content,
                     message.sent_at.isoformat(),
+                    source_id,
                 ),
             )
             [(size,)] = db.execute(
@@ -156,6 +170,24 @@ class WorkingMemory:
             (before.astimezone(timezone.utc).isoformat(),),
         )
         return [(persona_id, conversation_id) for persona_id, conversation_id in rows]
+
+    def edit(self, conversation_id: str, source_id: str, content: str) -> int:
+        """The person edited a message on their platform: keep the new text (any state; 0 if unknown)."""
+        with self._db.transaction() as db:
+            cursor = db.execute(
+                "UPDATE messages SET content = ? WHERE conversation_id = ? AND source_id = ? AND role = 'user'",
+                (content, conversation_id, source_id),
+            )
+        return cursor.rowcount
+
+    def delete(self, conversation_id: str, source_id: str) -> int:
+        """The person deleted a message on their platform: delete it here too (0 if unknown)."""
+        with self._db.transaction() as db:
+            cursor = db.execute(
+                "DELETE FROM messages WHERE conversation_id = ? AND source_id = ? AND role = 'user'",
+                (conversation_id, source_id),
+            )
+        return cursor.rowcount
 
     def forget(self, scope: Scope) -> int:
         """Delete every message the user wrote, and every reply to them, for this persona."""

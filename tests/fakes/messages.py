@@ -15,6 +15,7 @@ def make_message(
     conversation_id: str | None = None,
     persona_id: str | None = None,
     sent_at: datetime | None = None,
+    source_id: str | None = None,
 ) -> IncomingMessage:
     """A message as an adapter would build it; the conversation defaults to a DM with the user."""
     return IncomingMessage(
@@ -24,4 +25,5 @@ def make_message(
         text=text,
         sent_at=sent_at or datetime.now(timezone.utc),
         persona_id=persona_id,
+        source_id=source_id,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -72,3 +73,41 @@ def test_forget_deletes_only_that_scope(tmp_path: Path) -> None:
     assert memory.forget(Scope("xiaoxiang", "cli:alice")) == 2
     assert [message.content for message in memory.window("xiaoxiang", "group")] == ["bob speaks"]
     assert memory.count(Scope("xiaoxiang", "cli:alice")) == 0
+
+
+def test_an_edit_changes_only_the_users_message_with_that_platform_id(tmp_path: Path) -> None:
+    memory = WorkingMemory(tmp_path / "wm.sqlite3")
+    memory.append("p", "c1", role="user", user_id="u1", speaker_name="A", content="see you at 5", sent_at=AT, source_id="m1")
+    memory.append("p", "c2", role="user", user_id="u1", speaker_name="A", content="other chat", sent_at=AT, source_id="m1")
+    assert memory.edit("c1", "m1", "see you at 6") == 1
+    assert memory.edit("c1", "unknown", "x") == 0
+    assert [m.content for m in memory.window("p", "c1")] == ["see you at 6"]
+    assert [m.content for m in memory.window("p", "c2")] == ["other chat"]
+
+
+def test_a_delete_removes_the_message_from_the_conversation(tmp_path: Path) -> None:
+    memory = WorkingMemory(tmp_path / "wm.sqlite3")
+    memory.append("p", "c1", role="user", user_id="u1", speaker_name="A", content="oops", sent_at=AT, source_id="m1")
+    memory.append("p", "c1", role="user", user_id="u1", speaker_name="A", content="kept", sent_at=AT, source_id="m2")
+    assert memory.delete("c1", "m1") == 1
+    assert [m.content for m in memory.window("p", "c1")] == ["kept"]
+
+
+def test_a_database_from_before_platform_ids_is_migrated_without_losing_messages(tmp_path: Path) -> None:
+    path = tmp_path / "wm.sqlite3"
+    with sqlite3.connect(path) as db:  # the table as it was before `source_id`
+        db.execute(
+            "CREATE TABLE messages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,"
+            " persona_id TEXT NOT NULL, conversation_id TEXT NOT NULL, user_id TEXT NOT NULL, role TEXT NOT NULL,"
+            " speaker_name TEXT NOT NULL, content TEXT NOT NULL, sent_at TEXT NOT NULL,"
+            " state TEXT NOT NULL DEFAULT 'window')"
+        )
+        db.execute(
+            "INSERT INTO messages (id, persona_id, conversation_id, user_id, role, speaker_name, content, sent_at)"
+            " VALUES ('msg_old', 'p', 'c1', 'u1', 'user', 'A', 'from before', ?)",
+            (AT.isoformat(),),
+        )
+    memory = WorkingMemory(path)
+    memory.append("p", "c1", role="user", user_id="u1", speaker_name="A", content="new", sent_at=AT, source_id="m9")
+    assert memory.edit("c1", "m9", "newer") == 1
+    assert [m.content for m in memory.window("p", "c1")] == ["from before", "newer"]
