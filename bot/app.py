@@ -5,11 +5,13 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from datetime import timedelta
 
 from core.clock import Clock, SystemClock
 from core.companion import Companion
+from core.errors import UserFacingError
 from core.conversation_summarizer import ConversationSummarizer
 from core.embedded_llm import EMBEDDED_MODEL_NAME, LlamaCppClient
 from core.knowledge_monitor import KnowledgeMonitor
@@ -31,6 +33,7 @@ from knowledge.working_memory import WorkingMemory
 from personas.loader import PERSONA_DIR, PersonaRegistry
 
 from .config import ConfigError, Settings
+from .routing import PersonaChoices, Router
 
 
 EMBEDDED_REPLY_TOKENS = 200
@@ -55,6 +58,17 @@ class App:
     @property
     def lifecycle(self) -> MemoryLifecycle:
         return self.companion.lifecycle
+
+    def router(self, platform: Literal["discord", "telegram"]) -> Router:
+        """The operator's rules for one platform; every persona they name must exist (checked now, not mid-chat)."""
+        rules = getattr(self.settings, platform)
+        try:
+            for persona_id in rules.personas.values():
+                self.companion.persona(persona_id)
+            choices = PersonaChoices(self.settings.data_dir / f"{platform}-personas.json")
+        except (UserFacingError, ValueError) as error:
+            raise ConfigError(f"[{platform}] {error}") from error
+        return Router(rules, choices, self.companion.persona().id)
 
     async def start(self, *, schedule: bool = True) -> None:
         """Resume background jobs left by the last run and, for long-running processes, start the scheduler.

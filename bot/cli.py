@@ -196,32 +196,44 @@ def memory_dead_letters(ctx: click.Context, persona_id: str | None, user_name: s
 def run(ctx: click.Context) -> None:
     """Run the bot on every platform whose token is configured, with the maintenance scheduler."""
     settings = _settings(ctx)
-    if settings.telegram_token is None:
+    if settings.discord_token is None and settings.telegram_token is None:
         raise click.ClickException(
-            "no platform is configured: set TELEGRAM_TOKEN (Discord support is not built yet); "
-            "for a local chat use `companion chat`"
+            "no platform is configured: set DISCORD_TOKEN and/or TELEGRAM_TOKEN; for a local chat use `companion chat`"
         )
     if settings.uses_embedded_model:
         click.echo(EMBEDDED_MODEL_NOTICE, err=True)
-    token = settings.telegram_token.get_secret_value()
 
-    async def serve() -> None:
-        from .telegram_adapter import run_telegram  # platform libraries load only when a platform runs
-
-        polling = asyncio.current_task()
-        assert polling is not None
-        for stop in (signal.SIGINT, signal.SIGTERM):  # both end polling; the app then closes cleanly
-            asyncio.get_running_loop().add_signal_handler(stop, polling.cancel)
-        app = build_app(settings)
+    async def serve(app: App) -> None:
+        serving = asyncio.current_task()
+        assert serving is not None
+        for stop in (signal.SIGINT, signal.SIGTERM):  # both stop the platforms; the app then closes cleanly
+            asyncio.get_running_loop().add_signal_handler(stop, serving.cancel)
         try:
-            await run_telegram(app, token, settings.telegram_base_url)
-        except asyncio.CancelledError:
+            async with asyncio.TaskGroup() as platforms:  # one platform failing for good stops the others
+                for platform in _platforms(settings):
+                    platforms.create_task(platform(app))
+        except* CompanionError as failed:
+            raise failed.exceptions[0] from None
+        except* asyncio.CancelledError:
             click.echo("stopped; pending background work is saved and resumes at the next start", err=True)
 
-    try:
-        asyncio.run(serve())
-    except CompanionError as error:
-        raise click.ClickException(str(error)) from error
+    _run(settings, serve, start=True, schedule=True)
+
+
+def _platforms(settings: Settings) -> list[Callable[[App], Coroutine[Any, Any, None]]]:
+    """One coroutine per configured platform; platform libraries load only when their platform runs."""
+    platforms = []
+    if settings.telegram_token is not None:
+        from .telegram_adapter import run_telegram
+
+        token = settings.telegram_token.get_secret_value()
+        platforms.append(lambda app: run_telegram(app, token, settings.telegram_base_url))
+    if settings.discord_token is not None:
+        from .discord_adapter import run_discord
+
+        discord_token = settings.discord_token.get_secret_value()
+        platforms.append(lambda app: run_discord(app, discord_token))
+    return platforms
 
 
 @cli.command()

@@ -54,7 +54,7 @@ class PersonaChoices:
     """Personas chosen at runtime with `/persona`, per place, kept in a small JSON file across restarts."""
 
     def __init__(self, path: Path) -> None:
-        self._path = path
+        self.path = path
         self._lock = threading.Lock()
         try:
             loaded = json.loads(path.read_text(encoding="utf-8"))
@@ -78,11 +78,11 @@ class PersonaChoices:
 
     def _save(self) -> None:
         # Write then rename, so a crash mid-write never leaves a half file.
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=self._path.parent, prefix=".personas-")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".personas-")
         with os.fdopen(handle, "w", encoding="utf-8") as file:
             json.dump({str(place): persona for place, persona in self._choices.items()}, file, indent=2)
-        os.replace(temporary, self._path)
+        os.replace(temporary, self.path)
 
 
 class Router:

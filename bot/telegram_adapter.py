@@ -2,8 +2,9 @@
 `IncomingMessage` and render the `TurnResult`. All memory logic stays in core/.
 
 Private chats: every text message is answered. Groups: only messages that mention the bot (@username) or
-reply to it, unless `group_every_message` is set. Memory scope is (persona, Telegram user); the
-conversation is the chat. Replies are sent as plain text (no parse mode), split at 4,096.
+reply to it, or every message in the chats the operator chose. Memory scope is (persona, Telegram user);
+the conversation is the chat, whose persona the operator's rules decide. Replies are sent as plain text
+(no parse mode), split at 4,096.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from knowledge.records import Scope
 
 from .app import App
 from .render import TELEGRAM_LIMIT, split_message
+from .routing import Router
 from .terminal import format_memories
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,7 @@ COMMANDS = (
 )
 SENT_PRIVATELY = "I've answered you in a private message."
 NEEDS_PRIVATE_CHAT = "I can't message you privately yet: open a private chat with me, press Start, and ask there."
+NOT_ALLOWED = "Sorry, I can't talk with you here: the person who runs me hasn't allowed it."
 NOT_TEXT = "I can only read text messages for now; stickers, photos and files don't reach me. Could you write it?"
 EXPIRED = "This question has expired; send /forget again."
 NOT_YOUR_BUTTON = "This button belongs to whoever asked; send /forget yourself to forget what I know about you."
@@ -79,8 +82,6 @@ def build_telegram_application(
     token: str,
     base_url: str = DEFAULT_BASE_URL,
     *,
-    persona_id: str | None = None,
-    group_every_message: bool = False,
     polling: bool = True,
 ) -> Application:  # type: ignore[type-arg]
     """A PTB `Application` talking to `base_url` (Telegram, a self-hosted Bot API server, or a fake).
@@ -92,39 +93,34 @@ def build_telegram_application(
     if not polling:
         builder = builder.updater(None)
     application = builder.build()
-    TelegramAdapter(app, persona_id=persona_id, group_every_message=group_every_message).register(application)
+    TelegramAdapter(app, app.router("telegram")).register(application)
     return application
 
 
-async def run_telegram(app: App, token: str, base_url: str = DEFAULT_BASE_URL, **options: object) -> None:
-    """Poll Telegram until cancelled (Ctrl-C), with the app's scheduler running."""
-    application = build_telegram_application(app, token, base_url, **options)  # type: ignore[arg-type]
-    await app.start()
-    try:
-        async with application:
-            await application.bot.set_my_commands(COMMANDS)
-            await application.start()
-            assert application.updater is not None
-            await application.updater.start_polling(drop_pending_updates=False)
-            try:
-                await asyncio.Event().wait()
-            finally:
-                await application.updater.stop()
-                await application.stop()
-    finally:
-        await app.aclose()
+async def run_telegram(app: App, token: str, base_url: str = DEFAULT_BASE_URL) -> None:
+    """Poll Telegram until cancelled (Ctrl-C); the caller starts and closes the app."""
+    application = build_telegram_application(app, token, base_url)
+    async with application:
+        await application.bot.set_my_commands(COMMANDS)
+        await application.start()
+        assert application.updater is not None
+        await application.updater.start_polling(drop_pending_updates=False)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await application.updater.stop()
+            await application.stop()
 
 
 class TelegramAdapter:
     """Thin handlers: translate, call the companion, render."""
 
-    def __init__(self, app: App, *, persona_id: str | None = None, group_every_message: bool = False) -> None:
+    def __init__(self, app: App, router: Router) -> None:
         self._companion = app.companion
-        self._persona_id = self._companion.persona(persona_id).id
-        self._group_every_message = group_every_message
-        # `/forget <what>` questions awaiting an answer: key -> (user id, memory ids shown). Lost on restart
+        self._router = router
+        # `/forget <what>` questions awaiting an answer: key -> (scope, memory ids shown). Lost on restart
         # (the button then says the question expired), which errs on the side of deleting nothing.
-        self._pending: dict[str, tuple[int, list[str]]] = {}
+        self._pending: dict[str, tuple[Scope, list[str]]] = {}
 
     def register(self, application: Application) -> None:  # type: ignore[type-arg]
         # Group -1 runs first: updates from bots (including ourselves) stop here, unanswered.
@@ -137,6 +133,7 @@ class TelegramAdapter:
         application.add_handler(CallbackQueryHandler(self.forget_answer, pattern=_FORGET_DATA))
         application.add_handler(MessageHandler(new_messages & filters.COMMAND, self.unknown_command))
         application.add_handler(MessageHandler(new_messages & filters.TEXT, self.text))
+        application.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE & filters.TEXT, self.edited))
         application.add_handler(
             MessageHandler(new_messages & ~filters.TEXT & ~filters.StatusUpdate.ALL, self.not_text)
         )
@@ -144,8 +141,12 @@ class TelegramAdapter:
 
     # --- helpers -------------------------------------------------------------
 
-    def _scope(self, user_id: int) -> Scope:
-        return Scope(self._persona_id, f"telegram:{user_id}")
+    def _persona_id(self, chat_id: int) -> str:
+        return self._router.persona_for([chat_id])
+
+    def _scope(self, user_id: int, chat_id: int) -> Scope:
+        """The user's own scope under the persona of this chat: commands never reach anyone else's."""
+        return Scope(self._persona_id(chat_id), f"telegram:{user_id}")
 
     @staticmethod
     def _is_group(message: Message) -> bool:
@@ -172,9 +173,21 @@ class TelegramAdapter:
                 return True
         return False
 
-    @staticmethod
-    def _without_mention(text: str, bot: Bot) -> str:
+    def _words_of(self, message: Message, bot: Bot) -> str:
+        """The text for the model; in a group without the bot's @mention."""
+        text = message.text or ""
+        if not self._is_group(message):
+            return text
         return re.sub(rf"@{re.escape(bot.username)}\b", "", text, flags=re.IGNORECASE).strip()
+
+    async def _allowed(self, message: Message, user_id: int) -> bool:
+        """The operator's allow-lists; a refused private chat is told so, a group stays quiet."""
+        private = message.chat.type == ChatType.PRIVATE
+        if self._router.rules.allows(user_id, [message.chat.id], direct=private):
+            return True
+        if private:
+            await self._send(message, NOT_ALLOWED)
+        return False
 
     @staticmethod
     @asynccontextmanager
@@ -209,21 +222,25 @@ class TelegramAdapter:
     async def help(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         assert update.message is not None
         if update.message.text and update.message.text.split()[0].lower().startswith("/start"):
-            greeting = self._companion.greeting(self._persona_id)
+            greeting = self._companion.greeting(self._persona_id(update.message.chat.id))
             await self._send(update.message, f"{greeting}\n\n{HELP}")
             return
         await self._send(update.message, HELP)
 
     async def new(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        message = update.message
-        assert message is not None
-        greeting = await self._companion.new_conversation(self._persona_id, f"telegram:chat:{message.chat.id}")
+        message, user = update.message, update.effective_user
+        assert message is not None and user is not None
+        if not await self._allowed(message, user.id):
+            return
+        greeting = await self._companion.new_conversation(
+            self._persona_id(message.chat.id), f"telegram:chat:{message.chat.id}"
+        )
         await self._send(message, greeting)
 
     async def memory(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message, user = update.message, update.effective_user
         assert message is not None and user is not None
-        records = await self._companion.memories(self._scope(user.id))  # the caller's own scope, never another's
+        records = await self._companion.memories(self._scope(user.id, message.chat.id))
         await self._privately(message, context.bot, user.id, format_memories(records))
 
     async def forget(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -261,12 +278,13 @@ class TelegramAdapter:
         await self._send(message, SENT_PRIVATELY)
 
     async def _forget_about(self, message: Message, bot: Bot, user_id: int, what: str) -> None:
-        found = await self._companion.memories_about(self._scope(user_id), what)
+        scope = self._scope(user_id, message.chat.id)
+        found = await self._companion.memories_about(scope, what)
         if not found:
             await self._send(message, f"I don't remember anything about {what!r}.")
             return
         key = secrets.token_hex(8)
-        self._pending[key] = (user_id, [record.id for record in found])
+        self._pending[key] = (scope, [record.id for record in found])
         keyboard = InlineKeyboardMarkup(
             [
                 [
@@ -294,13 +312,15 @@ class TelegramAdapter:
             await query.edit_message_text("Okay, I won't forget anything.")
             return
         if answer == "some":
-            if pending is None or pending[0] != owner:
+            if pending is None or pending[0].user_id != f"telegram:{owner}":
                 await query.edit_message_text(EXPIRED)
                 return
-            forgotten = await self._companion.forget_memories(self._scope(owner), pending[1])
+            # the scope asked about, even when the question was answered in another chat than the group's
+            forgotten = await self._companion.forget_memories(*pending)
             await query.edit_message_text(f"Done. I forgot {forgotten} memories.")
             return
-        report = await self._companion.forget_everything(self._scope(owner))
+        assert query.message is not None
+        report = await self._companion.forget_everything(self._scope(owner, query.message.chat.id))
         await query.edit_message_text(
             f"Done. I forgot {report.memories} memories and {report.messages} messages about "
             f"{query.from_user.full_name}."
@@ -327,22 +347,32 @@ class TelegramAdapter:
         message, user = update.message, update.effective_user
         assert message is not None and user is not None and message.text is not None
         group = self._is_group(message)
-        if group and not self._group_every_message and not self._addressed(message, context.bot):
-            return
         if message.chat.type not in (ChatType.PRIVATE, ChatType.GROUP, ChatType.SUPERGROUP):
             return  # channels: nobody to talk to
+        if not await self._allowed(message, user.id):
+            return
+        addressed = self._addressed(message, context.bot) or self._router.rules.every_message_in([message.chat.id])
+        if group and not addressed:
+            return
         incoming = IncomingMessage(
             conversation_id=f"telegram:chat:{message.chat.id}",
             user_id=f"telegram:{user.id}",
             speaker_name=user.full_name,
-            text=self._without_mention(message.text, context.bot) if group else message.text,
+            text=self._words_of(message, context.bot),
             sent_at=message.date,
-            persona_id=self._persona_id,
+            persona_id=self._persona_id(message.chat.id),
+            source_id=_source_of(message),
         )
         async with self._typing(message):
             result = await self._companion.handle(incoming, group=group)
             reply = await result.text()
         await self._send(message, reply)
+
+    async def edited(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """An edited message changes what the conversation remembers; it is not answered again."""
+        message = update.edited_message
+        assert message is not None
+        self._companion.message_edited(_source_of(message), self._words_of(message, context.bot))
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         error = context.error
@@ -365,3 +395,7 @@ async def _send_to(bot: Bot, chat_id: int, text: str, keyboard: InlineKeyboardMa
     chunks = split_message(text, TELEGRAM_LIMIT)
     for index, chunk in enumerate(chunks):
         await bot.send_message(chat_id=chat_id, text=chunk, reply_markup=keyboard if index == len(chunks) - 1 else None)
+
+
+def _source_of(message: Message) -> str:
+    return f"telegram:{message.chat.id}:{message.message_id}"  # message ids are unique per chat only

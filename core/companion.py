@@ -129,7 +129,7 @@ class Companion:
         )
         self.lifecycle.turn_finished(scope, turn)
 
-    def message_edited(self, conversation_id: str, source_id: str, text: str) -> bool:
+    def message_edited(self, source_id: str, text: str) -> bool:
         """A message was edited on its platform: the conversation remembers the new wording from now on.
 
         Nothing is re-answered (the reply stays as it was), and memories already drawn from the old
@@ -138,11 +138,11 @@ class Companion:
         text = text.strip()
         if not text or len(text) > MAX_MESSAGE_CHARS:
             return False  # the stored wording stays; nothing said is lost
-        return self.responses.working_memory.edit(conversation_id, source_id, text) > 0
+        return self.responses.working_memory.edit(source_id, text) > 0
 
-    def message_deleted(self, conversation_id: str, source_id: str) -> bool:
+    def message_deleted(self, source_id: str) -> bool:
         """A message was deleted on its platform: it leaves the conversation here too."""
-        return self.responses.working_memory.delete(conversation_id, source_id) > 0
+        return self.responses.working_memory.delete(source_id) > 0
 
     def greeting(self, persona_id: str | None = None) -> str:
         """One of the persona's greetings."""

@@ -32,7 +32,7 @@ class IncomingMessage:
     text: str
     sent_at: datetime  # aware, UTC
     persona_id: str | None = None  # None: the default persona
-    source_id: str | None = None  # the platform's message id, so a later edit or delete can find it
+    source_id: str | None = None  # the platform's unique message id ("discord:123"), for later edits and deletes
 
 
 @dataclass(slots=True)

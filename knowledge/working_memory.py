@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS messages (
     content TEXT NOT NULL,
     sent_at TEXT NOT NULL,
     state TEXT NOT NULL DEFAULT 'window' CHECK (state IN ('window', 'archived', 'summarized')),
-    source_id TEXT                  -- the platform's message id, for edits and deletes
+    source_id TEXT                  -- the platform's unique message id ("discord:123"), for edits and deletes
 );
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages (persona_id, conversation_id, state, seq);
 CREATE INDEX IF NOT EXISTS messages_by_scope ON messages (persona_id, user_id);
@@ -40,7 +40,7 @@ CREATE INDEX IF NOT EXISTS messages_by_scope ON messages (persona_id, user_id);
 _MIGRATIONS = (
     ("source_id", "ALTER TABLE messages ADD COLUMN source_id TEXT"),
 )
-_SOURCE_INDEX = "CREATE INDEX IF NOT EXISTS messages_by_source ON messages (conversation_id, source_id)"
+_SOURCE_INDEX = "CREATE INDEX IF NOT EXISTS messages_by_source ON messages (source_id)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,22 +171,18 @@ class WorkingMemory:
         )
         return [(persona_id, conversation_id) for persona_id, conversation_id in rows]
 
-    def edit(self, conversation_id: str, source_id: str, content: str) -> int:
+    def edit(self, source_id: str, content: str) -> int:
         """The person edited a message on their platform: keep the new text (any state; 0 if unknown)."""
         with self._db.transaction() as db:
             cursor = db.execute(
-                "UPDATE messages SET content = ? WHERE conversation_id = ? AND source_id = ? AND role = 'user'",
-                (content, conversation_id, source_id),
+                "UPDATE messages SET content = ? WHERE source_id = ? AND role = 'user'", (content, source_id)
             )
         return cursor.rowcount
 
-    def delete(self, conversation_id: str, source_id: str) -> int:
+    def delete(self, source_id: str) -> int:
         """The person deleted a message on their platform: delete it here too (0 if unknown)."""
         with self._db.transaction() as db:
-            cursor = db.execute(
-                "DELETE FROM messages WHERE conversation_id = ? AND source_id = ? AND role = 'user'",
-                (conversation_id, source_id),
-            )
+            cursor = db.execute("DELETE FROM messages WHERE source_id = ? AND role = 'user'", (source_id,))
         return cursor.rowcount
 
     def forget(self, scope: Scope) -> int:

@@ -21,10 +21,12 @@ from telegram.ext import Application
 from bot.app import App
 from bot.cli import cli
 from bot.render import TELEGRAM_LIMIT, units
+from bot.routing import PlaceRules
 from bot.telegram_adapter import (
     EXPIRED,
     HELP,
     NEEDS_PRIVATE_CHAT,
+    NOT_ALLOWED,
     SENT_PRIVATELY,
     NOT_TEXT,
     NOT_YOUR_BUTTON,
@@ -32,6 +34,7 @@ from bot.telegram_adapter import (
 )
 from knowledge.records import Scope
 from tests.fakes.openai_server import FakeError, FakeOpenAIServer
+from tests.fakes.personas import personas_with_a_tutor
 from tests.fakes.telegram_server import BOT_USERNAME, TOKEN, FakeBotAPI
 
 ALICE = {"id": 101, "is_bot": False, "first_name": "Alice", "last_name": "Smith"}
@@ -351,7 +354,7 @@ def test_companion_run_serves_telegram_and_stops_cleanly_on_sigterm(
 def test_companion_run_without_a_platform_says_what_to_set() -> None:
     result = CliRunner().invoke(cli, ["run"])
     assert result.exit_code == 1
-    assert "TELEGRAM_TOKEN" in result.output
+    assert "TELEGRAM_TOKEN" in result.output and "DISCORD_TOKEN" in result.output
 
 
 async def test_memory_asked_in_a_group_by_someone_the_bot_cannot_message_stays_private(
@@ -361,3 +364,56 @@ async def test_memory_asked_in_a_group_by_someone_the_bot_cannot_message_stays_p
     fake_telegram.unreachable.add(ALICE["id"])
     await feed(telegram, message("/memory", user=ALICE, chat=GROUP))
     assert fake_telegram.sent_texts(GROUP["id"]) == [NEEDS_PRIVATE_CHAT]
+
+
+@pytest.fixture
+async def ruled(app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer) -> AsyncIterator[Application]:
+    """The application under operator rules: a tutor persona in the group, every message answered there,
+    and only Alice and Bob allowed."""
+    app.companion.personas.directory = personas_with_a_tutor(app.settings.data_dir / "personas")
+    app.settings.telegram = PlaceRules(
+        personas={GROUP["id"]: "tutor"}, every_message=[GROUP["id"]], allowed_users=[ALICE["id"], BOB["id"]]
+    )
+    fake_openai.set_default("monitor-model", "[SKIP]")
+    application = build_telegram_application(app, TOKEN, fake_telegram.url, polling=False)
+    await application.initialize()
+    yield application
+    await app.companion.tasks.drain()
+    await application.shutdown()
+
+
+async def test_operator_rules_choose_the_persona_and_answer_every_message_in_a_chat(
+    ruled: Application, app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", "Hoot, Alice.", "主人好～")
+    await feed(ruled, message("no mention at all", user=ALICE, chat=GROUP))
+    await feed(ruled, message("hi", user=ALICE, chat=private(ALICE)))
+    assert fake_telegram.sent_texts(GROUP["id"]) == ["Hoot, Alice."]
+    group_prompt, private_prompt = (request.messages[0]["content"] for request in fake_openai.requests_for("chat-model"))
+    assert "Professor Owl" in group_prompt and "小祥" in private_prompt
+    assert app.working_memory.window("tutor", f"telegram:chat:{GROUP['id']}")[0].speaker_name == "Alice Smith"
+
+
+async def test_people_outside_the_allow_list_are_refused_but_can_still_forget(
+    ruled: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    stranger = {"id": 404, "is_bot": False, "first_name": "Eve"}
+    await feed(ruled, message("hello?", user=stranger, chat=private(stranger)))
+    await feed(ruled, message(f"@{BOT_USERNAME} hello?", user=stranger, chat=GROUP))
+    assert fake_telegram.sent_texts() == [NOT_ALLOWED]  # told in private, silent in the group
+    assert fake_openai.requests_for("chat-model") == []
+    await feed(ruled, message("/forget", user=stranger, chat=private(stranger)))
+    assert "forget everything" in fake_telegram.sent_texts()[-1]
+
+
+async def test_an_edited_message_replaces_what_the_conversation_remembers(
+    telegram: Application, app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", "See you then!")
+    sent = message("meet at 5?", user=ALICE, chat=private(ALICE))
+    await feed(telegram, sent)
+    edited = {**sent["message"], "text": "meet at 6?", "edit_date": int(time.time())}
+    await feed(telegram, {"update_id": next(_ids), "edited_message": edited})
+    window = app.working_memory.window("xiaoxiang", f"telegram:chat:{ALICE['id']}")
+    assert [row.content for row in window] == ["meet at 6?", "See you then!"]
+    assert fake_telegram.sent_texts() == ["See you then!"]  # not answered twice

@@ -181,9 +181,9 @@ async def test_an_edited_message_is_what_the_next_prompt_shows(
 ) -> None:
     fake_openai.script("chat-model", "See you at 5!", "Got it.")
     await (await companion.handle(make_message("meet at 5?", source_id="m1"))).text()
-    assert companion.message_edited("dm:cli:alice", "m1", "meet at 6?")
-    assert not companion.message_edited("dm:cli:alice", "m1", "   ")  # an emptied edit keeps the old words
-    assert not companion.message_edited("dm:cli:alice", "never-seen", "hello")
+    assert companion.message_edited("m1", "meet at 6?")
+    assert not companion.message_edited("m1", "   ")  # an emptied edit keeps the old words
+    assert not companion.message_edited("never-seen", "hello")
     await (await companion.handle(make_message("ok?", source_id="m2"))).text()
     second = fake_openai.requests_for("chat-model")[1].messages
     contents = [message["content"] for message in second]
@@ -196,5 +196,5 @@ async def test_a_deleted_message_leaves_the_conversation(
 ) -> None:
     fake_openai.script("chat-model", "Oh no!")
     await (await companion.handle(make_message("my password is hunter2", source_id="m1"))).text()
-    assert companion.message_deleted("dm:cli:alice", "m1")
+    assert companion.message_deleted("m1")
     assert stored_texts(settings) == ["Oh no!"]

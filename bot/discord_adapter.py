@@ -1,0 +1,357 @@
+"""The Discord adapter: a discord.py bot whose cog turns messages and slash commands into calls of the
+companion and renders the answers. All memory logic stays in core/.
+
+DMs are answered; in servers the bot answers when mentioned or replied to, or every message in the
+channels the operator chose. Memory scope is (persona, Discord user); the conversation is the DM,
+channel or thread. Nothing the bot sends can ping anyone: allowed mentions are off for every message.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import Literal
+
+import aiohttp
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from core.companion import Companion
+from core.errors import CompanionError, UserFacingError
+from core.types import IncomingMessage
+from knowledge.records import Scope
+
+from .app import App
+from .render import DISCORD_LIMIT, split_message
+from .routing import Router
+from .terminal import format_memories
+
+log = logging.getLogger(__name__)
+
+NO_MENTIONS = discord.AllowedMentions.none()
+NOT_TEXT = "I can only read text for now; images, files and stickers don't reach me. Could you write it?"
+NOT_ALLOWED = "Sorry, I can't talk with you here: the person who runs me hasn't allowed it."
+SOMETHING_BROKE = "Sorry, something went wrong on my side. Please try again in a moment."
+ADMINS_ONLY = "Only people who can manage this server can choose my persona."
+NOT_YOUR_BUTTON = "These buttons belong to whoever asked; use /forget yourself to forget what I know about you."
+EXPIRED = "This question has expired; use /forget again."
+PAGE_CHARS = 1800  # a page of /memory, leaving room for its footer under Discord's 2,000
+CONFIRM_SECONDS = 300
+_ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+# The companion has no voice: discord.py's start-up warnings about missing voice libraries are noise.
+logging.getLogger("discord.client").addFilter(lambda record: "voice will NOT be supported" not in record.getMessage())
+
+
+def build_discord_bot(app: App, *, sync_commands: bool = False) -> commands.Bot:
+    """A bot with the companion's cog; `sync_commands` publishes the slash commands when it logs in."""
+    intents = discord.Intents.default()
+    intents.message_content = True  # privileged: enable "Message Content Intent" for the bot in the portal
+    bot = _CompanionBot(
+        command_prefix=commands.when_mentioned, intents=intents, allowed_mentions=NO_MENTIONS, help_command=None
+    )
+    bot.companion_cog = CompanionCog(bot, app, app.router("discord"))
+    bot.sync_commands = sync_commands
+    return bot
+
+
+async def run_discord(app: App, token: str) -> None:
+    """Stay connected to Discord until cancelled; a bad token or no connection is a clear error."""
+    bot = build_discord_bot(app, sync_commands=True)
+    try:
+        async with bot:
+            await bot.start(token)
+    except discord.LoginFailure as error:
+        raise CompanionError("Discord refused the token: check DISCORD_TOKEN") from error
+    except (aiohttp.ClientConnectionError, discord.GatewayNotFound) as error:
+        raise CompanionError(f"could not reach Discord ({error})") from error
+
+
+class _CompanionBot(commands.Bot):
+    companion_cog: CompanionCog
+    sync_commands: bool
+
+    async def on_message(self, message: discord.Message) -> None:
+        """Slash commands only: no text-prefix commands (the cog answers messages)."""
+
+    async def setup_hook(self) -> None:
+        await self.add_cog(self.companion_cog)
+        if self.sync_commands:
+            await self.tree.sync()
+
+
+def places_of(channel: discord.abc.Messageable) -> list[int]:
+    """The ids of where a message was sent, most specific first (thread, channel, server); [] for a DM."""
+    guild = getattr(channel, "guild", None)
+    if guild is None:
+        return []
+    places = [channel.id]  # type: ignore[attr-defined]
+    if isinstance(channel, discord.Thread) and channel.parent_id is not None:
+        places.append(channel.parent_id)
+    return [*places, guild.id]
+
+
+def conversation_of(channel: discord.abc.Messageable) -> str:
+    if isinstance(channel, discord.Thread):
+        return f"discord:thread:{channel.id}"
+    if getattr(channel, "guild", None) is None:
+        return f"discord:dm:{channel.id}"  # type: ignore[attr-defined]
+    return f"discord:channel:{channel.id}"  # type: ignore[attr-defined]
+
+
+def source_of(message_id: int) -> str:
+    return f"discord:{message_id}"  # Discord ids are unique across channels
+
+
+class CompanionCog(commands.Cog):
+    """Thin handlers: translate, call the companion, render."""
+
+    def __init__(self, bot: commands.Bot, app: App, router: Router) -> None:
+        self.bot = bot
+        self.companion = app.companion
+        self.router = router
+
+    # --- messages ------------------------------------------------------------
+
+    @commands.Cog.listener()
+    async def on_message(self, message: discord.Message) -> None:
+        if message.author.bot or message.webhook_id is not None or message.type not in _ANSWERED_TYPES:
+            return  # bots (ourselves included), webhooks and system messages are not people talking to us
+        places = places_of(message.channel)
+        direct = not places
+        if not self.router.rules.allows(message.author.id, places, direct=direct):
+            if direct:
+                await message.channel.send(NOT_ALLOWED)
+            return
+        if not (direct or self._addressed(message) or self.router.rules.every_message_in(places)):
+            return
+        text = self._text_of(message)
+        if not text and (message.attachments or message.stickers):
+            await self._send(message, NOT_TEXT)
+            return
+        incoming = IncomingMessage(
+            conversation_id=conversation_of(message.channel),
+            user_id=f"discord:{message.author.id}",
+            speaker_name=message.author.display_name,
+            text=text,
+            sent_at=message.created_at,
+            persona_id=self.router.persona_for(places),
+            source_id=source_of(message.id),
+        )
+        try:
+            async with message.channel.typing():
+                result = await self.companion.handle(incoming, group=not direct)
+                reply = await result.text()
+        except UserFacingError as error:
+            reply = str(error)
+        except Exception:
+            log.exception("answering a Discord message failed")
+            reply = SOMETHING_BROKE
+        await self._send(message, reply)
+
+    @commands.Cog.listener()
+    async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
+        """An edited message changes what the conversation remembers; it is not answered again."""
+        if "content" not in payload.data or payload.message.author.bot:
+            return  # embeds resolving, pins and the like change no words
+        self.companion.message_edited(source_of(payload.message_id), self._text_of(payload.message))
+
+    @commands.Cog.listener()
+    async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
+        self.companion.message_deleted(source_of(payload.message_id))
+
+    def _addressed(self, message: discord.Message) -> bool:
+        """Whether a server message is meant for the bot: it mentions it or replies to it."""
+        me = self.bot.user
+        if me is None:
+            return False
+        if me in message.mentions:
+            return True
+        replied = message.reference.resolved if message.reference is not None else None
+        return isinstance(replied, discord.Message) and replied.author.id == me.id
+
+    def _text_of(self, message: discord.Message) -> str:
+        """The words for the model: mentions of people as their names, the bot's own mention removed."""
+        text = message.clean_content
+        me = message.guild.me if message.guild is not None else self.bot.user
+        if me is not None:
+            for name in {me.display_name, me.name}:
+                text = re.sub(rf"@{re.escape(name)}\b", "", text)
+        return text.strip()
+
+    @staticmethod
+    async def _send(message: discord.Message, text: str) -> None:
+        """Split at Discord's limit; in a server the first part replies to the message (without a ping)."""
+        for index, chunk in enumerate(split_message(text, DISCORD_LIMIT)):
+            if index == 0 and message.guild is not None:
+                await message.reply(chunk, mention_author=False, allowed_mentions=NO_MENTIONS)
+            else:
+                await message.channel.send(chunk, allowed_mentions=NO_MENTIONS)
+
+    # --- slash commands --------------------------------------------------------
+
+    def _scope(self, interaction: discord.Interaction) -> Scope:
+        """The caller's own scope under the persona of this place: commands never reach anyone else's."""
+        persona_id = self.router.persona_for(places_of(interaction.channel))  # type: ignore[arg-type]
+        return Scope(self.companion.persona(persona_id).id, f"discord:{interaction.user.id}")
+
+    @app_commands.command(name="new", description="Start a fresh conversation here")
+    async def new(self, interaction: discord.Interaction) -> None:
+        channel = interaction.channel
+        places = places_of(channel)  # type: ignore[arg-type]
+        if not self.router.rules.allows(interaction.user.id, places, direct=not places):
+            await interaction.response.send_message(NOT_ALLOWED, ephemeral=True)
+            return
+        persona_id = self.router.persona_for(places)
+        greeting = await self.companion.new_conversation(persona_id, conversation_of(channel))  # type: ignore[arg-type]
+        await interaction.response.send_message(greeting, allowed_mentions=NO_MENTIONS)
+
+    @app_commands.command(name="memory", description="What I remember about you (only you see it)")
+    async def memory(self, interaction: discord.Interaction) -> None:
+        records = await self.companion.memories(self._scope(interaction))
+        pages = MemoryPages(interaction.user.id, split_message(format_memories(records), PAGE_CHARS))
+        await interaction.response.send_message(**pages.current(), ephemeral=True)
+
+    @app_commands.command(name="forget", description="Forget everything about you, or only what is about something")
+    @app_commands.describe(what="only the memories about this (leave empty to forget everything)")
+    async def forget(self, interaction: discord.Interaction, what: str | None = None) -> None:
+        scope = self._scope(interaction)
+        if not what:
+            question = "Shall I forget everything I know about you? This cannot be undone."
+            view = ForgetConfirmation(self.companion, scope, interaction, ids=None)
+            await interaction.response.send_message(question, view=view, ephemeral=True)
+            return
+        found = await self.companion.memories_about(scope, what)
+        if not found:
+            await interaction.response.send_message(f"I don't remember anything about {what!r}.", ephemeral=True)
+            return
+        listing = "\n".join(f"- {record.content}" for record in found)
+        question = split_message(f"I remember this:\n{listing}", PAGE_CHARS)[0] + f"\n\nForget these {len(found)}?"
+        view = ForgetConfirmation(self.companion, scope, interaction, ids=[record.id for record in found])
+        await interaction.response.send_message(question, view=view, ephemeral=True)
+
+    @app_commands.command(name="persona", description="Show or choose who answers in this channel or server")
+    @app_commands.guild_only()
+    @app_commands.default_permissions(manage_guild=True)
+    @app_commands.describe(
+        persona="persona id, or 'default' for the configured one (leave empty to see the current one)",
+        where="this channel only, or the whole server",
+    )
+    async def persona(
+        self,
+        interaction: discord.Interaction,
+        persona: str | None = None,
+        where: Literal["channel", "server"] = "channel",
+    ) -> None:
+        # Default permissions hide the command; a server can re-grant it, so the check is repeated here.
+        if not interaction.permissions.manage_guild:
+            await interaction.response.send_message(ADMINS_ONLY, ephemeral=True)
+            return
+        places = places_of(interaction.channel)  # type: ignore[arg-type]
+        if persona is None:
+            current = self.companion.persona(self.router.persona_for(places))
+            known = ", ".join(self.companion.personas.ids())
+            await interaction.response.send_message(
+                f"Here I am {current.name} ({current.id}). Personas: {known}.", ephemeral=True
+            )
+            return
+        chosen = None if persona == "default" else self.companion.persona(persona).id  # unknown ids are refused
+        place = places[0] if where == "channel" else places[-1]
+        self.router.choices.set(place, chosen)
+        now = self.companion.persona(self.router.persona_for(places))
+        await interaction.response.send_message(
+            f"From now on {now.name} ({now.id}) answers in this {where}.", ephemeral=True
+        )
+
+    @persona.autocomplete("persona")
+    async def _persona_ids(self, interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
+        ids = ["default", *self.companion.personas.ids()]
+        return [app_commands.Choice(name=each, value=each) for each in ids if current.lower() in each][:25]
+
+    async def cog_app_command_error(
+        self, interaction: discord.Interaction, error: app_commands.AppCommandError
+    ) -> None:
+        original = getattr(error, "original", error)
+        if isinstance(original, UserFacingError):
+            text = str(original)
+        else:
+            log.error("a Discord command failed", exc_info=original)
+            text = SOMETHING_BROKE
+        send = interaction.followup.send if interaction.response.is_done() else interaction.response.send_message
+        await send(text, ephemeral=True)
+
+
+class _OwnedView(discord.ui.View):
+    """Buttons only the person who asked may press."""
+
+    def __init__(self, owner_id: int) -> None:
+        super().__init__(timeout=CONFIRM_SECONDS)
+        self.owner_id = owner_id
+
+    async def interaction_check(self, interaction: discord.Interaction) -> bool:
+        if interaction.user.id != self.owner_id:
+            await interaction.response.send_message(NOT_YOUR_BUTTON, ephemeral=True)
+            return False
+        return True
+
+
+class MemoryPages(_OwnedView):
+    """`/memory`, one page at a time."""
+
+    def __init__(self, owner_id: int, pages: Sequence[str]) -> None:
+        super().__init__(owner_id)
+        self.pages = list(pages) or ["I don't remember anything about you yet."]
+        self.index = 0
+        if len(self.pages) == 1:
+            self.clear_items()
+
+    def current(self) -> dict[str, object]:
+        footer = f"\n\n(page {self.index + 1} of {len(self.pages)})" if len(self.pages) > 1 else ""
+        self.previous.disabled = self.index == 0
+        self.next.disabled = self.index == len(self.pages) - 1
+        return {"content": self.pages[self.index] + footer, "view": self}
+
+    @discord.ui.button(label="Previous", style=discord.ButtonStyle.secondary)
+    async def previous(self, interaction: discord.Interaction, button: discord.ui.Button[MemoryPages]) -> None:
+        self.index = max(self.index - 1, 0)
+        await interaction.response.edit_message(**self.current())
+
+    @discord.ui.button(label="Next", style=discord.ButtonStyle.secondary)
+    async def next(self, interaction: discord.Interaction, button: discord.ui.Button[MemoryPages]) -> None:
+        self.index = min(self.index + 1, len(self.pages) - 1)
+        await interaction.response.edit_message(**self.current())
+
+
+class ForgetConfirmation(_OwnedView):
+    """Yes / No for `/forget` (everything, when `ids` is None) and `/forget <what>` (those ids)."""
+
+    def __init__(self, companion: Companion, scope: Scope, asked: discord.Interaction, *, ids: list[str] | None) -> None:
+        super().__init__(asked.user.id)
+        self.companion = companion
+        self.scope = scope
+        self.asked = asked
+        self.ids = ids
+
+    async def on_timeout(self) -> None:
+        try:
+            await self.asked.edit_original_response(content=EXPIRED, view=None)
+        except discord.HTTPException:  # the question was dismissed meanwhile: nothing to update
+            pass
+
+    @discord.ui.button(label="Yes, forget", style=discord.ButtonStyle.danger)
+    async def yes(self, interaction: discord.Interaction, button: discord.ui.Button[ForgetConfirmation]) -> None:
+        self.stop()
+        await interaction.response.defer()  # forgetting may take longer than Discord waits for an answer
+        if self.ids is None:
+            report = await self.companion.forget_everything(self.scope)
+            text = f"Done. I forgot {report.memories} memories and {report.messages} messages about you."
+        else:
+            forgotten = await self.companion.forget_memories(self.scope, self.ids)
+            text = f"Done. I forgot {forgotten} memories."
+        await interaction.edit_original_response(content=text, view=None)
+
+    @discord.ui.button(label="No, keep it", style=discord.ButtonStyle.secondary)
+    async def no(self, interaction: discord.Interaction, button: discord.ui.Button[ForgetConfirmation]) -> None:
+        self.stop()
+        await interaction.response.edit_message(content="Okay, I won't forget anything.", view=None)

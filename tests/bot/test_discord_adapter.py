@@ -1,0 +1,296 @@
+"""The Discord adapter: the real discord.py client under dpytest, and the real slash-command callbacks."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import discord
+import discord.ext.test as dpytest
+import pytest
+from discord.ext import commands
+
+from bot.app import App
+from bot.config import ConfigError
+from bot.discord_adapter import (
+    ADMINS_ONLY,
+    NOT_ALLOWED,
+    NOT_TEXT,
+    NOT_YOUR_BUTTON,
+    CompanionCog,
+    ForgetConfirmation,
+    MemoryPages,
+    build_discord_bot,
+)
+from bot.render import DISCORD_LIMIT
+from bot.routing import PersonaChoices, PlaceRules
+from core.errors import UserFacingError
+from knowledge.records import Scope
+from tests.fakes.discord import FakeInteraction, HttpLog, edit, press, record_http, reply_to
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.personas import personas_with_a_tutor
+
+NO_PINGS = {"parse": []}  # discord.AllowedMentions.none(): not @everyone, not roles, not users
+
+
+@pytest.fixture
+async def discord_bot(app: App, fake_openai: FakeOpenAIServer) -> AsyncIterator[commands.Bot]:
+    fake_openai.set_default("monitor-model", "[SKIP]")
+    bot = build_discord_bot(app)
+    await bot._async_setup_hook()  # the event loop parts discord.py sets up at login
+    await bot.setup_hook()
+    # dpytest's members exist only in a member cache, which Discord fills only with the members intent.
+    bot._connection._intents.members = True
+    bot._connection.member_cache_flags = discord.MemberCacheFlags.all()
+    dpytest.configure(bot, members=["Alice", "Bob"])
+    bot._connection.loop = asyncio.get_running_loop()  # set at login, which dpytest skips (typing needs it)
+    yield bot
+    await app.companion.tasks.drain()
+    await dpytest.empty_queue()
+
+
+@pytest.fixture
+def http(discord_bot: commands.Bot) -> HttpLog:
+    return record_http(discord_bot)
+
+
+@pytest.fixture
+def cog(discord_bot: commands.Bot) -> CompanionCog:
+    found = discord_bot.get_cog("CompanionCog")
+    assert isinstance(found, CompanionCog)
+    return found
+
+
+def member(index: int) -> discord.Member:
+    return dpytest.get_config().members[index]
+
+
+def channel() -> discord.TextChannel:
+    return dpytest.get_config().channels[0]
+
+
+def scope_of(user: discord.abc.User) -> Scope:
+    return Scope("xiaoxiang", f"discord:{user.id}")
+
+
+def mention(bot: commands.Bot) -> str:
+    assert bot.user is not None
+    return f"<@{bot.user.id}>"
+
+
+async def test_a_direct_message_is_answered_after_typing_and_pings_nobody(
+    discord_bot: commands.Bot, http: HttpLog, app: App, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", "Hello @everyone and <@&123>!")
+    alice = member(0)
+    dm = await alice.create_dm()
+    await dpytest.message("hi there", channel=dm, member=alice)
+    assert http.texts() == ["Hello @everyone and <@&123>!"]
+    [sent] = http.sent()
+    assert sent["allowed_mentions"] == NO_PINGS
+    assert [kind for kind, _ in http.calls] == ["typing", "send"]
+    assert fake_openai.requests_for("chat-model")[0].messages[-1]["content"] == "hi there"
+    [row, _reply] = app.working_memory.window("xiaoxiang", f"discord:dm:{dm.id}")
+    assert (row.user_id, row.speaker_name) == (f"discord:{alice.id}", "Alice")
+
+
+async def test_server_messages_need_a_mention_or_a_reply(
+    discord_bot: commands.Bot, http: HttpLog, app: App, fake_openai: FakeOpenAIServer
+) -> None:
+    await dpytest.message("just chatting among ourselves", member=member(0))
+    assert http.sent() == [] and fake_openai.requests_for("chat-model") == []
+
+    fake_openai.script("chat-model", "Yes, Alice?", "Still here, Bob.")
+    await dpytest.message(f"{mention(discord_bot)} are you there?", member=member(0))
+    ours = dpytest.get_message()
+    await reply_to(ours, "and me?", member(1))
+    assert http.texts() == ["Yes, Alice?", "Still here, Bob."]
+    first = http.sent()[0]
+    assert first["allowed_mentions"] == {**NO_PINGS, "replied_user": False}  # a reply, without a ping
+    assert "message_reference" in first
+
+    rows = app.working_memory.window("xiaoxiang", f"discord:channel:{channel().id}")
+    people = [(row.speaker_name, row.content) for row in rows if row.role == "user"]
+    # the mention stripped, the speaker kept (by the name the server shows)
+    assert people == [(member(0).display_name, "are you there?"), (member(1).display_name, "and me?")]
+
+
+async def test_every_message_channels_are_answered_without_a_mention(
+    cog: CompanionCog, http: HttpLog, fake_openai: FakeOpenAIServer
+) -> None:
+    cog.router.rules = PlaceRules(every_message=[channel().id])
+    fake_openai.script("chat-model", "I'm listening.")
+    await dpytest.message("nobody mentioned you", member=member(0))
+    assert http.texts() == ["I'm listening."]
+
+
+async def test_bots_are_ignored(discord_bot: commands.Bot, http: HttpLog, fake_openai: FakeOpenAIServer) -> None:
+    other = dpytest.get_config().members[1]
+    other._user.bot = True  # type: ignore[attr-defined]
+    await dpytest.message(f"{mention(discord_bot)} beep", member=other)
+    assert http.sent() == [] and fake_openai.requests_for("chat-model") == []
+
+
+async def test_a_long_reply_is_split_at_the_discord_limit(
+    discord_bot: commands.Bot, http: HttpLog, fake_openai: FakeOpenAIServer
+) -> None:
+    long_reply = "\n".join(f"Line {i}: " + "la " * 40 for i in range(60))  # about 7,700 characters
+    fake_openai.script("chat-model", long_reply)
+    await dpytest.message(f"{mention(discord_bot)} sing", member=member(0))
+    texts = http.texts()
+    assert len(texts) >= 4
+    assert all(len(text) <= DISCORD_LIMIT for text in texts)
+    assert "\n".join(texts).split() == long_reply.split()
+    assert all(payload["allowed_mentions"]["parse"] == [] for payload in http.sent())
+
+
+async def test_attachments_alone_get_a_clear_answer_without_an_llm_call(
+    discord_bot: commands.Bot, http: HttpLog, fake_openai: FakeOpenAIServer, tmp_path: Any
+) -> None:
+    picture = tmp_path / "cat.png"
+    picture.write_bytes(b"not really a png")
+    alice = member(0)
+    await dpytest.message("", channel=await alice.create_dm(), member=alice, attachments=[str(picture)])
+    assert http.texts() == [NOT_TEXT]
+    assert fake_openai.requests_for("chat-model") == []
+
+
+async def test_allow_lists_keep_strangers_out(app: App, discord_bot: commands.Bot, http: HttpLog, cog: CompanionCog,
+                                              fake_openai: FakeOpenAIServer) -> None:
+    cog.router.rules = PlaceRules(allowed_users=[member(1).id])  # only Bob
+    alice = member(0)
+    await dpytest.message("hello?", channel=await alice.create_dm(), member=alice)
+    await dpytest.message(f"{mention(discord_bot)} hello?", member=alice)
+    assert http.texts() == [NOT_ALLOWED]  # told once in private, silent in the server
+    assert fake_openai.requests_for("chat-model") == []
+
+    cog.router.rules = PlaceRules(allowed_places=[12345])  # another server only
+    fake_openai.script("chat-model", "hi")
+    await dpytest.message(f"{mention(discord_bot)} hello?", member=alice)
+    assert http.texts() == [NOT_ALLOWED]
+    await dpytest.message("hello?", channel=await alice.create_dm(), member=alice)  # DMs stay open unless closed
+    assert http.texts() == [NOT_ALLOWED, "hi"]
+
+
+async def test_edits_and_deletes_change_what_the_conversation_remembers(
+    discord_bot: commands.Bot, app: App, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", "Okay!", "Sure.")
+    await dpytest.message(f"{mention(discord_bot)} meet at 5?", member=member(0))
+    alice_message = next(
+        message for message in discord_bot.cached_messages if message.content.endswith("meet at 5?")
+    )
+    await edit(alice_message, f"{mention(discord_bot)} meet at 6?")
+    conversation = f"discord:channel:{channel().id}"
+    assert [row.content for row in app.working_memory.window("xiaoxiang", conversation)] == ["meet at 6?", "Okay!"]
+    await dpytest.message(f"{mention(discord_bot)} my pin is 1234", member=member(0))
+    pin = next(message for message in discord_bot.cached_messages if message.content.endswith("1234"))
+    dpytest.back.delete_message(pin)
+    await dpytest.run_all_events()
+    assert "my pin is 1234" not in [row.content for row in app.working_memory.window("xiaoxiang", conversation)]
+
+
+async def test_memory_is_ephemeral_paged_and_only_the_callers(
+    cog: CompanionCog, kb: Any
+) -> None:
+    alice, bob = member(0), member(1)
+    for index in range(40):
+        kb.add(scope_of(alice), f"Alice fact number {index}: " + "detail " * 10, category="fact", source="user")
+    kb.add(scope_of(bob), "Bob plays the cello", category="fact", source="user")
+
+    asking = FakeInteraction(alice, channel())
+    await CompanionCog.memory.callback(cog, asking)  # type: ignore[arg-type]
+    [first] = asking.log
+    assert first.ephemeral and "page 1 of" in (first.content or "")
+    assert "cello" not in (first.content or "")
+    pages = first.view
+    assert isinstance(pages, MemoryPages) and len(pages.pages) >= 2
+    assert all(len(page) <= DISCORD_LIMIT for page in pages.pages)
+
+    clicking = FakeInteraction(alice, channel())
+    await press(pages, pages.next, clicking)
+    assert "page 2 of" in (clicking.log[0].content or "")
+    bob_clicks = FakeInteraction(bob, channel())
+    await press(pages, pages.next, bob_clicks)
+    assert bob_clicks.log[0].content == NOT_YOUR_BUTTON and bob_clicks.log[0].ephemeral
+
+    bob_asks = FakeInteraction(bob, channel())
+    await CompanionCog.memory.callback(cog, bob_asks)  # type: ignore[arg-type]
+    assert "Bob plays the cello" in (bob_asks.log[0].content or "") and "Alice" not in (bob_asks.log[0].content or "")
+
+
+async def test_forget_asks_first_and_then_deletes_only_the_callers_memories(cog: CompanionCog, kb: Any) -> None:
+    alice, bob = member(0), member(1)
+    kb.add(scope_of(alice), "Alice loves ramen", category="fact", source="user")
+    kb.add(scope_of(bob), "Bob plays the cello", category="fact", source="user")
+
+    asking = FakeInteraction(alice, channel())
+    await CompanionCog.forget.callback(cog, asking)  # type: ignore[arg-type]
+    [question] = asking.log
+    assert question.ephemeral and "forget everything" in (question.content or "")
+    confirm = question.view
+    assert isinstance(confirm, ForgetConfirmation)
+
+    bob_presses = FakeInteraction(bob, channel())
+    await press(confirm, confirm.yes, bob_presses)
+    assert bob_presses.log[0].content == NOT_YOUR_BUTTON
+    assert [record.content for record in kb.list(scope_of(alice))] == ["Alice loves ramen"]
+
+    alice_presses = FakeInteraction(alice, channel())
+    await press(confirm, confirm.yes, alice_presses)
+    assert (alice_presses.log[-1].content or "").startswith("Done. I forgot 1 memories")
+    assert kb.list(scope_of(alice)) == [] and kb.search(scope_of(alice), "ramen") == []
+    assert [record.content for record in kb.list(scope_of(bob))] == ["Bob plays the cello"]
+
+
+async def test_forget_what_shows_the_matches_and_deletes_only_them(cog: CompanionCog, kb: Any) -> None:
+    alice = member(0)
+    kb.add(scope_of(alice), "Alice's ex is called Tom", category="fact", source="user")
+    kb.add(scope_of(alice), "Alice loves ramen", category="fact", source="user")
+    asking = FakeInteraction(alice, channel())
+    await CompanionCog.forget.callback(cog, asking, what="Tom")  # type: ignore[arg-type]
+    [question] = asking.log
+    assert "Alice's ex is called Tom" in (question.content or "") and "ramen" not in (question.content or "")
+    confirm = question.view
+    assert isinstance(confirm, ForgetConfirmation)
+    await press(confirm, confirm.yes, FakeInteraction(alice, channel()))
+    assert [record.content for record in kb.list(scope_of(alice))] == ["Alice loves ramen"]
+
+    nothing = FakeInteraction(alice, channel())
+    await CompanionCog.forget.callback(cog, nothing, what="sailing")  # type: ignore[arg-type]
+    assert nothing.log[0].content == "I don't remember anything about 'sailing'."
+
+
+async def test_persona_is_for_server_managers_and_changes_who_answers(
+    discord_bot: commands.Bot, cog: CompanionCog, http: HttpLog, fake_openai: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    cog.companion.personas.directory = personas_with_a_tutor(tmp_path)
+    alice = member(0)
+    refused = FakeInteraction(alice, channel(), manage_guild=False)
+    await CompanionCog.persona.callback(cog, refused, persona="tutor")  # type: ignore[arg-type]
+    assert refused.log[0].content == ADMINS_ONLY
+
+    with pytest.raises(UserFacingError, match="unknown persona 'nobody'"):
+        await CompanionCog.persona.callback(cog, FakeInteraction(alice, channel(), manage_guild=True), persona="nobody")  # type: ignore[arg-type]
+
+    chosen = FakeInteraction(alice, channel(), manage_guild=True)
+    await CompanionCog.persona.callback(cog, chosen, persona="tutor")  # type: ignore[arg-type]
+    assert chosen.log[0].content == "From now on Professor Owl (tutor) answers in this channel."
+    fake_openai.script("chat-model", "Hoot.")
+    await dpytest.message(f"{mention(discord_bot)} who are you?", member=alice)
+    assert "Professor Owl" in fake_openai.requests_for("chat-model")[-1].messages[0]["content"]
+    # the choice outlives the process: a new router reads it back
+    assert cog.router.choices.get([channel().id]) == "tutor"
+    assert PersonaChoices(cog.router.choices.path).get([channel().id]) == "tutor"
+
+    back = FakeInteraction(alice, channel(), manage_guild=True)
+    await CompanionCog.persona.callback(cog, back, persona="default")  # type: ignore[arg-type]
+    assert "(xiaoxiang)" in (back.log[0].content or "")
+
+
+async def test_a_configured_persona_must_exist(app: App) -> None:
+    app.settings.discord = PlaceRules(personas={42: "nobody"})
+    with pytest.raises(ConfigError, match="unknown persona 'nobody'"):
+        build_discord_bot(app)
