@@ -294,3 +294,17 @@ async def test_a_configured_persona_must_exist(app: App) -> None:
     app.settings.discord = PlaceRules(personas={42: "nobody"})
     with pytest.raises(ConfigError, match="unknown persona 'nobody'"):
         build_discord_bot(app)
+
+
+async def test_in_a_shared_channel_one_users_memories_never_reach_anothers_prompt(
+    discord_bot: commands.Bot, kb: Any, fake_openai: FakeOpenAIServer
+) -> None:
+    alice, bob = member(0), member(1)
+    kb.add(scope_of(alice), "Alice loves ramen", category="fact", source="user")
+    kb.add(scope_of(bob), "Bob plays the cello", category="fact", source="user")
+    fake_openai.script("chat-model", "Noted!", "Hi Bob")
+    await dpytest.message(f"{mention(discord_bot)} I had ramen today", member=alice)
+    await dpytest.message(f"{mention(discord_bot)} what do I like to eat? ramen?", member=bob)
+    alice_prompt, bob_prompt = (request.messages[0]["content"] for request in fake_openai.requests_for("chat-model"))
+    assert "Alice loves ramen" in alice_prompt and "Bob plays the cello" not in alice_prompt
+    assert "Alice loves ramen" not in bob_prompt and "Bob plays the cello" in bob_prompt
