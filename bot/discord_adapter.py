@@ -24,6 +24,7 @@ from core.types import IncomingMessage
 from knowledge.records import Scope
 
 from .app import App
+from .ordering import TurnOrder
 from .render import DISCORD_LIMIT, split_message
 from .routing import Router
 from .terminal import format_memories
@@ -111,6 +112,7 @@ class CompanionCog(commands.Cog):
         self.bot = bot
         self.companion = app.companion
         self.router = router
+        self._order = TurnOrder()
 
     # --- messages ------------------------------------------------------------
 
@@ -139,16 +141,18 @@ class CompanionCog(commands.Cog):
             persona_id=self.router.persona_for(places),
             source_id=source_of(message.id),
         )
-        try:
-            async with message.channel.typing():
-                result = await self.companion.handle(incoming, group=not direct)
-                reply = await result.text()
-        except UserFacingError as error:
-            reply = str(error)
-        except Exception:
-            log.exception("answering a Discord message failed")
-            reply = SOMETHING_BROKE
-        await self._send(message, reply)
+        # discord.py runs events at once; a conversation's messages are still stored and answered in order.
+        async with self._order.turn(incoming.conversation_id):
+            try:
+                async with message.channel.typing():
+                    result = await self.companion.handle(incoming, group=not direct)
+                    reply = await result.text()
+            except UserFacingError as error:
+                reply = str(error)
+            except Exception:
+                log.exception("answering a Discord message failed")
+                reply = SOMETHING_BROKE
+            await self._send(message, reply)
 
     @commands.Cog.listener()
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:

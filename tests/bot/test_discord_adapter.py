@@ -308,3 +308,17 @@ async def test_in_a_shared_channel_one_users_memories_never_reach_anothers_promp
     alice_prompt, bob_prompt = (request.messages[0]["content"] for request in fake_openai.requests_for("chat-model"))
     assert "Alice loves ramen" in alice_prompt and "Bob plays the cello" not in alice_prompt
     assert "Alice loves ramen" not in bob_prompt and "Bob plays the cello" in bob_prompt
+
+
+async def test_messages_of_one_channel_are_answered_in_order_even_when_they_arrive_together(
+    discord_bot: commands.Bot, cog: CompanionCog, http: HttpLog, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.set_delay("chat-model", 0.2)
+    fake_openai.script("chat-model", "First!", "Second!")
+    for text in ("one", "two"):  # both dispatched before either is handled
+        dpytest.back.make_message(f"{mention(discord_bot)} {text}", member(0), channel())
+    await dpytest.run_all_events()
+    assert http.texts() == ["First!", "Second!"]
+    second_prompt = [message["content"] for message in fake_openai.requests_for("chat-model")[1].messages]
+    assert "First!" in second_prompt  # the second turn was built after the first was answered
+    assert len(cog._order) == 0  # nothing kept once the channel is quiet
