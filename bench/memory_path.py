@@ -64,7 +64,7 @@ from knowledge.records import MemoryRecord, Scope
 from knowledge.retrieval import rank_for_prompt
 from knowledge.store import ChromaKnowledgeBase
 from knowledge.working_memory import MessageRole
-from personas.loader import Persona
+from personas.loader import ModelChoice, Persona
 from tests.fakes.openai_server import FakeOpenAIServer
 
 SEED = 20240611
@@ -238,12 +238,16 @@ class TimedLLM:
     def settings(self, role: Role) -> ModelSettings:
         return self._inner.settings(role)
 
-    async def complete(self, messages: Sequence[ChatMessage], *, role: Role) -> str:
-        return await self._inner.complete(messages, role=role)
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None
+    ) -> str:
+        return await self._inner.complete(messages, role=role, choice=choice)
 
-    async def stream(self, messages: Sequence[ChatMessage], *, role: Role) -> AsyncIterator[str]:
+    async def stream(
+        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None
+    ) -> AsyncIterator[str]:
         start = time.perf_counter_ns()
-        async for piece in self._inner.stream(messages, role=role):
+        async for piece in self._inner.stream(messages, role=role, choice=choice):
             yield piece
         self.last_stream_ms = _ms_since(start)
 

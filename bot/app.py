@@ -15,7 +15,7 @@ from core.errors import UserFacingError
 from core.conversation_summarizer import ConversationSummarizer
 from core.embedded_llm import EMBEDDED_MODEL_NAME, LlamaCppClient
 from core.knowledge_monitor import KnowledgeMonitor
-from core.llm import LLMClient, ModelSettings, OpenAIClient
+from core.llm import LLMClient, ModelSettings, OpenAIClient, UsageSink
 from core.memory_injector import Budget, MemoryInjector
 from core.memory_lifecycle import MemoryLifecycle
 from core.memory_reviewer import MemoryReviewer
@@ -24,7 +24,7 @@ from core.response_handler import ResponseHandler
 from core.scheduler import Scheduler
 from core.tasks import DEFAULT_BACKOFF, BackgroundTasks
 from core.types import ROLES, Role
-from knowledge.decay import MemoryPolicy
+from knowledge.decay import MemoryPolicy, PolicyFor
 from knowledge.embedding import Embedder, load_embedder
 from knowledge.journal import Journal
 from knowledge.memory_manager import MemoryManager
@@ -53,6 +53,7 @@ class App:
     llm: LLMClient
     working_memory: WorkingMemory
     journal: Journal
+    policy_for: PolicyFor  # a persona's memory rules
     scheduler: Scheduler | None = None
 
     @property
@@ -131,8 +132,8 @@ def model_settings(settings: Settings) -> dict[Role, ModelSettings]:
     }
 
 
-def build_llm(settings: Settings) -> LLMClient:
-    """The configured endpoint, or the embedded model when none is set."""
+def build_llm(settings: Settings, usage: UsageSink | None = None) -> LLMClient:
+    """The configured endpoint, or the embedded model when none is set; `usage` hears of every call's tokens."""
     models = model_settings(settings)
     if settings.uses_embedded_model:
         return LlamaCppClient(models)
@@ -143,6 +144,7 @@ def build_llm(settings: Settings) -> LLMClient:
         models=models,
         timeout=settings.llm_timeout,
         max_retries=settings.llm_max_retries,
+        usage=usage,
     )
 
 
@@ -192,7 +194,11 @@ def build_app(
         overflow_batch=min(settings.summary_batch, settings.working_memory_size),
     )
     journal = Journal(data_dir / "companion.sqlite3")
-    llm = llm or build_llm(settings)
+
+    def record_usage(role: Role, model: str, prompt_tokens: int, completion_tokens: int) -> None:
+        journal.record_usage(role, model, prompt_tokens, completion_tokens, at=clock.now())
+
+    llm = llm or build_llm(settings, usage=record_usage)
     chat = llm.settings("chat")
 
     responses = ResponseHandler(
@@ -226,4 +232,11 @@ def build_app(
     )
     # Fail at start-up, not at the first message, if the default persona or its memory rules are broken.
     policy_for(companion.persona().id)
-    return App(settings=settings, companion=companion, llm=llm, working_memory=working_memory, journal=journal)
+    return App(
+        settings=settings,
+        companion=companion,
+        llm=llm,
+        working_memory=working_memory,
+        journal=journal,
+        policy_for=policy_for,
+    )

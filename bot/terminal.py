@@ -59,7 +59,7 @@ class TerminalChat:
         persona = self._companion.persona(self._persona_id)
         if self._interactive:
             self._say(HELP)
-            self._say(f"{persona.name}: {self._companion.greeting(persona.id)}")
+            self._say(f"{persona.name}: {self._companion.greeting(persona.id, self._user_name)}")
         while (line := await self._read_line("> " if self._interactive else "")) is not None:
             if line.strip() == "/quit":
                 break

@@ -9,14 +9,15 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from knowledge.journal import Journal
-from knowledge.records import MemoryRecord, Scope
-from knowledge.retrieval import memories_about
+from knowledge.records import MemoryRecord, Scope, ScoredMemory
+from knowledge.retrieval import FORGETTABLE, memories_about, rank_for_prompt
 from knowledge.store import KnowledgeBase
 from personas.loader import Persona, PersonaError, PersonaRegistry
 
 from .clock import Clock
 from .errors import UserFacingError
 from .knowledge_monitor import Turn
+from .memory_editor import MemoryEditor
 from .memory_lifecycle import MemoryLifecycle
 from .rate_limit import RateLimiter
 from .response_handler import ResponseHandler
@@ -64,6 +65,7 @@ class Companion:
         self.journal = journal
         self.clock = clock
         self.default_persona = default_persona
+        self.editor = MemoryEditor(knowledge, journal, clock)
         self._rate_limiter = rate_limiter or RateLimiter(clock, per_minute=0)
 
     @property
@@ -121,7 +123,7 @@ class Companion:
             reply_text=str(result.metadata["reply_text"]),
             speaker_name=message.speaker_name,
             persona_name=persona.name,
-            user_title=persona.user_title,
+            user_title=persona.title_for(message.speaker_name),
             shown_ids=tuple(result.metadata["shown_ids"]),  # type: ignore[arg-type]
             conversation_id=message.conversation_id,
             message_ids=(str(result.metadata["message_id"]), str(result.metadata["reply_id"])),
@@ -144,9 +146,10 @@ class Companion:
         """A message was deleted on its platform: it leaves the conversation here too."""
         return self.responses.working_memory.delete(source_id) > 0
 
-    def greeting(self, persona_id: str | None = None) -> str:
-        """One of the persona's greetings."""
-        return random.choice(self.persona(persona_id).greetings)
+    def greeting(self, persona_id: str | None = None, user_name: str | None = None) -> str:
+        """One of the persona's greetings, macros filled for `user_name`."""
+        persona = self.persona(persona_id)
+        return persona.fill(random.choice(persona.greetings), user_name)
 
     async def new_conversation(self, persona_id: str | None, conversation_id: str) -> str:
         """`/new`: close the conversation's window and greet anew."""
@@ -155,26 +158,25 @@ class Companion:
         if window:
             self.responses.working_memory.close_window(persona.id, conversation_id)
             self.lifecycle.conversation_overflowed(Scope(persona.id, window[-1].user_id), conversation_id)
-        return self.greeting(persona.id)
+        speaker = next((message.speaker_name for message in reversed(window) if message.role == "user"), None)
+        return self.greeting(persona.id, speaker)
 
     async def memories(self, scope: Scope) -> list[MemoryRecord]:
         """`/memory`: what the companion remembers about this user, most important first."""
         return await asyncio.to_thread(self.knowledge.list, scope, categories=["core", "fact", "episode"])
 
+    async def search_memories(self, scope: Scope, query: str, *, limit: int = 10) -> list[ScoredMemory]:
+        """The memories of this scope that a message like `query` would recall, best first."""
+        hits = await asyncio.to_thread(self.knowledge.search, scope, query, limit=limit, categories=FORGETTABLE)
+        return rank_for_prompt(hits, self.clock.now())
+
     async def memories_about(self, scope: Scope, what: str) -> list[MemoryRecord]:
         """`/forget <what>`, first step: the memories it would delete, to show before asking."""
         return await asyncio.to_thread(memories_about, self.knowledge, scope, what)
 
-    async def forget_memories(self, scope: Scope, ids: list[str]) -> int:
+    async def forget_memories(self, scope: Scope, ids: list[str], *, actor: str = "user") -> int:
         """`/forget <what>`, once confirmed: delete these memories of this scope (others' ids do nothing)."""
-        records = await asyncio.to_thread(self.knowledge.get, scope, ids)
-        for record in records:
-            # the history says that something was forgotten, never what: that is the point of forgetting
-            self.journal.record_change(
-                scope, record.id, action="delete", actor="user", old_content=None, new_content=None,
-                at=self.clock.now(), detail="forgotten at the user's request",
-            )
-        return await asyncio.to_thread(self.knowledge.delete, scope, [record.id for record in records])
+        return await asyncio.to_thread(self.editor.forget, scope, ids, actor=actor)
 
     async def forget_everything(self, scope: Scope) -> ForgetReport:
         """`/forget`: delete every memory, message, history row and pending job of this scope, for real."""

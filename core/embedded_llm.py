@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from personas.loader import ModelChoice
+
 from .errors import LLMError
 from .llm import ModelSettings
 from .types import ChatMessage, Role
@@ -64,8 +66,8 @@ class LlamaCppClient:
             self._llama = Llama(model_path=str(path), n_ctx=context, verbose=False)
         return self._llama
 
-    def _generate(self, messages: Sequence[ChatMessage], role: Role, stream: bool) -> Any:
-        settings = self.settings(role)
+    def _generate(self, messages: Sequence[ChatMessage], role: Role, stream: bool, choice: ModelChoice | None) -> Any:
+        settings = self.settings(role).chosen(choice)  # only the temperature applies: there is one model
         return self._model().create_chat_completion(
             messages=[message.as_openai() for message in messages],
             temperature=settings.temperature,
@@ -74,19 +76,24 @@ class LlamaCppClient:
             stream=stream,
         )
 
-    async def complete(self, messages: Sequence[ChatMessage], *, role: Role) -> str:
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None
+    ) -> str:
         def run() -> str:
             with self._lock:
-                return self._generate(messages, role, stream=False)["choices"][0]["message"]["content"] or ""
+                answer = self._generate(messages, role, False, choice)
+                return answer["choices"][0]["message"]["content"] or ""
 
         return await asyncio.to_thread(run)
 
-    async def stream(self, messages: Sequence[ChatMessage], *, role: Role) -> AsyncIterator[str]:
+    async def stream(
+        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None
+    ) -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[object] = asyncio.Queue()
 
         def pieces() -> Iterator[str]:
-            for chunk in self._generate(messages, role, stream=True):
+            for chunk in self._generate(messages, role, True, choice):
                 content = chunk["choices"][0].get("delta", {}).get("content")
                 if content:
                     yield content

@@ -22,7 +22,7 @@ from knowledge.journal import DeadLetter, Journal
 from knowledge.records import MemoryRecord, ReviewKind, Scope
 from knowledge.retrieval import DEFAULT_FORGET_SIMILARITY, memories_about
 from knowledge.store import KnowledgeBase
-from personas.loader import Persona
+from personas.loader import ModelChoice, Persona
 
 from .clock import Clock
 from .llm import LLMClient, count_message_tokens, count_tokens
@@ -273,7 +273,7 @@ class KnowledgeMonitor:
         done = await asyncio.to_thread(self._explicit, scope, turn, policy, report)
         shown = await asyncio.to_thread(self._knowledge.get, scope, turn.shown_ids)
         messages = build_messages(persona, turn, shown, self._clock.now(), done)
-        parsed, outputs = await self._ask(messages, report)
+        parsed, outputs = await self._ask(messages, report, persona.models.get("monitor"))
         if not parsed.ops:
             payload = {"turn": asdict(turn), "output": outputs}
             report.dead_letter = self._journal.dead_letter(
@@ -292,11 +292,13 @@ class KnowledgeMonitor:
         await asyncio.to_thread(self._apply_all, state, [op for op in parsed.ops if not isinstance(op, Skip)])
         return report
 
-    async def _ask(self, messages: list[ChatMessage], report: MonitorReport) -> tuple[ParseResult, list[str]]:
+    async def _ask(
+        self, messages: list[ChatMessage], report: MonitorReport, choice: ModelChoice | None
+    ) -> tuple[ParseResult, list[str]]:
         """The model's parsed answer; an answer without a single op is asked for once more."""
         outputs: list[str] = []
         for _ in range(2):
-            answer = await self._llm.complete(messages, role="monitor")
+            answer = await self._llm.complete(messages, role="monitor", choice=choice)
             report.tokens += _cost(messages, answer)
             outputs.append(answer)
             parsed = parse_ops(answer)
@@ -439,6 +441,7 @@ class KnowledgeMonitor:
             record.id,
             importance=importance,
             last_access=state.now,
+            hits=record.hits + 1,
             # back above the decay-review line: a later fall is reviewed again
             decay_kept=False if importance >= state.policy.decay_review_below else None,
             review_pending="promote" if promote else None,

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Protocol
 
 import openai
 import tiktoken
+
+from personas.loader import ModelChoice
 
 from .errors import LLMError
 from .types import ChatMessage, Role
@@ -26,15 +28,27 @@ class ModelSettings:
     max_tokens: int = 512
     context_window: int = 8192
 
+    def chosen(self, choice: ModelChoice | None) -> ModelSettings:
+        """These settings with a persona's choice of model and temperature applied."""
+        return self if choice is None else replace(self, **choice.model_dump(exclude_none=True))
+
+
+# Told about every answered call: role, model, prompt tokens, completion tokens.
+UsageSink = Callable[[Role, str, int, int], None]
+
 
 class LLMClient(Protocol):
-    """A chat model, answering whole or streamed, with settings chosen per role."""
+    """A chat model, answering whole or streamed, with settings chosen per role (and per persona)."""
 
     def settings(self, role: Role) -> ModelSettings: ...
 
-    async def complete(self, messages: Sequence[ChatMessage], *, role: Role) -> str: ...
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None
+    ) -> str: ...
 
-    def stream(self, messages: Sequence[ChatMessage], *, role: Role) -> AsyncIterator[str]: ...
+    def stream(
+        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None
+    ) -> AsyncIterator[str]: ...
 
 
 class OpenAIClient:
@@ -52,8 +66,11 @@ class OpenAIClient:
         models: Mapping[Role, ModelSettings],
         timeout: float = 60.0,
         max_retries: int = 3,
+        usage: UsageSink | None = None,
     ) -> None:
+        """`usage` is told the tokens of every answered call (the endpoint's count, else ours)."""
         self._models = dict(models)
+        self._usage = usage
         # Local servers (Ollama, llama.cpp) need no key, but the SDK insists on one.
         self._client = openai.AsyncOpenAI(
             base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=max_retries
@@ -62,8 +79,8 @@ class OpenAIClient:
     def settings(self, role: Role) -> ModelSettings:
         return self._models[role]
 
-    def _request(self, messages: Sequence[ChatMessage], role: Role) -> dict[str, Any]:
-        settings = self.settings(role)
+    def _request(self, messages: Sequence[ChatMessage], role: Role, choice: ModelChoice | None) -> dict[str, Any]:
+        settings = self.settings(role).chosen(choice)
         return {
             "model": settings.model,
             "messages": [message.as_openai() for message in messages],
@@ -71,21 +88,40 @@ class OpenAIClient:
             "max_tokens": settings.max_tokens,
         }
 
-    async def complete(self, messages: Sequence[ChatMessage], *, role: Role) -> str:
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None
+    ) -> str:
+        request = self._request(messages, role, choice)
         try:
-            response = await self._client.chat.completions.create(**self._request(messages, role))
+            response = await self._client.chat.completions.create(**request)
         except openai.OpenAIError as error:
             raise _llm_error(error, role) from error
-        return response.choices[0].message.content or ""
+        text = response.choices[0].message.content or ""
+        if response.usage is not None:
+            self._report(role, request["model"], response.usage.prompt_tokens, response.usage.completion_tokens)
+        else:
+            self._report(role, request["model"], _prompt_tokens(messages), count_tokens(text))
+        return text
 
-    async def stream(self, messages: Sequence[ChatMessage], *, role: Role) -> AsyncIterator[str]:
+    async def stream(
+        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None
+    ) -> AsyncIterator[str]:
+        # Streams are counted by us: asking the endpoint for usage (`stream_options`) breaks some servers.
+        request = self._request(messages, role, choice)
+        parts: list[str] = []
         try:
-            chunks = await self._client.chat.completions.create(**self._request(messages, role), stream=True)
+            chunks = await self._client.chat.completions.create(**request, stream=True)
             async for chunk in chunks:
                 if chunk.choices and chunk.choices[0].delta.content:
-                    yield chunk.choices[0].delta.content
+                    parts.append(chunk.choices[0].delta.content)
+                    yield parts[-1]
         except openai.OpenAIError as error:
             raise _llm_error(error, role) from error
+        self._report(role, request["model"], _prompt_tokens(messages), count_tokens("".join(parts)))
+
+    def _report(self, role: Role, model: str, prompt_tokens: int, completion_tokens: int) -> None:
+        if self._usage is not None:
+            self._usage(role, model, prompt_tokens, completion_tokens)
 
     async def close(self) -> None:
         """Release the HTTP connections."""
@@ -117,3 +153,7 @@ MESSAGE_OVERHEAD_TOKENS = 4
 def count_message_tokens(message: ChatMessage) -> int:
     """Tokens one prompt message costs, framing included."""
     return count_tokens(message.content) + MESSAGE_OVERHEAD_TOKENS
+
+
+def _prompt_tokens(messages: Sequence[ChatMessage]) -> int:
+    return sum(count_message_tokens(message) for message in messages)

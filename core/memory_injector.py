@@ -8,20 +8,27 @@ ever cut in half.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from knowledge.records import MemoryRecord
 from knowledge.working_memory import StoredMessage
 from personas.loader import Persona
+from personas.lorebook import LoreEntry
 
 from .errors import UserFacingError
+from .lorebook import active_lore
 from .llm import MESSAGE_OVERHEAD_TOKENS, count_message_tokens, count_tokens
 from .types import ChatMessage
 
 # Recent messages outrank retrieved memories: a reply that loses the thread is worse than one
 # that forgets an old fact. Older messages rank below the memories.
 RECENT_MESSAGES_FIRST = 4
+_ORIGINAL_MACRO = re.compile(r"\{\{original\}\}", re.IGNORECASE)
+# Lore may take at most this share of the prompt, whatever its book allows: memories and the
+# conversation need room too.
+LORE_SHARE = 0.25
 
 
 class MessageTooLongError(UserFacingError):
@@ -61,19 +68,40 @@ class _Item:
         return f"- {self.memory.content}"
 
 
-def persona_prompt(persona: Persona) -> str:
-    """The character description every prompt starts with."""
-    lines = [
-        f"You are {persona.name}, a companion character. You call the person you talk to "
-        f"\"{persona.user_title}\".",
-        f"Personality:\n{persona.personality.strip()}",
-    ]
-    if persona.speaking_style.strip():
-        lines.append(f"Speaking style:\n{persona.speaking_style.strip()}")
-    if persona.example_dialogue:
-        examples = "\n".join(
-            f"{persona.user_title}: {pair.user}\n{persona.name}: {pair.character}" for pair in persona.example_dialogue
-        )
+def _examples(persona: Persona, fill: Callable[[str], str], title: str) -> str:
+    if isinstance(persona.example_dialogue, str):  # a card's transcript: <START> only separates blocks
+        return fill(persona.example_dialogue.replace("<START>", "")).strip()
+    return "\n".join(
+        (f"{title}: {fill(pair.user)}\n" if pair.user else "") + f"{persona.name}: {fill(pair.character)}"
+        for pair in persona.example_dialogue
+    )
+
+
+def persona_prompt(persona: Persona, user_name: str | None = None, lore: Sequence[LoreEntry] = ()) -> str:
+    """The character description every prompt starts with, macros filled for `user_name`.
+
+    Lore goes before the character's description unless an entry asks to come after it.
+    """
+
+    def fill(text: str) -> str:
+        return persona.fill(text.strip(), user_name)
+
+    title = persona.title_for(user_name)
+    # A card's {{original}} stands for the default instructions; ours are always kept, at the end.
+    system_prompt = _ORIGINAL_MACRO.sub("", fill(persona.system_prompt)).strip()
+    lines = [system_prompt] if system_prompt else []
+    lines.append(f"You are {persona.name}, a companion character. You call the person you talk to \"{title}\".")
+    lines += [entry.content for entry in lore if entry.position != "after_char"]
+    for heading, text in (
+        ("Who you are", persona.description),
+        ("Personality", persona.personality),
+        ("Speaking style", persona.speaking_style),
+        ("Scenario", persona.scenario),
+    ):
+        if text.strip():
+            lines.append(f"{heading}:\n{fill(text)}")
+    lines += [entry.content for entry in lore if entry.position == "after_char"]
+    if examples := _examples(persona, fill, title):
         lines.append(f"Example exchanges:\n{examples}")
     lines.append(
         "Stay in character. Answer in the language the user writes in. Only claim to remember what is "
@@ -107,22 +135,38 @@ class MemoryInjector:
         if not window:
             raise ValueError("the window must end with the message being answered")
         *history, current = window
-        base = persona_prompt(persona)
+        speaker = current.speaker_name
+        base = persona_prompt(persona, speaker, self._lore(persona, window))
         current_message = self._chat_message(current, persona, group)
-        fixed = count_tokens(base) + MESSAGE_OVERHEAD_TOKENS + count_message_tokens(current_message)
+        # Placed after the memories, at the end of the system message: some servers refuse a system
+        # message after the conversation, where SillyTavern would put it.
+        closing = persona.fill(persona.post_history_instructions.strip(), speaker)
+        fixed = count_tokens(f"{base}\n\n{closing}") + MESSAGE_OVERHEAD_TOKENS + count_message_tokens(current_message)
         if fixed > self.budget.prompt_tokens:
             raise MessageTooLongError(
                 f"That message is too long for me to read in one go (about {count_tokens(current.content)} "
                 f"tokens; I can take about {max(self.budget.prompt_tokens - fixed + count_tokens(current.content), 0)}). "
                 "Could you send it in shorter parts?"
             )
+        title = persona.title_for(speaker)
         ranked = self._ranked(always, retrieved, history)
         chosen = self._fit(ranked, self.budget.prompt_tokens - fixed, persona, group)
         while True:
-            prompt = self._assemble(base, chosen, current_message, persona, group, ranked, history)
+            prompt = self._assemble(base, closing, chosen, current_message, title, persona, group, ranked, history)
             if prompt.tokens <= self.budget.prompt_tokens or not chosen:
                 return prompt
             chosen = chosen[:-1]  # token counts are not exactly additive; shed the lowest-ranked item
+
+    def _lore(self, persona: Persona, window: Sequence[StoredMessage]) -> list[LoreEntry]:
+        if persona.lorebook is None:
+            return []
+        speaker = window[-1].speaker_name  # {{user}} is whoever is being answered
+        return active_lore(
+            persona.lorebook,
+            [message.content for message in window],
+            budget=int(self.budget.prompt_tokens * LORE_SHARE),
+            fill=lambda text: persona.fill(text, speaker),
+        )
 
     @staticmethod
     def _ranked(
@@ -158,8 +202,10 @@ class MemoryInjector:
     def _assemble(
         self,
         base: str,
+        closing: str,
         chosen: list[_Item],
         current: ChatMessage,
+        title: str,
         persona: Persona,
         group: bool,
         ranked: list[_Item],
@@ -171,9 +217,11 @@ class MemoryInjector:
         relevant = [item.line for item in memories if item.memory and item.memory.category not in ("system", "core")]
         system = base
         if known:
-            system += f"\n\n## What you remember about {persona.user_title} and yourself\n" + "\n".join(known)
+            system += f"\n\n## What you remember about {title} and yourself\n" + "\n".join(known)
         if relevant:
             system += "\n\n## What you remember that may matter now\n" + "\n".join(relevant)
+        if closing:
+            system += f"\n\n{closing}"
         kept_history = [message for message in history if message.id in messages]
         prompt_messages = [
             ChatMessage("system", system),

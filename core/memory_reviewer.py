@@ -138,7 +138,7 @@ class MemoryReviewer:
         searches: list[str] = []
         tokens = 0
         for rounds in range(1, self.max_rounds + 1):
-            answer = await self._llm.complete(messages, role="reviewer")
+            answer = await self._llm.complete(messages, role="reviewer", choice=persona.models.get("reviewer"))
             tokens += sum(count_message_tokens(message) for message in messages) + count_tokens(answer)
             verdict = last_verdict(answer)
             if verdict is not None:
@@ -159,9 +159,9 @@ class MemoryReviewer:
         self, persona: Persona, record: MemoryRecord, related: list[MemoryRecord], kind: ReviewKind
     ) -> list[ChatMessage]:
         task = _PROMOTE_TASK if kind == "promote" else _DECAY_TASK
-        task = task.format(persona=persona.name, user=persona.user_title)
+        task = task.format(persona=persona.name, user=persona.title_for())
         system = _COMMON.format(
-            persona=persona.name, user=persona.user_title, task=task, rounds=self.max_rounds, verdicts=_verdicts(kind)
+            persona=persona.name, user=persona.title_for(), task=task, rounds=self.max_rounds, verdicts=_verdicts(kind)
         )
         user = (
             f"Now: {self._clock.now():%Y-%m-%d %H:%M} (UTC)\n\n"

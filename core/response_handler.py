@@ -128,7 +128,7 @@ class ResponseHandler:
     ) -> AsyncIterator[str]:
         parts: list[str] = []
         try:
-            async for piece in self._llm.stream(prompt.messages, role="chat"):
+            async for piece in self._llm.stream(prompt.messages, role="chat", choice=persona.models.get("chat")):
                 parts.append(piece)
                 yield piece
         except LLMError as error:

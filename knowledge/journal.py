@@ -6,6 +6,7 @@
   of attempts): visible to operators, never silently dropped.
 - Jobs are the pending monitor / summarizer / reviewer work, stored before it runs so that a
   restart resumes it.
+- Token usage is the tokens each role's model calls spent, summed per day, role and model.
 """
 
 from __future__ import annotations
@@ -60,6 +61,15 @@ CREATE TABLE IF NOT EXISTS jobs (
     created_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_pending ON jobs (state, seq);
+CREATE TABLE IF NOT EXISTS token_usage (
+    day TEXT NOT NULL,
+    role TEXT NOT NULL,
+    model TEXT NOT NULL,
+    calls INTEGER NOT NULL DEFAULT 0,
+    prompt_tokens INTEGER NOT NULL DEFAULT 0,
+    completion_tokens INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (day, role, model)
+);
 """
 
 
@@ -98,6 +108,17 @@ class Job:
     payload: dict[str, Any]
     attempts: int
     not_before: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """What one role's calls to one model have spent."""
+
+    role: str
+    model: str
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
 
 
 def _insert_dead_letter(db: sqlite3.Connection, letter: DeadLetter) -> None:
@@ -246,6 +267,27 @@ class Journal:
             _insert_dead_letter(db, letter)
             db.execute("UPDATE jobs SET state = 'dead', last_error = ? WHERE id = ?", (error, job.id))
         return letter
+
+    # -- token usage ---------------------------------------------------------------------------
+
+    def record_usage(self, role: str, model: str, prompt_tokens: int, completion_tokens: int, *, at: datetime) -> None:
+        """Add one model call to the day's totals."""
+        with self._db.transaction() as db:
+            db.execute(
+                "INSERT INTO token_usage (day, role, model, calls, prompt_tokens, completion_tokens)"
+                " VALUES (?, ?, ?, 1, ?, ?) ON CONFLICT (day, role, model) DO UPDATE SET calls = calls + 1,"
+                " prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
+                " completion_tokens = completion_tokens + excluded.completion_tokens",
+                (_iso(at)[:10], role, model, prompt_tokens, completion_tokens),
+            )
+
+    def token_usage(self) -> list[TokenUsage]:
+        """Tokens spent per role and model since the data directory was created."""
+        rows = self._db.query(
+            "SELECT role, model, SUM(calls), SUM(prompt_tokens), SUM(completion_tokens) FROM token_usage"
+            " GROUP BY role, model ORDER BY role, model"
+        )
+        return [TokenUsage(*row) for row in rows]
 
     # -- forgetting ----------------------------------------------------------------------------
 

@@ -59,6 +59,7 @@ class MemoryRecord:
     base_importance: float | None = None  # None: the same as `importance` (a record not decayed yet)
     review_pending: ReviewKind | None = None  # a review is queued; don't queue another
     decay_kept: bool = False  # kept by a decay review; re-armed when a boost lifts it above the threshold
+    hits: int = 0  # how often it really shaped a reply (boosts)
 
     def __post_init__(self) -> None:
         if self.base_importance is None:
@@ -83,6 +84,7 @@ class MemoryRecord:
             "base_importance": round(self.base_importance or 0.0, 4),
             "review_pending": self.review_pending,
             "decay_kept": self.decay_kept,
+            "hits": self.hits,
         }
 
 

@@ -67,11 +67,14 @@ class KnowledgeBase(Protocol):
         verified: bool | None = None,
         review_pending: ReviewKind | Literal[""] | None = None,
         decay_kept: bool | None = None,
+        hits: int | None = None,
     ) -> MemoryRecord | None: ...
 
     def delete(self, scope: Scope, ids: Iterable[str]) -> int: ...
 
     def forget_all(self, scope: Scope) -> int: ...
+
+    def add_records(self, records: Sequence[MemoryRecord]) -> None: ...
 
 
 def open_chroma_client(*, path: Path | None = None, host: str | None = None, port: int = 8000) -> Any:
@@ -140,6 +143,7 @@ def _metadata(record: MemoryRecord, policy: MemoryPolicy) -> dict[str, Any]:
         "conversation_id": record.conversation_id or "",
         "message_ids": ",".join(record.message_ids),
         "decay_kept": record.decay_kept,
+        "hits": record.hits,
         **_decay_state(record, policy),
     }
 
@@ -161,6 +165,7 @@ def _record(memory_id: str, content: str, meta: dict[str, Any]) -> MemoryRecord:
         message_ids=tuple(filter(None, meta["message_ids"].split(","))),
         review_pending=meta["review_pending"] or None,
         decay_kept=bool(meta["decay_kept"]),
+        hits=int(meta.get("hits", 0)),  # absent in stores written before hits were counted
     )
 
 
@@ -292,6 +297,7 @@ class ChromaKnowledgeBase:
         verified: bool | None = None,
         review_pending: ReviewKind | Literal[""] | None = None,
         decay_kept: bool | None = None,
+        hits: int | None = None,
     ) -> MemoryRecord | None:
         """Change one memory of `scope`; returns the new record, or None if `scope` has no such id.
 
@@ -307,6 +313,7 @@ class ChromaKnowledgeBase:
                 ("last_access", last_access),
                 ("verified", verified),
                 ("decay_kept", decay_kept),
+                ("hits", hits),
             )
             if value is not None
         }

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+from .lorebook import Lorebook
 
 PERSONA_DIR = Path(__file__).parent
 DEFAULT_PERSONA_ID = "xiaoxiang"
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+# Character Card macros; <BOT> and <USER> are the older spelling of the same.
+_CHAR_MACRO = re.compile(r"\{\{char\}\}|<bot>", re.IGNORECASE)
+_USER_MACRO = re.compile(r"\{\{user\}\}|<user>", re.IGNORECASE)
+RoleName = Literal["chat", "monitor", "summarizer", "reviewer"]  # core.types.Role; personas import nothing from core
 
 
 class PersonaError(Exception):
@@ -22,33 +29,58 @@ class ExampleExchange(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    user: str = Field(min_length=1)
+    user: str = ""  # empty: the character speaks first
     character: str = Field(min_length=1)
 
 
+class ModelChoice(BaseModel):
+    """A persona's choice of model for one role, over the configured one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+
+
 class Persona(BaseModel):
-    """A character the companion can play."""
+    """A character the companion can play. Text fields may use the `{{char}}` and `{{user}}` macros."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str
     name: str = Field(min_length=1)
     language: str = "en"
-    user_title: str = Field(default="you", description="how the character addresses the user")
-    personality: str = Field(min_length=1)
+    user_title: str | None = Field(default=None, description="how the character addresses the user; None: by name")
+    description: str = Field(default="", description="who the character is")
+    personality: str = Field(default="", validate_default=True)
     speaking_style: str = ""
+    scenario: str = ""
     greetings: list[str] = Field(min_length=1)
-    example_dialogue: list[ExampleExchange] = []
+    example_dialogue: list[ExampleExchange] | str = Field(
+        default=[], description="exchanges, or a card's transcript (<START> blocks of '{{user}}:' / '{{char}}:' lines)"
+    )
+    system_prompt: str = Field(default="", description="instructions placed first in the prompt")
+    post_history_instructions: str = Field(default="", description="instructions placed after the conversation")
     system_memories: list[str] = Field(default=[], description="facts about the character, read-only")
     memory_rules: dict[str, float] = Field(
         default={}, description="overrides of the memory lifecycle numbers (decay factors, thresholds)"
     )
+    models: dict[RoleName, ModelChoice] = Field(default={}, description="model and temperature per role")
+    lorebook: Lorebook | None = None
+    card: dict[str, Any] = Field(default={}, description="an imported card's fields that have no place above")
 
     @field_validator("id")
     @classmethod
     def _id_is_a_slug(cls, value: str) -> str:
         if not _SLUG.match(value):
             raise ValueError("must be a lowercase ASCII slug such as 'xiaoxiang' (a-z, 0-9, '-', '_')")
+        return value
+
+    @field_validator("personality")
+    @classmethod
+    def _described(cls, value: str, info: ValidationInfo) -> str:
+        if not value.strip() and not str(info.data.get("description", "")).strip():
+            raise ValueError("missing (give a personality, a description or both)")
         return value
 
     @field_validator("greetings", "system_memories")
@@ -58,12 +90,22 @@ class Persona(BaseModel):
             raise ValueError("entries must not be empty")
         return values
 
+    def title_for(self, user_name: str | None = None) -> str:
+        """How the character addresses the user: its `user_title`, else their name."""
+        return self.user_title or user_name or "the user"
 
-def _describe(error: ValidationError) -> str:
+    def fill(self, text: str, user_name: str | None = None) -> str:
+        """`text` with `{{char}}` and `{{user}}` replaced, for this user."""
+        text = _CHAR_MACRO.sub(lambda _: self.name, text)
+        return _USER_MACRO.sub(lambda _: self.title_for(user_name), text)
+
+
+def describe_errors(error: ValidationError) -> str:
+    """Pydantic's errors as "field: problem; field: problem"."""
     problems = []
     for item in error.errors():
         where = ".".join(str(part) for part in item["loc"]) or "(top level)"
-        message = "missing" if item["type"] == "missing" else item["msg"]
+        message = "missing" if item["type"] == "missing" else item["msg"].removeprefix("Value error, ")
         problems.append(f"{where}: {message}")
     return "; ".join(problems)
 
@@ -83,10 +125,28 @@ def load_persona(path: Path) -> Persona:
     try:
         persona = Persona.model_validate(data)
     except ValidationError as error:
-        raise PersonaError(f"{path.name}: {_describe(error)}") from error
+        raise PersonaError(f"{path.name}: {describe_errors(error)}") from error
     if path.stem != persona.id:
         raise PersonaError(f"{path.name}: id: {persona.id!r} does not match the file name {path.stem!r}")
     return persona
+
+
+class _BlockStyleDumper(yaml.SafeDumper):
+    """Writes multi-line text as `|` blocks, the way a person would write a persona file."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.Node:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_BlockStyleDumper.add_representer(str, _represent_text)
+
+
+def persona_yaml(persona: Persona) -> str:
+    """The persona as a YAML file, with only the fields that were given."""
+    data = persona.model_dump(mode="json", exclude_unset=True)
+    return yaml.dump(data, Dumper=_BlockStyleDumper, allow_unicode=True, sort_keys=False, width=110)
 
 
 class PersonaRegistry:

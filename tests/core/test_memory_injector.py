@@ -11,7 +11,7 @@ from core.llm import count_message_tokens, count_tokens
 from core.memory_injector import Budget, MemoryInjector, MessageTooLongError, persona_prompt
 from knowledge.records import MemoryRecord, Scope
 from knowledge.working_memory import StoredMessage
-from personas.loader import PersonaRegistry
+from personas.loader import Persona, PersonaRegistry
 
 AT = datetime(2026, 1, 3, 18, 0, tzinfo=timezone.utc)
 SCOPE = Scope("xiaoxiang", "cli:alice")
@@ -109,3 +109,43 @@ def test_group_messages_carry_their_speaker() -> None:
     window = [message("I like tea", 1, speaker="Alice"), message("I prefer coffee", 2, speaker="Bob")]
     prompt = injector.build(PERSONA, window=window, always=[], retrieved=[], group=True)
     assert [item.content for item in prompt.messages[1:]] == ["Alice: I like tea", "Bob: I prefer coffee"]
+
+
+def test_lore_joins_the_prompt_when_its_keys_come_up() -> None:
+    injector = MemoryInjector(Budget(context_window=8192, reply_tokens=512))
+    asked = injector.build(PERSONA, window=[message("我最喜欢草莓大福了", 1)], always=[], retrieved=[])
+    assert "草莓大福是小祥最爱的点心" in asked.messages[0].content  # {{char}} filled in
+    other = injector.build(PERSONA, window=[message("今天好累", 1)], always=[], retrieved=[])
+    assert "草莓大福是" not in other.messages[0].content
+
+
+def test_lore_takes_at_most_a_share_of_a_small_budget() -> None:
+    words = "lore " * 600
+    entries = [
+        {"keys": [], "constant": True, "content": words, "priority": 1},
+        {"keys": [], "constant": True, "content": "small lore", "priority": 2},
+    ]
+    persona = Persona.model_validate(
+        {**PERSONA.model_dump(), "lorebook": {"token_budget": 10_000, "entries": entries}}
+    )
+    roomy = MemoryInjector(Budget(context_window=8192, reply_tokens=512))
+    assert words.strip() in roomy.build(persona, window=[message("hi", 1)], always=[], retrieved=[]).messages[0].content
+    tight = MemoryInjector(Budget(context_window=1500, reply_tokens=200))
+    prompt = tight.build(persona, window=[message("hi", 1)], always=[], retrieved=[])
+    assert words.strip() not in prompt.messages[0].content and "small lore" in prompt.messages[0].content
+    assert prompt.tokens <= tight.budget.prompt_tokens
+
+
+def test_card_fields_are_placed_and_macros_filled_for_the_speaker() -> None:
+    from tests.fakes.cards import card_v2
+    from personas.card import persona_from_card
+
+    persona = persona_from_card(card_v2(), source="marin.json")
+    injector = MemoryInjector(Budget(context_window=8192, reply_tokens=512))
+    prompt = injector.build(persona, window=[message("the harbor is busy", 1, speaker="Bob")], always=[], retrieved=[])
+    system = prompt.messages[0].content
+    assert system.startswith("Write as Marin Voss.")
+    assert "Bob meets Marin Voss on the pier." in system and "Bob: Is the sea rough today?" in system
+    assert "Marin Voss works at the harbor." in system and "{{" not in system and "<START>" not in system
+    assert system.endswith("Keep replies under three sentences.")
+    assert prompt.messages[-1].content == "the harbor is busy"

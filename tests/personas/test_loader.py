@@ -26,6 +26,19 @@ def test_the_default_persona_is_xiaoxiang() -> None:
     persona = PersonaRegistry().get("xiaoxiang")
     assert (persona.name, persona.user_title) == ("小祥", "主人")
     assert persona.greetings and persona.system_memories and persona.example_dialogue
+    assert persona.lorebook is not None and persona.lorebook.entries and persona.models["chat"].temperature
+
+
+def test_macros_name_the_character_and_how_it_addresses_the_user(tmp_path: Path) -> None:
+    titled = PersonaRegistry().get("xiaoxiang")
+    assert titled.fill("{{char}}想{{User}}了 <BOT>/<user>", "alice") == "小祥想主人了 小祥/主人"
+    by_name = load_persona(write(tmp_path, "mia.yaml", GOOD.format(id="mia")))
+    assert by_name.fill("Hi {{user}}, I'm {{char}}", "Alice") == "Hi Alice, I'm Mia"
+
+
+def test_a_description_may_stand_in_for_the_personality(tmp_path: Path) -> None:
+    text = "id: mia\nname: Mia\ndescription: a cheerful baker\ngreetings: [hi]\n"
+    assert load_persona(write(tmp_path, "mia.yaml", text)).description == "a cheerful baker"
 
 
 @pytest.mark.parametrize(
@@ -33,11 +46,16 @@ def test_the_default_persona_is_xiaoxiang() -> None:
     [
         ("id: mia\nname: Mia\npersonality: kind\n", "mia.yaml: greetings: missing"),
         ("id: mia\nname: Mia\npersonality: kind\ngreetings: []\n", "mia.yaml: greetings: List should have at least 1"),
-        ("id: mia\nname: Mia\npersonality: kind\ngreetings: ['  ']\n", "mia.yaml: greetings: Value error, entries must"),
-        ("id: Mia Rose\nname: Mia\npersonality: kind\ngreetings: [hi]\n", "mia.yaml: id: Value error, must be a lowercase"),
+        ("id: mia\nname: Mia\npersonality: kind\ngreetings: ['  ']\n", "mia.yaml: greetings: entries must"),
+        ("id: Mia Rose\nname: Mia\npersonality: kind\ngreetings: [hi]\n", "mia.yaml: id: must be a lowercase"),
         (GOOD.format(id="mia") + "colour: blue\n", "mia.yaml: colour: Extra inputs are not permitted"),
         (GOOD.format(id="other"), "mia.yaml: id: 'other' does not match the file name 'mia'"),
         ("id: mia\n  name: [unclosed\n", "mia.yaml: not valid YAML at line 2"),
+        ("id: mia\nname: Mia\ngreetings: [hi]\n", "mia.yaml: personality: missing (give a personality, a description"),
+        (GOOD.format(id="mia") + "models: {chatty: {model: x}}\n", "mia.yaml: models.chatty.[key]: Input should be 'chat'"),
+        (GOOD.format(id="mia") + "models: {chat: {temperature: 5}}\n", "mia.yaml: models.chat.temperature: Input should be less"),
+        (GOOD.format(id="mia") + "lorebook: {scan_depth: 0}\n", "mia.yaml: lorebook.scan_depth: Input should be greater"),
+        (GOOD.format(id="mia") + "lorebook: {entries: [{keys: [a]}]}\n", "mia.yaml: lorebook.entries.0.content: missing"),
         ("- just\n- a list\n", "mia.yaml: expected a mapping"),
     ],
 )

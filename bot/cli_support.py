@@ -1,0 +1,86 @@
+"""What every `companion` command shares: settings, running work with a built app, scopes, JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from core.errors import CompanionError
+from knowledge.records import Scope
+
+from .app import App, build_app
+from .config import Settings, load_settings
+
+T = TypeVar("T")
+
+
+def run_app(
+    settings: Settings, work: Callable[[App], Coroutine[Any, Any, T]], *, start: bool = False, schedule: bool = False
+) -> T:
+    """Build the app, run `work` with it, and always close it; known errors become clean CLI errors.
+
+    With `start`, background jobs left by an earlier run resume first (inspection commands leave them
+    alone); on the way out pending work gets a grace period and otherwise stays in the journal.
+    """
+
+    async def main() -> T:
+        app = build_app(settings)
+        try:
+            if start:
+                await app.start(schedule=schedule)
+            return await work(app)
+        finally:
+            await app.aclose()
+
+    try:
+        return asyncio.run(main())
+    except CompanionError as error:
+        raise click.ClickException(str(error)) from error
+
+
+def cli_settings(ctx: click.Context, **overrides: Any) -> Settings:
+    """The settings for this invocation (with `--data-dir`), logging set up; errors become CLI errors."""
+    try:
+        settings = load_settings(data_dir=ctx.obj.get("data_dir"), **overrides)
+    except CompanionError as error:
+        raise click.ClickException(str(error)) from error
+    logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    return settings
+
+
+def user_id_for(name: str) -> str:
+    """A terminal user name becomes `cli:<name>`; a platform-qualified id (`telegram:7`) is kept."""
+    return name if ":" in name else f"cli:{name}"
+
+
+def scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The required `--persona` and `--user` options that name one scope."""
+    command = click.option(
+        "--user", "user_name", required=True, help="User: a terminal name or a platform id (telegram:7)."
+    )(command)
+    return click.option("--persona", "persona_id", required=True, help="Persona id.")(command)
+
+
+def scope_of(app: App, persona_id: str, user_name: str) -> Scope:
+    """The scope named on the command line; an unknown persona is an error that lists the known ones."""
+    return Scope(app.companion.persona(persona_id).id, user_id_for(user_name))
+
+
+def keep_backup(path: Path) -> Path | None:
+    """Move a file that is about to be overwritten to `<name>.bak`; returns where, if it existed."""
+    if not path.exists():
+        return None
+    backup = path.with_name(path.name + ".bak")
+    path.replace(backup)
+    return backup
+
+
+def jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    """A row with its datetimes as ISO strings."""
+    return {key: value.isoformat() if isinstance(value, datetime) else value for key, value in row.items()}

@@ -1,0 +1,134 @@
+"""`companion persona …`: list, show and validate persona files, and import Character Cards."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from core.memory_injector import persona_prompt
+from knowledge.decay import MemoryPolicy
+from personas.card import persona_from_card, read_card
+from personas.loader import PERSONA_DIR, Persona, PersonaError, PersonaRegistry, load_persona, persona_yaml
+
+from .cli_support import cli_settings, keep_backup
+
+
+@click.group()
+def persona() -> None:
+    """Persona files: list, show, validate, and import Character Cards (V2/V3, .json or .png)."""
+
+
+def _directory(ctx: click.Context) -> Path:
+    return cli_settings(ctx).persona_dir or PERSONA_DIR
+
+
+def checked_persona(path: Path) -> Persona:
+    """Load a persona file and check what the loader alone cannot: its memory rules."""
+    persona = load_persona(path)
+    try:
+        MemoryPolicy().overridden(persona.memory_rules)
+    except (TypeError, ValueError) as error:
+        raise PersonaError(f"{path.name}: memory_rules: {error}") from error
+    return persona
+
+
+def _summary(persona: Persona) -> dict[str, object]:
+    return {
+        "id": persona.id,
+        "name": persona.name,
+        "language": persona.language,
+        "greetings": len(persona.greetings),
+        "system_memories": len(persona.system_memories),
+        "lore_entries": len(persona.lorebook.entries) if persona.lorebook else 0,
+    }
+
+
+@persona.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def persona_list(ctx: click.Context, as_json: bool) -> None:
+    """List the personas of the persona directory, and any that are broken."""
+    directory = _directory(ctx)
+    rows: list[dict[str, object]] = []
+    for persona_id in PersonaRegistry(directory).ids():
+        try:
+            rows.append({**_summary(checked_persona(directory / f"{persona_id}.yaml")), "error": None})
+        except PersonaError as error:
+            rows.append({"id": persona_id, "error": str(error)})
+    if as_json:
+        click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    if not rows:
+        click.echo(f"No personas in {directory}.")
+    for row in rows:
+        if row["error"]:
+            click.echo(f"{row['id']:<20} BROKEN: {row['error']}")
+        else:
+            click.echo(
+                f"{row['id']:<20} {row['name']} ({row['language']}): {row['greetings']} greetings, "
+                f"{row['system_memories']} system memories, {row['lore_entries']} lore entries"
+            )
+
+
+@persona.command("show")
+@click.argument("persona_id")
+@click.option("--json", "as_json", is_flag=True, help="Print every field as JSON.")
+@click.option("--prompt", "user_name", help="Print the character part of the chat prompt, as this user would get it.")
+@click.pass_context
+def persona_show(ctx: click.Context, persona_id: str, as_json: bool, user_name: str | None) -> None:
+    """Show a persona: its file as loaded, or the prompt it makes (lore entries join it when their keys come up)."""
+    try:
+        persona = PersonaRegistry(_directory(ctx)).load(persona_id)
+    except PersonaError as error:
+        raise click.ClickException(str(error)) from error
+    if as_json:
+        click.echo(json.dumps(persona.model_dump(mode="json"), ensure_ascii=False, indent=2))
+    elif user_name is not None:
+        click.echo(persona_prompt(persona, user_name))
+    else:
+        click.echo(persona_yaml(persona), nl=False)
+
+
+@persona.command("validate")
+@click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.pass_context
+def persona_validate(ctx: click.Context, files: tuple[Path, ...]) -> None:
+    """Check persona files (default: every file in the persona directory); exits 1 if any is broken."""
+    paths = list(files) or sorted(_directory(ctx).glob("*.yaml"))
+    broken = 0
+    for path in paths:
+        try:
+            checked_persona(path)
+            click.echo(f"ok      {path.name}")
+        except PersonaError as error:
+            broken += 1
+            click.echo(f"BROKEN  {error}")
+    if broken:
+        raise click.ClickException(f"{broken} of {len(paths)} persona files are broken")
+
+
+@persona.command("import")
+@click.argument("card_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--id", "persona_id", help="Persona id (default: made from the character's name or the file name).")
+@click.option("--force", is_flag=True, help="Replace a persona with the same id (the old file is kept as .bak).")
+@click.pass_context
+def persona_import(ctx: click.Context, card_file: Path, persona_id: str | None, force: bool) -> None:
+    """Import a Character Card V2 or V3 (.json, or .png with the card inside) as a persona file."""
+    directory = _directory(ctx)
+    try:
+        persona = persona_from_card(read_card(card_file), persona_id, source=card_file.name)
+    except PersonaError as error:
+        raise click.ClickException(str(error)) from error
+    target = directory / f"{persona.id}.yaml"
+    if target.exists() and not force:
+        raise click.ClickException(f"{target} exists; choose another --id, or --force to replace it")
+    keep_backup(target)
+    directory.mkdir(parents=True, exist_ok=True)
+    target.write_text(persona_yaml(persona), encoding="utf-8")
+    summary = _summary(load_persona(target))
+    click.echo(
+        f"imported {persona.name} as {persona.id} ({target}): {summary['greetings']} greetings, "
+        f"{summary['lore_entries']} lore entries"
+    )

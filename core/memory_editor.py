@@ -1,0 +1,79 @@
+"""MemoryEditor: deliberate changes to one scope's memories — edits, imports and forgetting.
+
+Users forget through `/forget`; operators edit, import and forget through `companion memory`. Every
+change is written to the history first (who, when, old -> new), except that forgetting keeps no
+content: not keeping it is the point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from knowledge.journal import HistoryEntry, Journal
+from knowledge.memory_file import ImportPlan, MemoryEdit
+from knowledge.records import MemoryRecord, Scope
+from knowledge.store import KnowledgeBase
+
+from .clock import Clock
+
+
+class MemoryEditor:
+    """Applies edits, imports and deletions to the memories of one scope at a time."""
+
+    def __init__(self, knowledge: KnowledgeBase, journal: Journal, clock: Clock) -> None:
+        self._knowledge = knowledge
+        self._journal = journal
+        self._clock = clock
+
+    def edit(self, edit: MemoryEdit, *, actor: str = "operator", detail: str = "") -> MemoryRecord | None:
+        """Apply one edit to a memory of the edit's scope; None if the scope has no such memory.
+
+        A new importance counts from now, as a boost does: the memory is treated as just used.
+        """
+        scope, now = edit.record.scope, self._clock.now()
+        self._journal.record_change(
+            scope, edit.record.id, action="edit", actor=actor, old_content=edit.record.content,
+            new_content=edit.content if edit.content is not None else edit.record.content, at=now,
+            detail=detail or _describe(edit),
+        )
+        return self._knowledge.update(
+            scope,
+            edit.record.id,
+            content=edit.content,
+            category=edit.category,
+            importance=edit.importance,
+            last_access=now if edit.importance is not None else None,
+        )
+
+    def forget(self, scope: Scope, ids: Iterable[str], *, actor: str) -> int:
+        """Delete these memories of `scope` (ids of other scopes do nothing); returns how many went."""
+        records = self._knowledge.get(scope, ids)
+        now = self._clock.now()
+        self._journal.record_changes(
+            (scope, HistoryEntry(record.id, "delete", actor, None, None, f"forgotten at the {actor}'s request", now))
+            for record in records
+        )
+        return self._knowledge.delete(scope, [record.id for record in records])
+
+    def apply_import(self, scope: Scope, plan: ImportPlan, *, source: str) -> None:
+        """Carry out an import plan made for `scope`; `source` (the file name) goes into the history."""
+        for edit in plan.updates:
+            self.edit(edit, detail=f"imported from {source}: {_describe(edit)}")
+        now = self._clock.now()
+        self._journal.record_changes(
+            (scope, HistoryEntry(record.id, "add", "operator", None, record.content, f"imported from {source}", now))
+            for record in plan.additions
+        )
+        self._knowledge.add_records(plan.additions)
+        self.forget(scope, [record.id for record in plan.deletions], actor="operator")
+
+
+def _describe(edit: MemoryEdit) -> str:
+    changes = []
+    if edit.content is not None:
+        changes.append("text")
+    if edit.category is not None:
+        changes.append(f"category {edit.record.category} -> {edit.category}")
+    if edit.importance is not None:
+        changes.append(f"importance {edit.record.importance:.2f} -> {edit.importance:.2f}")
+    return ", ".join(changes)

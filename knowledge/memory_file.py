@@ -1,0 +1,337 @@
+"""MEMORY.md and JSON memory files: what `companion memory export` writes and `import` reads back.
+
+MEMORY.md is the human-readable file of seed 000 (§2.3): one `###` block per memory,
+
+    ### [mem_3f2a9c] fact | 1.30 | 2026-02-20 18:03 | 4
+    主人喜欢拉面
+
+(id, category, importance, last access in UTC, hits), in an Active and an Archived section (memories
+fading below the decay-review line), most important first. JSON holds every field of every record,
+so it restores memories exactly. Reading is fault-tolerant: a broken block is skipped with a warning
+naming its line, and the rest loads. Nothing here touches the store: `plan_import` only says what an
+import would change.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any, cast
+
+from .decay import MemoryPolicy, current_importance
+from .records import Category, MemoryRecord, Scope, new_memory_id
+
+FILE_CATEGORIES: tuple[Category, ...] = ("core", "fact", "episode")  # system memories live in the persona file
+_HEADER = re.compile(r"^###\s*\[(?P<id>[^\]]*)\](?P<fields>.*)$")
+_HEADING = re.compile(r"^#{1,6}\s")  # "#hashtag" in a memory's text is text
+_COMMENT = re.compile(r"^<!--\s*(?P<key>[\w ]+):\s*(?P<value>.*?)\s*-->$")
+_TIME_FORMAT = "%Y-%m-%d %H:%M"
+IMPORTANCE_DECIMALS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEntry:
+    """One memory as a file holds it; from JSON also the whole record, to restore it exactly."""
+
+    id: str
+    content: str
+    category: Category
+    importance: float
+    hits: int = 0
+    last_access: datetime | None = None
+    record: MemoryRecord | None = None
+
+
+@dataclass(slots=True)
+class MemoryFile:
+    """What a memory file says: whose memories they were, when exported, the entries, and what was skipped."""
+
+    scope: Scope | None
+    exported_at: datetime | None
+    entries: list[MemoryEntry] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEdit:
+    """A change to a stored memory; None leaves a field as it is."""
+
+    record: MemoryRecord
+    content: str | None = None
+    category: Category | None = None
+    importance: float | None = None
+
+
+@dataclass(slots=True)
+class ImportPlan:
+    """What importing a file into one scope changes."""
+
+    updates: list[MemoryEdit] = field(default_factory=list)
+    additions: list[MemoryRecord] = field(default_factory=list)
+    deletions: list[MemoryRecord] = field(default_factory=list)
+    unchanged: int = 0
+
+    @property
+    def changes(self) -> int:
+        return len(self.updates) + len(self.additions) + len(self.deletions)
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+
+
+def _escaped(line: str) -> str:
+    return "\\" + line if line.startswith(("#", "\\")) else line  # a content line must never look like a header
+
+
+def render_markdown(records: Sequence[MemoryRecord], scope: Scope, *, now: datetime, archive_below: float) -> str:
+    """MEMORY.md for these records of `scope`: Active and Archived sections, most important first."""
+    ranked = sorted(records, key=lambda record: (-record.importance, record.created_at))
+    lines = [
+        f"# Memories: {scope}",
+        "",
+        f"<!-- persona: {scope.persona_id} -->",
+        f"<!-- user: {scope.user_id} -->",
+        f"<!-- exported: {now.isoformat()} -->",
+        f"<!-- total entries: {len(records)} -->",
+        "<!-- Edit a block's text, category (core, fact, episode) or importance, or add a block; then run",
+        "     `companion memory import`. Removing a block deletes nothing unless you import with --replace. -->",
+    ]
+    for title, archived in (("Active Memories", False), ("Archived Memories", True)):
+        lines += ["", f"## {title}"]
+        for record in ranked:
+            if (record.importance < archive_below and record.category == "fact") == archived:
+                lines += [
+                    "",
+                    f"### [{record.id}] {record.category} | {record.importance:.{IMPORTANCE_DECIMALS}f} | "
+                    f"{_utc(record.last_access):{_TIME_FORMAT}} | {record.hits}",
+                    *(_escaped(line) for line in record.content.splitlines()),
+                ]
+    return "\n".join(lines) + "\n"
+
+
+def render_json(records: Sequence[MemoryRecord], scope: Scope, *, now: datetime) -> str:
+    """Every field of these records of `scope`, as JSON."""
+    document = {
+        "persona_id": scope.persona_id,
+        "user_id": scope.user_id,
+        "exported_at": now.isoformat(),
+        "memories": [record.to_dict() for record in records],
+    }
+    return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+
+
+def parse_memory_file(text: str, scope: Scope) -> MemoryFile:
+    """Read MEMORY.md or JSON (told apart by content); entries that cannot be read become warnings.
+
+    JSON entries are read as records of `scope`, whatever scope the file names.
+    """
+    if text.lstrip().startswith("{"):
+        return _parse_json(text, scope)
+    return _parse_markdown(text)
+
+
+def _category(value: Any) -> Category:
+    if value == "system":
+        raise ValueError("system memories live in the persona file and cannot be imported")
+    if value not in FILE_CATEGORIES:
+        raise ValueError(f"unknown category {value!r} (use one of {', '.join(FILE_CATEGORIES)})")
+    return cast(Category, value)
+
+
+def _importance(value: Any) -> float:
+    try:
+        importance = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"importance {value!r} is not a number") from None
+    if not 0 <= importance < 1000:  # also rejects NaN
+        raise ValueError(f"importance {value} is out of range")
+    return importance
+
+
+def _hits(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"hits {value!r} is not a whole number") from None
+
+
+def _time(value: Any) -> datetime:
+    try:
+        return _utc(datetime.fromisoformat(value))
+    except (TypeError, ValueError):
+        raise ValueError(f"{value!r} is not a date (YYYY-MM-DD HH:MM)") from None
+
+
+def _parse_markdown(text: str) -> MemoryFile:
+    meta: dict[str, str] = {}
+    blocks: list[tuple[int, str, list[str]]] = []  # (line number, header, content lines)
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if stripped.startswith("###"):
+            blocks.append((number, stripped, []))
+        elif _HEADING.match(stripped):
+            blocks.append((number, "", []))  # a section heading ends the block before it
+        elif (match := _COMMENT.match(stripped)) and not blocks:
+            meta[match["key"].strip().lower()] = match["value"]
+        elif blocks:
+            blocks[-1][2].append(line[1:] if line.startswith("\\") else line)
+    parsed = MemoryFile(scope=_scope_of(meta.get("persona"), meta.get("user")), exported_at=_moment(meta.get("exported")))
+    for number, header, content in blocks:
+        if not header:
+            continue
+        try:
+            parsed.entries.append(_markdown_entry(header, "\n".join(content).strip()))
+        except ValueError as error:
+            parsed.warnings.append(f"line {number}: block skipped: {error}")
+    return parsed
+
+
+def _markdown_entry(header: str, content: str) -> MemoryEntry:
+    match = _HEADER.match(header)
+    if match is None:
+        raise ValueError("the header must look like '### [id] category | importance | last access | hits'")
+    fields = [part.strip() for part in match["fields"].split("|")]
+    if len(fields) != 4:
+        raise ValueError(f"the header has {len(fields)} fields after the id; expected 4 (category | importance | last access | hits)")
+    category, importance, last_access, hits = fields
+    if not content:
+        raise ValueError("the memory has no text")
+    return MemoryEntry(
+        id=match["id"].strip(),
+        content=content,
+        category=_category(category),
+        importance=_importance(importance),
+        hits=_hits(hits),
+        last_access=_time(last_access),
+    )
+
+
+def _parse_json(text: str, scope: Scope) -> MemoryFile:
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        return MemoryFile(None, None, warnings=[f"not valid JSON ({error}); nothing loaded"])
+    if not isinstance(document, dict) or not isinstance(document.get("memories"), list):
+        return MemoryFile(None, None, warnings=["expected an object with a 'memories' list; nothing loaded"])
+    parsed = MemoryFile(
+        scope=_scope_of(document.get("persona_id"), document.get("user_id")),
+        exported_at=_moment(document.get("exported_at")),
+    )
+    for index, item in enumerate(document["memories"]):
+        try:
+            parsed.entries.append(_json_entry(item, scope))
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            parsed.warnings.append(f"memory #{index + 1}: skipped: {error!r}")
+    return parsed
+
+
+def _json_entry(item: dict[str, Any], scope: Scope) -> MemoryEntry:
+    content = str(item["content"]).strip()
+    if not content:
+        raise ValueError("the memory has no text")
+    record = MemoryRecord(
+        id=str(item["id"]),
+        scope=scope,
+        content=content,
+        category=_category(item["category"]),
+        importance=_importance(item["importance"]),
+        created_at=_time(item["created_at"]),
+        last_access=_time(item["last_access"]),
+        source=item.get("source") or "user",
+        verified=bool(item.get("verified", False)),
+        topic=item.get("topic"),
+        conversation_id=item.get("conversation_id"),
+        message_ids=tuple(item.get("message_ids") or ()),
+        base_importance=_importance(item.get("base_importance", item["importance"])),
+        decay_kept=bool(item.get("decay_kept", False)),
+        hits=_hits(item.get("hits", 0)),
+    )
+    return MemoryEntry(record.id, content, record.category, record.importance, record.hits, record.last_access, record)
+
+
+def _scope_of(persona_id: Any, user_id: Any) -> Scope | None:
+    if isinstance(persona_id, str) and isinstance(user_id, str) and persona_id and user_id:
+        return Scope(persona_id, user_id)
+    return None
+
+
+def _moment(value: Any) -> datetime | None:
+    try:
+        return _time(value)
+    except ValueError:
+        return None
+
+
+def plan_import(
+    stored: Iterable[MemoryRecord],
+    memory_file: MemoryFile,
+    scope: Scope,
+    *,
+    now: datetime,
+    policy: MemoryPolicy,
+    replace_all: bool = False,
+) -> ImportPlan:
+    """What importing `memory_file` into `scope` changes, given the scope's `stored` memories.
+
+    An entry whose id the scope holds updates that memory where its text, category or importance
+    was edited (importance is compared as of the export, so decay since then is no edit). Any other
+    entry becomes a new memory with a fresh id: ids never reach into another scope. With
+    `replace_all`, memories the file does not list are deleted.
+    """
+    plan = ImportPlan()
+    by_id = {record.id: record for record in stored if record.scope == scope}
+    seen: set[str] = set()
+    for entry in memory_file.entries:
+        record = by_id.get(entry.id)
+        if entry.id in seen:
+            memory_file.warnings.append(f"[{entry.id}] appears twice; the second block was skipped")
+        elif record is None:
+            plan.additions.append(_new_record(entry, scope, now))
+        elif edit := _edit_of(record, entry, memory_file.exported_at, policy):
+            plan.updates.append(edit)
+        else:
+            plan.unchanged += 1
+        seen.add(entry.id)
+    if replace_all:
+        plan.deletions = [record for record in by_id.values() if record.id not in seen]
+    return plan
+
+
+def _edit_of(
+    record: MemoryRecord, entry: MemoryEntry, exported_at: datetime | None, policy: MemoryPolicy
+) -> MemoryEdit | None:
+    """The change from `record` to `entry`, if any."""
+    exported = record.importance if exported_at is None else current_importance(record, exported_at, policy)
+    edit = MemoryEdit(
+        record,
+        content=entry.content if " ".join(record.content.split()) != " ".join(entry.content.split()) else None,
+        category=entry.category if entry.category != record.category else None,
+        importance=(
+            entry.importance
+            if round(exported, IMPORTANCE_DECIMALS) != round(entry.importance, IMPORTANCE_DECIMALS)
+            else None
+        ),
+    )
+    return edit if (edit.content, edit.category, edit.importance) != (None, None, None) else None
+
+
+def _new_record(entry: MemoryEntry, scope: Scope, now: datetime) -> MemoryRecord:
+    if entry.record is not None:  # from JSON: exactly as it was, under a fresh id
+        return replace(entry.record, id=new_memory_id(), scope=scope, review_pending=None)
+    # From MEMORY.md, whose importance is as of the export: the memory starts there, now.
+    return MemoryRecord(
+        id=new_memory_id(),
+        scope=scope,
+        content=entry.content,
+        category=entry.category,
+        importance=entry.importance,
+        created_at=now,
+        last_access=now,
+        source="user",
+        hits=entry.hits,
+    )
+
