@@ -175,7 +175,7 @@ def _parse_markdown(text: str) -> MemoryFile:
             blocks.append((number, stripped, []))
         elif _HEADING.match(stripped):
             blocks.append((number, "", []))  # a section heading ends the block before it
-        elif (match := _COMMENT.match(stripped)) and not blocks:
+        elif (match := _COMMENT.match(stripped)) and (not blocks or not blocks[-1][1]):  # not inside a memory
             meta[match["key"].strip().lower()] = match["value"]
         elif blocks:
             blocks[-1][2].append(line[1:] if line.startswith("\\") else line)

@@ -1,0 +1,125 @@
+"""MEMORY.md and JSON memory files: the seed-000 format, fault-tolerant reading, and what an import changes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+from knowledge.decay import MemoryPolicy
+from knowledge.memory_file import parse_memory_file, plan_import, render_json, render_markdown
+from knowledge.records import MemoryRecord, Scope
+
+NOW = datetime(2026, 2, 20, 18, 3, tzinfo=timezone.utc)
+ALICE, BOB = Scope("xiaoxiang", "cli:alice"), Scope("xiaoxiang", "cli:bob")
+POLICY = MemoryPolicy()
+
+
+def record(memory_id: str, content: str, importance: float, category: str = "fact", **fields: object) -> MemoryRecord:
+    fields.setdefault("last_access", NOW - timedelta(days=1))
+    return MemoryRecord(
+        id=memory_id, scope=ALICE, content=content, category=category, importance=importance,  # type: ignore[arg-type]
+        created_at=NOW - timedelta(days=3), source="user", **fields,  # type: ignore[arg-type]
+    )
+
+
+RECORDS = [
+    record("mem_low", "Alice once tried Vue", 0.42),
+    record("mem_core", "Alice's birthday is 3 May", 3.0, "core", hits=12),
+    record("mem_ramen", "Alice loves ramen\n#food is her favourite topic", 1.3, hits=4),
+    record("mem_ep", "[2026-02-19 20:00] talked about the interview", 0.9, "episode"),
+]
+
+
+def markdown() -> str:
+    return render_markdown(RECORDS, ALICE, now=NOW, archive_below=0.5)
+
+
+def test_markdown_has_the_seed_format_sorted_by_importance_in_two_sections() -> None:
+    text = markdown()
+    active, archived = text.split("## Archived Memories")
+    headers = [line for line in active.splitlines() if line.startswith("### ")]
+    assert headers == [
+        "### [mem_core] core | 3.00 | 2026-02-19 18:03 | 12",
+        "### [mem_ramen] fact | 1.30 | 2026-02-19 18:03 | 4",
+        "### [mem_ep] episode | 0.90 | 2026-02-19 18:03 | 0",
+    ]
+    assert "### [mem_low] fact | 0.42 | 2026-02-19 18:03 | 0\nAlice once tried Vue" in archived
+    assert "<!-- persona: xiaoxiang -->" in text and "<!-- user: cli:alice -->" in text
+
+
+def test_markdown_reads_back_what_it_wrote() -> None:
+    parsed = parse_memory_file(markdown(), ALICE)
+    assert (parsed.scope, parsed.exported_at, parsed.warnings) == (ALICE, NOW, [])
+    by_id = {entry.id: entry for entry in parsed.entries}
+    assert by_id["mem_ramen"].content == "Alice loves ramen\n#food is her favourite topic"
+    assert (by_id["mem_core"].category, by_id["mem_core"].importance, by_id["mem_core"].hits) == ("core", 3.0, 12)
+    assert plan_import(RECORDS, parsed, ALICE, now=NOW, policy=POLICY).unchanged == len(RECORDS)
+
+
+def test_a_broken_block_is_skipped_with_a_warning_and_the_rest_loads() -> None:
+    text = markdown().replace("fact | 1.30 |", "fact | lots |").replace("| 0.90 |", "| 0.90 | extra |")
+    text += "\n### [new] secret | 1.0 | 2026-02-20 | 0\nshould not load\n\n### [new2] fact | 1.0 | 2026-02-20 | 0\n"
+    parsed = parse_memory_file(text, ALICE)
+    assert [entry.id for entry in parsed.entries] == ["mem_core", "mem_low"]
+    assert len(parsed.warnings) == 4
+    assert "importance 'lots' is not a number" in parsed.warnings[0] and parsed.warnings[0].startswith("line ")
+    assert "expected 4" in parsed.warnings[1]
+    assert "unknown category 'secret'" in parsed.warnings[2] and "no text" in parsed.warnings[3]
+
+
+def test_edits_become_updates_and_unknown_ids_new_memories_in_the_target_scope() -> None:
+    text = (
+        markdown()
+        .replace("Alice loves ramen", "Alice loves udon")
+        .replace("fact | 0.42 |", "core | 0.42 |")
+        .replace("episode | 0.90", "episode | 2.00")
+        + "\n### [whatever] fact | 1.5 | 2026-02-20 | 0\nAlice has a cat called Mochi\n"
+        + "\n### [mem_of_bob] fact | 1.0 | 2026-02-20 | 0\nBob's id, imported into Alice's scope\n"
+    )
+    plan = plan_import(RECORDS, parse_memory_file(text, ALICE), ALICE, now=NOW, policy=POLICY)
+    changes = {edit.record.id: (edit.content, edit.category, edit.importance) for edit in plan.updates}
+    assert changes == {
+        "mem_ramen": ("Alice loves udon\n#food is her favourite topic", None, None),
+        "mem_low": (None, "core", None),
+        "mem_ep": (None, None, 2.0),
+    }
+    assert [(added.content, added.scope, added.last_access) for added in plan.additions] == [
+        ("Alice has a cat called Mochi", ALICE, NOW),
+        ("Bob's id, imported into Alice's scope", ALICE, NOW),
+    ]
+    assert all(added.id.startswith("mem_") and added.id not in ("whatever", "mem_of_bob") for added in plan.additions)
+    assert plan.unchanged == 1 and plan.deletions == []
+
+
+def test_removed_blocks_are_deleted_only_with_replace() -> None:
+    text = markdown().replace("### [mem_low] fact | 0.42 | 2026-02-19 18:03 | 0\nAlice once tried Vue", "")
+    parsed = parse_memory_file(text, ALICE)
+    assert plan_import(RECORDS, parsed, ALICE, now=NOW, policy=POLICY).deletions == []
+    assert [r.id for r in plan_import(RECORDS, parsed, ALICE, now=NOW, policy=POLICY, replace_all=True).deletions] == [
+        "mem_low"
+    ]
+
+
+def test_decay_since_the_export_is_not_an_edit() -> None:
+    old = [record("mem_old", "Alice likes tea", 1.0, last_access=NOW - timedelta(days=6))]
+    exported = render_markdown(old, ALICE, now=NOW, archive_below=0.5)
+    later = NOW + timedelta(days=5)  # four decay days have passed since the last access
+    current = [replace(old[0], importance=0.95**4)]  # as the store reads it now; the file still says 1.00
+    assert plan_import(current, parse_memory_file(exported, ALICE), ALICE, now=later, policy=POLICY).unchanged == 1
+
+
+def test_json_restores_every_field_under_a_fresh_id() -> None:
+    original = replace(RECORDS[1], verified=True, topic="personal", conversation_id="cli:alice", message_ids=("m1",))
+    parsed = parse_memory_file(render_json([original], ALICE, now=NOW), BOB)
+    assert parsed.scope == ALICE and parsed.warnings == []
+    [restored] = plan_import([], parsed, BOB, now=NOW, policy=POLICY).additions
+    assert restored.id != original.id
+    assert replace(restored, id=original.id, scope=ALICE) == original
+
+
+def test_broken_json_entries_are_skipped() -> None:
+    text = render_json(RECORDS[:2], ALICE, now=NOW).replace('"category": "core"', '"category": "system"')
+    parsed = parse_memory_file(text, ALICE)
+    assert [entry.id for entry in parsed.entries] == ["mem_low"]
+    assert "system memories live in the persona file" in parsed.warnings[0]
+    assert parse_memory_file("{not json", ALICE).warnings[0].startswith("not valid JSON")
