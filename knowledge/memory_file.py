@@ -279,18 +279,23 @@ def plan_import(
 
     An entry whose id the scope holds updates that memory where its text, category or importance
     was edited (importance is compared as of the export, so decay since then is no edit). Any other
-    entry becomes a new memory with a fresh id: ids never reach into another scope. With
-    `replace_all`, memories the file does not list are deleted.
+    entry becomes a new memory with a fresh id (ids never reach into another scope), unless the
+    scope already holds its text: importing a file twice adds nothing twice. With `replace_all`,
+    memories the file does not list are deleted.
     """
     plan = ImportPlan()
     by_id = {record.id: record for record in stored if record.scope == scope}
+    known_texts = {_normalized(record.content) for record in by_id.values()}
     seen: set[str] = set()
     for entry in memory_file.entries:
         record = by_id.get(entry.id)
         if entry.id in seen:
             memory_file.warnings.append(f"[{entry.id}] appears twice; the second block was skipped")
+        elif record is None and _normalized(entry.content) in known_texts:
+            plan.unchanged += 1  # a new block imported before: not added twice
         elif record is None:
             plan.additions.append(_new_record(entry, scope, now))
+            known_texts.add(_normalized(entry.content))
         elif edit := _edit_of(record, entry, memory_file.exported_at, policy):
             plan.updates.append(edit)
         else:
@@ -308,7 +313,7 @@ def _edit_of(
     exported = record.importance if exported_at is None else current_importance(record, exported_at, policy)
     edit = MemoryEdit(
         record,
-        content=entry.content if " ".join(record.content.split()) != " ".join(entry.content.split()) else None,
+        content=entry.content if _normalized(record.content) != _normalized(entry.content) else None,
         category=entry.category if entry.category != record.category else None,
         importance=(
             entry.importance
@@ -317,6 +322,10 @@ def _edit_of(
         ),
     )
     return edit if (edit.content, edit.category, edit.importance) != (None, None, None) else None
+
+
+def _normalized(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _new_record(entry: MemoryEntry, scope: Scope, now: datetime) -> MemoryRecord:

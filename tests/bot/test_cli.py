@@ -22,15 +22,6 @@ from tests.fakes.openai_server import FakeOpenAIServer
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def runner(fake_openai: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.url)
-    for role in ("chat", "monitor", "summarizer", "reviewer"):
-        monkeypatch.setenv(f"COMPANION_{role.upper()}_MODEL", f"{role}-model")
-    monkeypatch.setenv("COMPANION_LLM_TIMEOUT", "2")
-    return CliRunner()
-
-
 def test_piped_chat_answers_each_line_and_handles_commands(runner: CliRunner, fake_openai: FakeOpenAIServer) -> None:
     fake_openai.script("chat-model", "Hi Alice!", "Ramen, of course.")
     result = runner.invoke(cli, ["chat", "--user", "alice"], input="hello\nwhat should I eat?\n/memory\n/bogus\n")

@@ -1,0 +1,194 @@
+"""`companion memory …`: every subcommand stays in its scope; export -> edit -> import round-trips."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from bot.app import build_app
+from bot.cli import cli
+from bot.config import load_settings
+from knowledge.records import MemoryRecord, Scope
+from tests.fakes.openai_server import FakeOpenAIServer
+
+ALICE, BOB = Scope("xiaoxiang", "cli:alice"), Scope("xiaoxiang", "cli:bob")
+
+
+@pytest.fixture
+def memories(runner: CliRunner) -> dict[str, MemoryRecord]:
+    """Alice's and Bob's memories, stored the way the bot stores them."""
+    app = build_app(load_settings())
+    kb = app.companion.knowledge
+    stored = {
+        "ramen": kb.add(ALICE, "Alice loves ramen", category="fact", source="user"),
+        "birthday": kb.add(ALICE, "Alice's birthday is 3 May", category="core", source="user", importance=3.0),
+        "tea": kb.add(ALICE, "Alice drinks green tea", category="fact", source="user", importance=0.4),
+        "bob": kb.add(BOB, "Bob's secret: he fears spiders", category="fact", source="user"),
+    }
+    app.working_memory.close()
+    app.journal.close()
+    return stored
+
+
+def memory(runner: CliRunner, *args: str, user: str = "alice", input: str | None = None) -> Result:
+    return runner.invoke(cli, ["memory", *args, "--persona", "xiaoxiang", "--user", user], input=input)
+
+
+def contents(scope: Scope) -> dict[str, MemoryRecord]:
+    app = build_app(load_settings())
+    try:
+        return {record.content: record for record in app.companion.knowledge.list(scope)}
+    finally:
+        app.working_memory.close()
+        app.journal.close()
+
+
+def test_export_edit_import_round_trips(runner: CliRunner, memories: dict[str, MemoryRecord], tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    exported = memory(runner, "export", "-o", str(path))
+    assert exported.exit_code == 0, exported.output
+    text = path.read_text(encoding="utf-8")
+    assert "## Active Memories" in text and "## Archived Memories" in text and "Bob" not in text
+    assert text.index(memories["birthday"].id) < text.index(memories["ramen"].id)  # most important first
+    ramen, tea = memories["ramen"].id, memories["tea"].id
+    edited = (
+        text.replace("Alice loves ramen", "Alice loves udon")
+        .replace(f"[{tea}] fact | 0.40 |", f"[{tea}] fact | 2.00 |")
+        .replace(f"[{memories['birthday'].id}] core | 3.00 |", f"[{memories['birthday'].id}] core | high |")
+        + "\n### [new] fact | 1.20 | 2026-01-01 00:00 | 0\nAlice adopted a cat called Mochi\n"
+    )
+    path.write_text(edited, encoding="utf-8")
+
+    result = memory(runner, "import", str(path))
+    assert result.exit_code == 0, result.output
+    assert "block skipped: importance 'high' is not a number" in result.stderr
+    assert "2 updated, 1 added, 0 deleted, 0 unchanged" in result.stdout
+    after = contents(ALICE)
+    assert set(after) == {"Alice loves udon", "Alice's birthday is 3 May", "Alice drinks green tea", "Alice adopted a cat called Mochi"}
+    assert after["Alice loves udon"].id == ramen and after["Alice drinks green tea"].importance == 2.0
+    assert after["Alice adopted a cat called Mochi"].importance == 1.2
+    assert "Alice loves ramen" in (tmp_path / "MEMORY.md.bak").read_text(encoding="utf-8")  # as it was before
+    assert set(contents(BOB)) == {"Bob's secret: he fears spiders"}
+
+    history = json.loads(memory(runner, "history", "--id", ramen, "--json").output)
+    assert [(row["actor"], row["old_content"], row["new_content"]) for row in history] == [
+        ("operator", "Alice loves ramen", "Alice loves udon")
+    ]
+    again = memory(runner, "import", str(path))
+    assert "0 updated, 0 added, 0 deleted, 3 unchanged" in again.stdout  # the new block is not added twice
+
+
+def test_replace_deletes_what_the_file_leaves_out_but_never_past_a_broken_block(
+    runner: CliRunner, memories: dict[str, MemoryRecord], tmp_path: Path
+) -> None:
+    path = tmp_path / "MEMORY.md"
+    memory(runner, "export", "-o", str(path))
+    text = path.read_text(encoding="utf-8")
+    block = f"### [{memories['tea'].id}] fact | 0.40 |"
+    without_tea = "\n".join(line for line in text.splitlines() if "green tea" not in line and block not in line)
+    path.write_text(without_tea.replace("core | 3.00", "core | ???"), encoding="utf-8")
+    refused = memory(runner, "import", str(path), "--replace")
+    assert refused.exit_code == 1 and "with --replace every block must be readable" in refused.output
+    assert "Alice drinks green tea" in contents(ALICE)
+
+    path.write_text(without_tea, encoding="utf-8")
+    dry = memory(runner, "import", str(path), "--replace", "--dry-run")
+    assert "1 deleted" in dry.stdout and "dry run" in dry.stdout and "Alice drinks green tea" in contents(ALICE)
+    done = memory(runner, "import", str(path), "--replace")
+    assert done.exit_code == 0 and set(contents(ALICE)) == {"Alice loves ramen", "Alice's birthday is 3 May"}
+    assert set(contents(BOB)) == {"Bob's secret: he fears spiders"}
+
+
+def test_json_export_restores_a_scope_exactly(runner: CliRunner, memories: dict[str, MemoryRecord], tmp_path: Path) -> None:
+    path = tmp_path / "alice.json"
+    memory(runner, "export", "-o", str(path))
+    assert json.loads(path.read_text(encoding="utf-8"))["user_id"] == "cli:alice"
+    before = contents(ALICE)
+    assert memory(runner, "forget", "--all", "--yes").exit_code == 0 and contents(ALICE) == {}
+    restored = memory(runner, "import", str(path))
+    assert "3 added" in restored.stdout, restored.output
+    after = contents(ALICE)
+    for content, record in before.items():
+        assert (after[content].importance, after[content].last_access, after[content].category) == (
+            record.importance, record.last_access, record.category
+        )
+
+
+def test_a_file_of_another_scope_is_refused_unless_asked(runner: CliRunner, memories: dict[str, MemoryRecord], tmp_path: Path) -> None:
+    path = tmp_path / "bob.md"
+    memory(runner, "export", "-o", str(path), user="bob")
+    refused = memory(runner, "import", str(path))
+    assert refused.exit_code == 1 and "holds the memories of xiaoxiang/cli:bob, not xiaoxiang/cli:alice" in refused.output
+    assert "Bob's secret: he fears spiders" not in contents(ALICE)
+    copied = memory(runner, "import", str(path), "--from-other-scope")
+    assert "1 added" in copied.stdout
+    assert contents(ALICE)["Bob's secret: he fears spiders"].id != memories["bob"].id  # a copy: Bob keeps his
+    assert set(contents(BOB)) == {"Bob's secret: he fears spiders"}
+
+
+def test_export_keeps_the_previous_file(runner: CliRunner, memories: dict[str, MemoryRecord], tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    path.write_text("my notes", encoding="utf-8")
+    assert memory(runner, "export", "-o", str(path)).exit_code == 0
+    assert (tmp_path / "MEMORY.md.bak").read_text(encoding="utf-8") == "my notes"
+
+
+def test_no_subcommand_reaches_another_users_memory(runner: CliRunner, memories: dict[str, MemoryRecord], tmp_path: Path) -> None:
+    bobs = memories["bob"].id
+    listed = memory(runner, "list", "--json")
+    assert bobs not in listed.output and "spiders" not in listed.output
+    assert "spiders" not in memory(runner, "search", "spiders", "--json").output
+    shown = memory(runner, "show", bobs)
+    assert shown.exit_code == 1 and f"xiaoxiang/cli:alice has no memory {bobs}" in shown.output
+    edited = memory(runner, "edit", bobs, "--text", "Bob fears nothing")
+    assert edited.exit_code == 1 and "has no memory" in edited.output
+    forgot = memory(runner, "forget", bobs)
+    assert "Forgot 0 memories." in forgot.output and "has no memory" in forgot.output
+    exported = memory(runner, "export")
+    assert "spiders" not in exported.output and bobs not in exported.output
+    stats = json.loads(memory(runner, "stats", "--json").output)
+    assert stats["memories"] == 3 and stats["scope"] == "xiaoxiang/cli:alice"
+    assert set(contents(BOB)) == {"Bob's secret: he fears spiders"}
+
+
+def test_list_search_show_edit_and_forget(runner: CliRunner, memories: dict[str, MemoryRecord]) -> None:
+    listed = memory(runner, "list", "--category", "core")
+    assert listed.output.strip().endswith("Alice's birthday is 3 May") and "ramen" not in listed.output
+    found = {hit["content"]: hit for hit in json.loads(memory(runner, "search", "ramen noodles", "--json").output)}
+    assert 0.8 < found["Alice loves ramen"]["similarity"] <= 1
+    assert found["Alice loves ramen"]["similarity"] == max(hit["similarity"] for hit in found.values())
+    ramen = memories["ramen"].id
+    edited = memory(runner, "edit", ramen, "--importance", "2.2", "--category", "core")
+    assert edited.exit_code == 0 and "core" in edited.output and "2.20" in edited.output
+    shown = json.loads(memory(runner, "show", ramen, "--json").output)
+    assert (shown["category"], shown["importance"]) == ("core", 2.2)
+    assert "category fact -> core, importance 1.00 -> 2.20" in shown["history"][0]["detail"]
+    empty = memory(runner, "edit", ramen, "--text", "  ")
+    assert empty.exit_code == 1 and "needs some text" in empty.output
+    assert memory(runner, "forget", ramen).output.strip() == "Forgot 1 memories."
+    assert "Alice loves ramen" not in contents(ALICE)
+    declined = memory(runner, "forget", "--all", input="n\n")
+    assert declined.exit_code == 1 and len(contents(ALICE)) == 2
+    both = memory(runner, "forget", ramen, "--all")
+    assert both.exit_code == 2 and "not both" in both.output
+
+
+def test_stats_count_categories_importance_dead_letters_and_tokens(
+    runner: CliRunner, fake_openai: FakeOpenAIServer, memories: dict[str, MemoryRecord]
+) -> None:
+    fake_openai.script("chat-model", "Hi Alice!")
+    fake_openai.script("monitor-model", "[SKIP]")
+    assert runner.invoke(cli, ["chat", "--user", "alice"], input="hello\n").exit_code == 0
+    stats = json.loads(memory(runner, "stats", "--json").output)
+    assert stats["by_category"] == {"fact": 2, "core": 1}
+    assert {(row["from"], row["count"]) for row in stats["importance"] if row["count"]} == {(0.0, 1), (1.0, 1), (3.0, 1)}
+    assert stats["dead_letters"] == 0
+    usage = {row["role"]: row for row in stats["token_usage_all_scopes"]}
+    assert usage["chat"]["model"] == "chat-model" and usage["chat"]["calls"] == 1
+    assert usage["chat"]["prompt_tokens"] > 100 and usage["chat"]["completion_tokens"] > 0
+    assert usage["monitor"]["calls"] == 1
+    text = memory(runner, "stats").output
+    assert "xiaoxiang/cli:alice: 3 memories (core 1, fact 2)" in text and "chat       chat-model" in text
