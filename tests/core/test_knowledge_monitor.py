@@ -285,6 +285,7 @@ async def test_an_add_that_duplicates_a_memory_boosts_it(
     assert after.id == ramen.id
     assert after.importance == pytest.approx(1.3)
     assert after.last_access == clock.now()
+    assert after.hits == 1  # what MEMORY.md shows as hits
 
 
 @pytest.mark.parametrize(

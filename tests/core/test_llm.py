@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 
 from core.errors import LLMError
 from core.llm import ModelSettings, OpenAIClient, count_tokens
 from core.types import ROLES, ChatMessage
+from personas.loader import ModelChoice, RoleName
 from tests.fakes.openai_server import FakeError, FakeHang, FakeOpenAIServer
 
 HELLO = [ChatMessage("system", "You are terse."), ChatMessage("user", "hi")]
@@ -74,3 +77,30 @@ def test_tokens_are_counted_offline_in_any_language() -> None:
     assert count_tokens("") == 0
     assert 0 < count_tokens("hello world") < count_tokens("hello world, how are you today?")
     assert count_tokens("主人喜欢拉面") >= 4  # CJK costs about a token per character
+
+
+async def test_a_persona_may_choose_its_own_model_and_temperature(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script("fancy-model", "hi")
+    llm = client(fake_openai)
+    assert await llm.complete(HELLO, role="chat", choice=ModelChoice(model="fancy-model", temperature=1.1)) == "hi"
+    [request] = fake_openai.requests_for("fancy-model")
+    assert request.body["temperature"] == 1.1 and request.body["max_tokens"] == 64
+    await llm.complete(HELLO, role="chat", choice=ModelChoice(temperature=0.1))
+    assert fake_openai.requests_for("chat-model")[0].body["temperature"] == 0.1
+
+
+async def test_token_usage_is_reported_per_call(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script("monitor-model", "[SKIP] nothing here")
+    fake_openai.script("chat-model", "a streamed reply")
+    calls: list[tuple[str, str, int, int]] = []
+    models = {role: ModelSettings(model=f"{role}-model") for role in ROLES}
+    llm = OpenAIClient(base_url=fake_openai.url, api_key=None, models=models, usage=lambda *call: calls.append(call))
+    await llm.complete(HELLO, role="monitor")
+    assert calls == [("monitor", "monitor-model", 4, 3)]  # the endpoint's own count (the fake counts words)
+    assert "".join([piece async for piece in llm.stream(HELLO, role="chat")]) == "a streamed reply"
+    prompt = sum(count_tokens(message.content) + 4 for message in HELLO)
+    assert calls[1] == ("chat", "chat-model", prompt, count_tokens("a streamed reply"))  # streams: counted here
+
+
+def test_persona_files_know_the_same_roles_as_the_pipeline() -> None:
+    assert get_args(RoleName) == ROLES
