@@ -289,13 +289,13 @@ def plan_import(
     seen: set[str] = set()
     for entry in memory_file.entries:
         record = by_id.get(entry.id)
-        if entry.id in seen:
-            memory_file.warnings.append(f"[{entry.id}] appears twice; the second block was skipped")
-        elif record is None and _normalized(entry.content) in known_texts:
+        if record is None and _normalized(entry.content) in known_texts:
             plan.unchanged += 1  # a new block imported before: not added twice
         elif record is None:
             plan.additions.append(_new_record(entry, scope, now))
             known_texts.add(_normalized(entry.content))
+        elif entry.id in seen:
+            memory_file.warnings.append(f"[{entry.id}] appears twice; the second block was skipped")
         elif edit := _edit_of(record, entry, memory_file.exported_at, policy):
             plan.updates.append(edit)
         else:

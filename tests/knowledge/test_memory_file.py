@@ -73,7 +73,8 @@ def test_edits_become_updates_and_unknown_ids_new_memories_in_the_target_scope()
         .replace("Alice loves ramen", "Alice loves udon")
         .replace("fact | 0.42 |", "core | 0.42 |")
         .replace("episode | 0.90", "episode | 2.00")
-        + "\n### [whatever] fact | 1.5 | 2026-02-20 | 0\nAlice has a cat called Mochi\n"
+        + "\n### [new] fact | 1.5 | 2026-02-20 | 0\nAlice has a cat called Mochi\n"
+        + "\n### [new] fact | 1.5 | 2026-02-20 | 0\nAlice has a cat called Mochi\n"  # pasted twice: added once
         + "\n### [mem_of_bob] fact | 1.0 | 2026-02-20 | 0\nBob's id, imported into Alice's scope\n"
     )
     plan = plan_import(RECORDS, parse_memory_file(text, ALICE), ALICE, now=NOW, policy=POLICY)
@@ -87,8 +88,8 @@ def test_edits_become_updates_and_unknown_ids_new_memories_in_the_target_scope()
         ("Alice has a cat called Mochi", ALICE, NOW),
         ("Bob's id, imported into Alice's scope", ALICE, NOW),
     ]
-    assert all(added.id.startswith("mem_") and added.id not in ("whatever", "mem_of_bob") for added in plan.additions)
-    assert plan.unchanged == 1 and plan.deletions == []
+    assert all(added.id.startswith("mem_") and added.id not in ("new", "mem_of_bob") for added in plan.additions)
+    assert plan.unchanged == 2 and plan.deletions == []
 
 
 def test_removed_blocks_are_deleted_only_with_replace() -> None:
@@ -123,3 +124,10 @@ def test_broken_json_entries_are_skipped() -> None:
     assert [entry.id for entry in parsed.entries] == ["mem_low"]
     assert "system memories live in the persona file" in parsed.warnings[0]
     assert parse_memory_file("{not json", ALICE).warnings[0].startswith("not valid JSON")
+
+
+def test_a_stored_id_listed_twice_counts_once() -> None:
+    text = markdown() + "\n### [mem_core] core | 1.00 | 2026-02-20 00:00 | 0\nsomething else\n"
+    parsed = parse_memory_file(text, ALICE)
+    plan = plan_import(RECORDS, parsed, ALICE, now=NOW, policy=POLICY)
+    assert plan.updates == [] and plan.additions == [] and "[mem_core] appears twice" in parsed.warnings[0]
