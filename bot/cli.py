@@ -6,15 +6,17 @@ import asyncio
 import getpass
 import signal
 import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import click
 
 from core.errors import CompanionError
 
-from .app import EMBEDDED_MODEL_NOTICE, App, build_app
+from .app import EMBEDDED_MODEL_NOTICE, App
 from .cli_support import cli_settings as _settings
 from .cli_support import run_app as _run
-from .config import CONFIG_ENV, settings_help
+from .config import CONFIG_ENV, Settings, settings_help
 from .memory_cli import memory
 from .persona_cli import persona
 from .terminal import TerminalChat, stdin_reader
