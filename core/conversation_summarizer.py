@@ -52,7 +52,9 @@ def _by_user(messages: Sequence[StoredMessage]) -> dict[str, list[StoredMessage]
 def _user_label(messages: Sequence[StoredMessage], persona: Persona, group_chat: bool) -> str:
     """How the summary names the user: the persona's title for them in a DM, their own name in a group."""
     speaker = next((message.speaker_name for message in messages if message.role == "user"), None)
-    return persona.title_for(speaker) if not group_chat else speaker or persona.title_for()
+    if group_chat and speaker:
+        return speaker
+    return persona.title_for(speaker)
 
 
 def _line(message: StoredMessage, persona: Persona, user: str) -> str:
@@ -118,7 +120,8 @@ class ConversationSummarizer:
             ChatMessage("system", SYSTEM_PROMPT.format(persona=persona.name, user=user)),
             ChatMessage("user", f"<<<CONVERSATION\n{transcript}\nCONVERSATION>>>\n\nSummary:"),
         ]
-        summary = " ".join((await self._llm.complete(prompt, role="summarizer", choice=persona.models.get("summarizer"))).split())
+        answer = await self._llm.complete(prompt, role="summarizer", choice=persona.models.get("summarizer"))
+        summary = " ".join(answer.split())
         if not summary:
             raise SummaryError(f"the summarizer gave an empty summary of {len(messages)} messages")
         episode = await asyncio.to_thread(

@@ -19,6 +19,7 @@ from personas.lorebook import LoreEntry, Lorebook
 from .llm import count_tokens
 
 log = logging.getLogger(__name__)
+_SLASHED = re.compile(r"^/(?P<pattern>.+)/(?P<flags>[a-z]*)$", re.DOTALL)  # card editors write JS-style /key/i
 
 
 def _matches(entry: LoreEntry, key: str, text: str) -> bool:
@@ -26,8 +27,11 @@ def _matches(entry: LoreEntry, key: str, text: str) -> bool:
     if not key:
         return False
     if entry.use_regex:
+        flags = 0 if entry.case_sensitive else re.IGNORECASE
+        if slashed := _SLASHED.match(key):
+            key, flags = slashed["pattern"], re.IGNORECASE if "i" in slashed["flags"] else 0
         try:
-            return re.search(key, text, 0 if entry.case_sensitive else re.IGNORECASE) is not None
+            return re.search(key, text, flags) is not None
         except re.error:
             log.warning("lorebook key %r is not a valid regular expression; ignored", key)
             return False

@@ -136,7 +136,7 @@ class MemoryInjector:
             raise ValueError("the window must end with the message being answered")
         *history, current = window
         speaker = current.speaker_name
-        base = persona_prompt(persona, speaker, self._lore(persona, window))
+        base = persona_prompt(persona, speaker, self._lore(persona, window, speaker))
         current_message = self._chat_message(current, persona, group)
         # Placed after the memories, at the end of the system message: some servers refuse a system
         # message after the conversation, where SillyTavern would put it.
@@ -157,10 +157,10 @@ class MemoryInjector:
                 return prompt
             chosen = chosen[:-1]  # token counts are not exactly additive; shed the lowest-ranked item
 
-    def _lore(self, persona: Persona, window: Sequence[StoredMessage]) -> list[LoreEntry]:
+    def _lore(self, persona: Persona, window: Sequence[StoredMessage], speaker: str) -> list[LoreEntry]:
+        """The lore entries the recent messages bring in; `{{user}}` in them is whoever is being answered."""
         if persona.lorebook is None:
             return []
-        speaker = window[-1].speaker_name  # {{user}} is whoever is being answered
         return active_lore(
             persona.lorebook,
             [message.content for message in window],

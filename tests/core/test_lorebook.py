@@ -45,10 +45,11 @@ def test_case_sensitive_and_regex_keys() -> None:
     lore = book(
         {"keys": ["May"], "case_sensitive": True, "content": "a person called May"},
         {"keys": [r"\bboat(s)?\b"], "use_regex": True, "content": "boats"},
+        {"keys": ["/SAIL(ING)?/i"], "use_regex": True, "case_sensitive": True, "content": "sailing"},
         {"keys": ["(unclosed"], "use_regex": True, "content": "never"},
     )
     assert contents(lore, "I saw May and two boats") == ["a person called May", "boats"]
-    assert contents(lore, "in may we sail") == []
+    assert contents(lore, "in may we go sailing") == ["sailing"]
 
 
 def test_chosen_entries_are_placed_by_insertion_order() -> None:
