@@ -6,6 +6,7 @@ import asyncio
 import bisect
 import json
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -33,13 +34,15 @@ def memory() -> None:
     """Inspect and edit what the companion remembers, one (persona, user) scope at a time."""
 
 
-def _in_scope(ctx: click.Context, persona_id: str, user_name: str, work: Any) -> Any:
+def _in_scope(
+    ctx: click.Context, persona_id: str, user_name: str, work: Callable[[App, Scope], Awaitable[None]]
+) -> None:
     """Run `work(app, scope)` for the scope named on the command line."""
 
-    async def run(app: App) -> Any:
-        return await work(app, scope_of(app, persona_id, user_name))
+    async def run(app: App) -> None:
+        await work(app, scope_of(app, persona_id, user_name))
 
-    return run_app(cli_settings(ctx), run)
+    run_app(cli_settings(ctx), run)
 
 
 def _echo_json(value: Any) -> None:
