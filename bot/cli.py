@@ -14,8 +14,7 @@ import click
 from core.errors import CompanionError
 
 from .app import EMBEDDED_MODEL_NOTICE, App
-from .cli_support import cli_settings as _settings
-from .cli_support import run_app as _run
+from .cli_support import cli_settings, run_app
 from .config import CONFIG_ENV, Settings, settings_help
 from .memory_cli import memory
 from .persona_cli import persona
@@ -44,7 +43,7 @@ def cli(ctx: click.Context, data_dir: str | None) -> None:
 @click.pass_context
 def chat(ctx: click.Context, persona_id: str | None, user_name: str) -> None:
     """Chat in the terminal. With piped input: one message per line, replies on stdout."""
-    settings = _settings(ctx)
+    settings = cli_settings(ctx)
     interactive = sys.stdin.isatty()
     if settings.uses_embedded_model:
         click.echo(EMBEDDED_MODEL_NOTICE, err=True)
@@ -61,14 +60,14 @@ def chat(ctx: click.Context, persona_id: str | None, user_name: str) -> None:
         if not interactive:
             await app.companion.tasks.drain()  # a script ends once what it said has been remembered
 
-    _run(settings, talk, start=True, schedule=interactive)
+    run_app(settings, talk, start=True, schedule=interactive)
 
 
 @cli.command()
 @click.pass_context
 def run(ctx: click.Context) -> None:
     """Run the bot on every platform whose token is configured, with the maintenance scheduler."""
-    settings = _settings(ctx)
+    settings = cli_settings(ctx)
     if settings.discord_token is None and settings.telegram_token is None:
         raise click.ClickException(
             "no platform is configured: set DISCORD_TOKEN and/or TELEGRAM_TOKEN; for a local chat use `companion chat`"
@@ -90,7 +89,7 @@ def run(ctx: click.Context) -> None:
         except* asyncio.CancelledError:
             click.echo("stopped; pending background work is saved and resumes at the next start", err=True)
 
-    _run(settings, serve, start=True, schedule=True)
+    run_app(settings, serve, start=True, schedule=True)
 
 
 def _platforms(settings: Settings) -> list[Callable[[App], Coroutine[Any, Any, None]]]:
@@ -113,7 +112,7 @@ def _platforms(settings: Settings) -> list[Callable[[App], Coroutine[Any, Any, N
 @click.pass_context
 def maintenance(ctx: click.Context) -> None:
     """Run the memory maintenance once (decay, idle summaries, reviews), for deployments using system cron."""
-    settings = _settings(ctx)
+    settings = cli_settings(ctx)
 
     async def run(app: App) -> None:
         report = await app.lifecycle.run_decay()
@@ -124,7 +123,7 @@ def maintenance(ctx: click.Context) -> None:
             f"{report.rescheduled} rescheduled; {idle} idle conversations summarised"
         )
 
-    _run(settings, run, start=True)
+    run_app(settings, run, start=True)
 
 
 cli.add_command(memory)
