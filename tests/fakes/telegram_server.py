@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -65,6 +65,7 @@ class FakeBotAPI(LoopbackServer):
             self._calls: list[Call] = []
             # People who never started a private chat with the bot: Telegram refuses to message them.
             self.unreachable: set[int] = set()
+            self._listeners: list[Callable[[Call], None]] = []
 
     def push_update(self, update: dict[str, Any]) -> dict[str, Any]:
         """Queue an update for getUpdates; an `update_id` is assigned when missing."""
@@ -103,6 +104,14 @@ class FakeBotAPI(LoopbackServer):
             if chat_id is None or call.params.get("chat_id") == chat_id
         ]
 
+    def listen(self, listener: Callable[[Call], None]) -> None:
+        """Have `listener` called with every call as it is recorded, in order, on the server's thread.
+
+        It runs under the server's lock, so it must be quick: append to a list, `call_soon_threadsafe`.
+        """
+        with self._lock:
+            self._listeners.append(listener)
+
     def wait_for(self, method: str, count: int = 1, timeout: float = 5.0) -> list[Call]:
         """Block until `count` calls of `method` were recorded (for polling tests)."""
         deadline = time.monotonic() + timeout
@@ -119,8 +128,11 @@ class FakeBotAPI(LoopbackServer):
     # --- the API ------------------------------------------------------------
 
     def _answer(self, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        call = Call(method, params)
         with self._lock:
-            self._calls.append(Call(method, params))
+            self._calls.append(call)
+            for listener in self._listeners:
+                listener(call)
             self._lock.notify_all()
         if method == "getUpdates":
             return 200, {"ok": True, "result": list(self._take_updates(params))}
