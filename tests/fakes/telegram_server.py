@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl
 
-from tests.fakes.loopback import LoopbackServer
+from tests.fakes.loopback import LoopbackServer, QuietHandler
 
 TOKEN = "1:T"
 BOT_USERNAME = "companion_test_bot"
@@ -191,12 +191,7 @@ def _decode(params: dict[str, str]) -> dict[str, Any]:
 
 
 def _handler_for(fake: FakeBotAPI) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-            pass
-
+    class Handler(QuietHandler):
         def do_POST(self) -> None:  # noqa: N802 - stdlib name
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode("utf-8")
             prefix = f"/bot{fake.token}/"
