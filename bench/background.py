@@ -279,7 +279,7 @@ class Roles:
 
     def install(self, fake: FakeOpenAIServer) -> None:
         answers: dict[str, Callable[[dict[str, Any]], str]] = {
-            "chat": self._chat,
+            "chat": self.chat,
             "monitor": self._monitor,
             "summarizer": self._summarizer,
             "reviewer": self._reviewer,
@@ -300,7 +300,8 @@ class Roles:
     def _last_user(body: dict[str, Any]) -> str:
         return next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
 
-    def _chat(self, body: dict[str, Any]) -> str:
+    def chat(self, body: dict[str, Any]) -> str:
+        """An in-character reply in the language of the last user message."""
         said = self._last_user(body)
         replies = CHAT_REPLIES_ZH if _CJK.search(said) else CHAT_REPLIES_EN
         return _seeded(said).choice(replies)
