@@ -6,10 +6,12 @@ built by ``bot.app.build_app`` in a fresh data directory (real embedder, embedde
 ``OpenAIClient`` talks real HTTP to ``tests.fakes.openai_server.FakeOpenAIServer``. The fake LLM answers
 every request after ``--llm-delay`` seconds (default 0.3). Both fakes run in this process.
 
-``--users`` simulated users (default 200), each in their own private chat, start together; each sends
-``--messages`` messages (default 5) one after another, the next only once the reply to the previous one
-has reached the fake Bot API (a user waits for the answer) and ``--think`` seconds more (default 0: the
-bot is never idle, the hardest case; people take seconds to read and type). Messages are the scripted lines of
+``--users`` simulated users (default 200), each in their own private chat, each send ``--messages``
+messages (default 5) one after another, the next only once the reply to the previous one has reached the
+fake Bot API (a user waits for the answer) and ``--think`` seconds more. With no think time (the default)
+all users start together and the bot is never idle: the hardest case. People take seconds to read and
+type; with a think time, users start evenly spread over one think time, like people already in
+conversation, rather than in one burst. Messages are the scripted lines of
 ``bench.background`` (English, Chinese, code-mixed), each tagged with its user and number; the chat model's
 reply repeats the tag, so every reply is matched to the message it answers.
 
@@ -21,9 +23,9 @@ people). The scheduler is not started (its passes could not fire during a run).
 
 Reported:
 
-* **throughput**: messages answered per second, from the first message sent to the last reply, against
-  the LLM-bound ideal, where every user's messages take ``messages x llm-delay + (messages - 1) x think``
-  (with no think time: users / llm-delay messages per second); target >= 90%;
+* **throughput**: messages answered per second, from the start to the last reply, against the LLM-bound
+  ideal, where every user's messages take ``messages x llm-delay + (messages - 1) x think`` after their
+  start (with no think time: users / llm-delay messages per second); target >= 90%;
 * **added latency** per message, p50 / p95 / max: the time from pushing the update to the fake until the
   bot's ``sendMessage`` reached it, minus ``--llm-delay``;
 * **lost** messages (no reply by the end of the run, after ``--reply-timeout`` per message) and
@@ -104,10 +106,16 @@ class Traffic:
             future.set_result(None)
 
 
+def _start(user: int, args: argparse.Namespace) -> float:
+    """Seconds after the start at which `user` sends their first message."""
+    return args.think * user / args.users
+
+
 async def converse(fake: FakeBotAPI, traffic: Traffic, user: int, texts: Sequence[str], args: argparse.Namespace) -> None:
     """One user: each message, then wait for its reply (or give up on it after `--reply-timeout`) and think."""
     who = person(FIRST_USER_ID + user, f"User{user}")
     loop = asyncio.get_running_loop()
+    await asyncio.sleep(_start(user, args))
     for number, text in enumerate(texts):
         if number:
             await asyncio.sleep(args.think)
@@ -207,7 +215,7 @@ def report(
         (traffic.replied_at[tag][0] - traffic.sent_at[tag] - args.llm_delay) * 1000 for tag in answered
     ]
     throughput = len(answered) / wall
-    ideal_wall = args.messages * args.llm_delay + (args.messages - 1) * args.think
+    ideal_wall = _start(args.users - 1, args) + args.messages * args.llm_delay + (args.messages - 1) * args.think
     ideal = args.users * args.messages / ideal_wall
     return {
         "sent": sent,
