@@ -395,6 +395,19 @@ def disable_background(app: App) -> None:
     lifecycle.review = lambda scope, memory_id, kind: None  # type: ignore[method-assign]
 
 
+def role_settings(data_dir: Path, llm_url: str) -> Settings:
+    """An app talking to the fake LLM at `llm_url`, each role with its own model name; no rate limit."""
+    return Settings(
+        data_dir=data_dir,
+        openai_base_url=llm_url,
+        chat_model=MODELS["chat"],
+        monitor_model=MODELS["monitor"],
+        summarizer_model=MODELS["summarizer"],
+        reviewer_model=MODELS["reviewer"],
+        rate_limit_per_minute=0,  # simulated users type far faster than people
+    )
+
+
 def _message(user_index: int, text: str) -> IncomingMessage:
     return IncomingMessage(
         conversation_id=f"cli:bench-bg-{user_index}",
@@ -429,16 +442,7 @@ async def run_mode(
     with FakeOpenAIServer() as fake, tempfile.TemporaryDirectory(prefix=f"bench-background-{mode}-") as tmp:
         roles.install(fake)
         fake.delay = 0.0 if paced else args.delay
-        settings = Settings(
-            data_dir=Path(tmp),
-            openai_base_url=fake.url,
-            chat_model=MODELS["chat"],
-            monitor_model=MODELS["monitor"],
-            summarizer_model=MODELS["summarizer"],
-            reviewer_model=MODELS["reviewer"],
-            rate_limit_per_minute=0,  # simulated users type far faster than people
-        )
-        app = build_app(settings, embedder=embedder)
+        app = build_app(role_settings(Path(tmp), fake.url), embedder=embedder)
         if mode == "off":
             disable_background(app)
         await app.start(schedule=False)

@@ -58,13 +58,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.background import MODELS, Roles, disable_background, script, summarize
+from bench.background import MODELS, Roles, disable_background, role_settings, script, summarize
 from bot.app import build_app
 from bot.config import Settings
 from bot.telegram_adapter import build_telegram_application
 from knowledge.embedding import Embedder, load_embedder
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.fakes.telegram_server import TOKEN, Call, FakeBotAPI
+from tests.fakes.telegram_server import TOKEN, Call, FakeBotAPI, polling
 from tests.fakes.telegram_updates import person, text_update
 
 TARGET_EFFICIENCY = 0.9
@@ -93,6 +93,17 @@ class Traffic:
     untagged: int = 0  # replies that answer no message (apologies, notices)
     waiting: dict[int, tuple[Tag, asyncio.Future[None]]] = field(default_factory=dict)
 
+    def listen_to(self, fake: FakeBotAPI) -> None:
+        """Count every reply `fake` receives: stamped as it arrives (on the fake's thread), counted on this loop."""
+        loop = asyncio.get_running_loop()
+
+        def on_call(call: Call) -> None:
+            if call.method == "sendMessage":
+                at = time.perf_counter()
+                loop.call_soon_threadsafe(self.replied, int(call.params["chat_id"]), call.params["text"], at)
+
+        fake.listen(on_call)
+
     def replied(self, chat_id: int, text: str, at: float) -> None:
         tag = _tag_in(text)
         if tag is None:
@@ -111,7 +122,9 @@ def _start(user: int, args: argparse.Namespace) -> float:
     return args.think * user / args.users
 
 
-async def converse(fake: FakeBotAPI, traffic: Traffic, user: int, texts: Sequence[str], args: argparse.Namespace) -> None:
+async def converse(
+    fake: FakeBotAPI, traffic: Traffic, user: int, texts: Sequence[str], args: argparse.Namespace
+) -> None:
     """One user: each message, then wait for its reply (or give up on it after `--reply-timeout`) and think."""
     who = person(FIRST_USER_ID + user, f"User{user}")
     loop = asyncio.get_running_loop()
@@ -142,15 +155,11 @@ def tagged_chat(roles: Roles) -> Any:
 
 
 async def run(args: argparse.Namespace, embedder: Embedder) -> dict[str, Any]:
-    # message text -> the fact it states, for the scripted monitor; each user's texts in order
-    facts = {
-        f"{line.text} {_tag(user, number)}": line.fact
-        for user in range(args.users)
-        for number, line in enumerate(script(user, args.messages))
+    lines = {user: script(user, args.messages) for user in range(args.users)}
+    texts = {
+        user: [f"{line.text} {_tag(user, number)}" for number, line in enumerate(said)] for user, said in lines.items()
     }
-    texts: dict[int, list[str]] = defaultdict(list)
-    for text in facts:
-        texts[_tag_in(text)[0]].append(text)  # type: ignore[index]
+    facts = {text: line.fact for user, said in lines.items() for text, line in zip(texts[user], said)}
     roles = Roles(facts)
     with (
         FakeOpenAIServer() as llm,
@@ -160,42 +169,18 @@ async def run(args: argparse.Namespace, embedder: Embedder) -> dict[str, Any]:
         roles.install(llm)
         llm.set_default(MODELS["chat"], tagged_chat(roles))
         llm.delay = args.llm_delay
-        settings = Settings(
-            data_dir=Path(data_dir),
-            openai_base_url=llm.url,
-            chat_model=MODELS["chat"],
-            monitor_model=MODELS["monitor"],
-            summarizer_model=MODELS["summarizer"],
-            reviewer_model=MODELS["reviewer"],
-            rate_limit_per_minute=0,  # simulated users type far faster than people
-        )
-        app = build_app(settings, embedder=embedder)
+        app = build_app(role_settings(Path(data_dir), llm.url), embedder=embedder)
         if not args.background:
             disable_background(app)
         await app.start(schedule=False)
         traffic = Traffic()
-        loop = asyncio.get_running_loop()
-
-        def on_call(call: Call) -> None:  # on the fake's thread: stamp now, count on the loop
-            if call.method == "sendMessage":
-                at = time.perf_counter()
-                loop.call_soon_threadsafe(traffic.replied, int(call.params["chat_id"]), call.params["text"], at)
-
-        telegram.listen(on_call)
-        application = build_telegram_application(app, TOKEN, telegram.url)
+        traffic.listen_to(telegram)
         try:
-            async with application:
-                await application.start()
-                assert application.updater is not None
-                await application.updater.start_polling(poll_interval=0.0)
+            async with polling(build_telegram_application(app, TOKEN, telegram.url)):
                 print(f"{args.users} users x {args.messages} messages...", file=sys.stderr)
                 started = time.perf_counter()
-                await asyncio.gather(
-                    *(converse(telegram, traffic, user, said, args) for user, said in texts.items())
-                )
+                await asyncio.gather(*(converse(telegram, traffic, user, said, args) for user, said in texts.items()))
                 wall = time.perf_counter() - started
-                await application.updater.stop()
-                await application.stop()
             drain_started = time.perf_counter()
             await app.companion.tasks.drain()
             drain = time.perf_counter() - drain_started
@@ -262,8 +247,8 @@ def print_report(args: argparse.Namespace, figures: dict[str, Any], embedder: Em
     )
     if args.background:
         print(
-            f"background     {figures['monitor_calls']} monitor calls; backlog drained {figures['background_drain_s']:.1f} s "
-            f"after the last reply; {figures['dead_letters']} dead letters"
+            f"background     {figures['monitor_calls']} monitor calls; backlog drained "
+            f"{figures['background_drain_s']:.1f} s after the last reply; {figures['dead_letters']} dead letters"
         )
 
 

@@ -1,4 +1,4 @@
-"""Concurrent updates with per-chat order: the real PTB Application polling the fake Bot API, and the processor alone."""
+"""Concurrent updates in per-chat order: the real PTB Application polling the fake Bot API; the processor alone."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from bot.config import Settings
 from bot.per_chat_update_processor import PerChatUpdateProcessor, chat_of
 from bot.telegram_adapter import build_telegram_application
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.fakes.telegram_server import TOKEN, Call, FakeBotAPI
-from tests.fakes.telegram_updates import person, private_chat, text_update
+from tests.fakes.telegram_server import TOKEN, Call, FakeBotAPI, polling
+from tests.fakes.telegram_updates import person, text_update
 
 ALICE = person(101, "Alice")
 BOB = person(202, "Bob")
@@ -38,17 +38,11 @@ def fake_telegram() -> Iterator[FakeBotAPI]:
 
 
 @pytest.fixture
-async def polling(app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer) -> AsyncIterator[Application]:
+async def running_bot(app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer) -> AsyncIterator[Application]:
     """The Telegram application polling the fake Bot API, as `companion run` does."""
     fake_openai.set_default("monitor-model", "[SKIP]")
-    application = build_telegram_application(app, TOKEN, fake_telegram.url)
-    async with application:
-        await application.start()
-        assert application.updater is not None
-        await application.updater.start_polling(poll_interval=0.0, timeout=1)
+    async with polling(build_telegram_application(app, TOKEN, fake_telegram.url)) as application:
         yield application
-        await application.updater.stop()
-        await application.stop()
     await app.companion.tasks.drain()
 
 
@@ -61,7 +55,7 @@ async def _replies(fake_telegram: FakeBotAPI, count: int) -> list[Call]:
 
 
 async def test_two_chats_are_answered_concurrently(
-    polling: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+    running_bot: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
 ) -> None:
     bob_asked = threading.Event()
 
@@ -82,7 +76,7 @@ async def test_two_chats_are_answered_concurrently(
 
 
 async def test_one_chats_messages_are_answered_one_after_another_in_order(
-    polling: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+    running_bot: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
 ) -> None:
     events: list[str] = []  # what the model was asked and what was sent, in the order it happened
     lock = threading.Lock()

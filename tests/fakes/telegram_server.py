@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl
+
+from telegram.ext import Application
 
 from tests.fakes.loopback import LoopbackServer, QuietHandler
 
@@ -175,6 +178,20 @@ class FakeBotAPI(LoopbackServer):
             "from": self.bot_user,
             "text": params.get("text", ""),
         }
+
+
+@asynccontextmanager
+async def polling(application: Application) -> AsyncIterator[Application]:  # type: ignore[type-arg]
+    """`application` started and polling its Bot API server, as `companion run` runs it; stopped on exit."""
+    async with application:
+        await application.start()
+        assert application.updater is not None
+        await application.updater.start_polling(poll_interval=0.0, timeout=1)
+        try:
+            yield application
+        finally:
+            await application.updater.stop()
+            await application.stop()
 
 
 def _decode(params: dict[str, str]) -> dict[str, Any]:
