@@ -18,6 +18,8 @@ from typing import Any
 from telegram import Update
 from telegram.ext import BaseUpdateProcessor
 
+# PTB's bot keeps 256 Bot API connections and gives up on a request that waits a second for one; a
+# running update uses at most one at a time (typing, then the reply), so none of them ever waits.
 DEFAULT_MAX_RUNNING = 256
 # PTB takes a slot of its own bound *before* an update waits for its chat. Were that the running
 # limit, one busy chat's backlog could fill every slot waiting for itself and stall all other chats,

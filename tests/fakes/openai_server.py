@@ -171,7 +171,6 @@ class _HTTPServer(ThreadingHTTPServer):
 
 
 class _Handler(QuietHandler):
-    # Streams use chunked encoding.
     server: _HTTPServer
 
     def do_GET(self) -> None:
