@@ -5,7 +5,7 @@ What runs: the real python-telegram-bot ``Application`` of ``bot.telegram_adapte
 built by ``bot.app.build_app`` in a fresh data directory (real embedder, embedded chromadb, SQLite) whose
 ``OpenAIClient`` talks real HTTP to ``tests.fakes.openai_server.FakeOpenAIServer``. The fake LLM answers
 every request after ``--llm-delay`` seconds (default 0.3). Both fakes run in this process; their
-threads used about 5% of the CPU of a saturated run (py-spy), so they do not shape the figures.
+threads used under 5% of the CPU of a saturated run (py-spy), so they do not shape the figures.
 
 ``--users`` simulated users (default 200), each in their own private chat, each send ``--messages``
 messages (default 5) one after another, the next only once the reply to the previous one has reached the
