@@ -279,7 +279,7 @@ class Roles:
 
     def install(self, fake: FakeOpenAIServer) -> None:
         answers: dict[str, Callable[[dict[str, Any]], str]] = {
-            "chat": self._chat,
+            "chat": self.chat,
             "monitor": self._monitor,
             "summarizer": self._summarizer,
             "reviewer": self._reviewer,
@@ -300,7 +300,8 @@ class Roles:
     def _last_user(body: dict[str, Any]) -> str:
         return next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
 
-    def _chat(self, body: dict[str, Any]) -> str:
+    def chat(self, body: dict[str, Any]) -> str:
+        """An in-character reply in the language of the last user message."""
         said = self._last_user(body)
         replies = CHAT_REPLIES_ZH if _CJK.search(said) else CHAT_REPLIES_EN
         return _seeded(said).choice(replies)
@@ -394,6 +395,19 @@ def disable_background(app: App) -> None:
     lifecycle.review = lambda scope, memory_id, kind: None  # type: ignore[method-assign]
 
 
+def role_settings(data_dir: Path, llm_url: str) -> Settings:
+    """An app talking to the fake LLM at `llm_url`, each role with its own model name; no rate limit."""
+    return Settings(
+        data_dir=data_dir,
+        openai_base_url=llm_url,
+        chat_model=MODELS["chat"],
+        monitor_model=MODELS["monitor"],
+        summarizer_model=MODELS["summarizer"],
+        reviewer_model=MODELS["reviewer"],
+        rate_limit_per_minute=0,  # simulated users type far faster than people
+    )
+
+
 def _message(user_index: int, text: str) -> IncomingMessage:
     return IncomingMessage(
         conversation_id=f"cli:bench-bg-{user_index}",
@@ -428,16 +442,7 @@ async def run_mode(
     with FakeOpenAIServer() as fake, tempfile.TemporaryDirectory(prefix=f"bench-background-{mode}-") as tmp:
         roles.install(fake)
         fake.delay = 0.0 if paced else args.delay
-        settings = Settings(
-            data_dir=Path(tmp),
-            openai_base_url=fake.url,
-            chat_model=MODELS["chat"],
-            monitor_model=MODELS["monitor"],
-            summarizer_model=MODELS["summarizer"],
-            reviewer_model=MODELS["reviewer"],
-            rate_limit_per_minute=0,  # simulated users type far faster than people
-        )
-        app = build_app(settings, embedder=embedder)
+        app = build_app(role_settings(Path(tmp), fake.url), embedder=embedder)
         if mode == "off":
             disable_background(app)
         await app.start(schedule=False)

