@@ -210,7 +210,7 @@ def build_app(
         retrieval_limit=settings.retrieval_limit,
     )
     lifecycle = MemoryLifecycle(
-        tasks=BackgroundTasks(journal, clock, backoff=backoff),
+        tasks=BackgroundTasks(journal, clock, backoff=backoff, concurrency=settings.background_workers),
         monitor=KnowledgeMonitor(llm, knowledge, journal, clock, policy_for, max_ops=settings.monitor_max_ops),
         summarizer=ConversationSummarizer(llm, knowledge, working_memory),
         reviewer=MemoryReviewer(llm, knowledge, journal, clock, policy_for),

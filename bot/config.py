@@ -141,6 +141,12 @@ class Settings(BaseSettings):
         validation_alias=_env("COMPANION_IDLE_TIMEOUT_MINUTES"),
         description="a conversation quiet this long is summarised into an episode",
     )
+    background_workers: int = Field(
+        4,
+        ge=1,
+        validation_alias=_env("COMPANION_BACKGROUND_WORKERS"),
+        description="background memory jobs (monitor, summaries, reviews) run at once; one scope's stay in order",
+    )
     monitor_max_ops: int = Field(
         10, ge=1, validation_alias=_env("COMPANION_MONITOR_MAX_OPS"), description="memory operations applied per turn"
     )

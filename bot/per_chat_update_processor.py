@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
 from typing import Any
 
 from telegram import Update
 from telegram.ext import BaseUpdateProcessor
+
+from .ordering import TurnOrder
 
 # PTB's bot keeps 256 Bot API connections and gives up on a request that waits a second for one; a
 # running update uses at most one at a time (typing, then the reply), so none of them ever waits.
@@ -34,14 +35,6 @@ def chat_of(update: object) -> int | None:
     return None
 
 
-@dataclass
-class _ChatQueue:
-    """One chat's turn: the lock its updates take in arrival order, and how many hold or wait for it."""
-
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    updates: int = 0
-
-
 class PerChatUpdateProcessor(BaseUpdateProcessor):
     """Concurrent across chats, in arrival order within a chat; install with `concurrent_updates(...)`."""
 
@@ -50,13 +43,12 @@ class PerChatUpdateProcessor(BaseUpdateProcessor):
         if max_running < 1:
             raise ValueError("max_running must be a positive integer")
         self._running = asyncio.Semaphore(max_running)
-        # Only chats with an update running or waiting: a chat's entry goes when its last update is done.
-        self._chats: dict[int, _ChatQueue] = {}
+        self._order = TurnOrder()  # only chats with an update running or waiting are kept
 
     @property
     def busy_chats(self) -> int:
         """How many chats have an update running or waiting."""
-        return len(self._chats)
+        return len(self._order)
 
     async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
         chat_id = chat_of(update)
@@ -64,17 +56,9 @@ class PerChatUpdateProcessor(BaseUpdateProcessor):
             async with self._running:
                 await coroutine
             return
-        # Taking the lock does not yield when it is free, and waiters are woken first come, first served,
-        # so updates of one chat run in the order PTB started their tasks: the order they arrived.
-        queue = self._chats.setdefault(chat_id, _ChatQueue())
-        queue.updates += 1
-        try:
-            async with queue.lock, self._running:
-                await coroutine
-        finally:
-            queue.updates -= 1
-            if not queue.updates:
-                del self._chats[chat_id]
+        # Turns are taken in the order PTB started the updates' tasks: the order they arrived.
+        async with self._order.turn(chat_id), self._running:
+            await coroutine
 
     async def initialize(self) -> None:
         """Nothing to set up."""
