@@ -15,7 +15,7 @@ from .store import KnowledgeBase
 class RankingWeights:
     """How much each signal counts; the three weights add up to 1."""
 
-    similarity: float = 0.6
+    relevance: float = 0.6
     importance: float = 0.25
     recency: float = 0.15
     recency_half_life_days: float = 14.0
@@ -28,8 +28,8 @@ def rank_score(hit: ScoredMemory, now: datetime, weights: RankingWeights = Ranki
     importance = min(max(record.importance, 0.0) / weights.importance_ceiling, 1.0)
     age_days = max((now - record.last_access).total_seconds(), 0.0) / 86400
     recency = math.exp(-math.log(2) * age_days / weights.recency_half_life_days)
-    similarity = min(max(hit.similarity, 0.0), 1.0)
-    return weights.similarity * similarity + weights.importance * importance + weights.recency * recency
+    relevance = min(max(hit.relevance, 0.0), 1.0)
+    return weights.relevance * relevance + weights.importance * importance + weights.recency * recency
 
 
 def rank_for_prompt(
