@@ -71,12 +71,12 @@ def terms_of(text: str, weight: float = 1.0) -> Counter[str]:
     return terms
 
 
-def combined(*parts: Terms) -> dict[str, float]:
-    """Several weighted term sets as one document (a text with its context)."""
+def combined(*parts: tuple[Terms, float]) -> dict[str, float]:
+    """Several term sets, each scaled by its weight, as one document (a text with its context)."""
     total: dict[str, float] = {}
-    for part in parts:
-        for term, weight in part.items():
-            total[term] = total.get(term, 0.0) + weight
+    for terms, scale in parts:
+        for term, weight in terms.items():
+            total[term] = total.get(term, 0.0) + weight * scale
     return total
 
 

@@ -25,7 +25,8 @@ def test_mixed_text_keeps_both_scripts() -> None:
 
 
 def test_terms_carry_weights_and_combine() -> None:
-    assert combined(terms_of("cat cat"), terms_of("cat dog", 0.5)) == {"cat": 2.5, "dog": 0.5}
+    assert terms_of("cat cat dog", 0.5) == {"cat": 1.0, "dog": 0.5}
+    assert combined((terms_of("cat cat"), 1.0), (terms_of("cat dog"), 0.5)) == {"cat": 2.5, "dog": 0.5}
 
 
 def bm25(docs: list[dict[str, float]], query: list[str], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
