@@ -24,8 +24,10 @@ from core.tasks import DEFAULT_BACKOFF, BackgroundTasks
 from core.types import ROLES, Role
 from knowledge.decay import MemoryPolicy
 from knowledge.embedding import Embedder, load_embedder
+from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
 from knowledge.memory_manager import MemoryManager
+from knowledge.search_index import QueryEncoder
 from knowledge.store import ChromaKnowledgeBase, open_chroma_client
 from knowledge.working_memory import WorkingMemory
 from personas.loader import PERSONA_DIR, PersonaRegistry
@@ -49,6 +51,7 @@ class App:
     companion: Companion
     llm: LLMClient
     working_memory: WorkingMemory
+    history: ConversationHistory
     journal: Journal
     scheduler: Scheduler | None = None
 
@@ -86,6 +89,7 @@ class App:
         close = getattr(self.llm, "close", None)
         if close is not None:
             await close()
+        self.history.close()
         self.working_memory.close()
         self.journal.close()
 
@@ -164,9 +168,11 @@ def build_app(
         return MemoryPolicy().overridden(personas.get(persona_id).memory_rules)
 
     client = open_chroma_client(path=data_dir / "chroma", host=settings.chroma_host, port=settings.chroma_port)
+    queries = QueryEncoder(embedder)  # one embedding per message for memories and history alike
     knowledge = ChromaKnowledgeBase(
         client,
         embedder,
+        queries=queries,
         now=clock.now,
         policy_for=policy_for,  # what a memory's importance is at any moment depends on its persona's rules
         # A Chroma server may be shared with other bot processes, whose writes a snapshot would miss.
@@ -177,6 +183,7 @@ def build_app(
         window_size=settings.working_memory_size,
         overflow_batch=min(settings.summary_batch, settings.working_memory_size),
     )
+    history = ConversationHistory(working_memory, embedder, data_dir / "companion.sqlite3", queries=queries)
     journal = Journal(data_dir / "companion.sqlite3")
     llm = llm or build_llm(settings)
     chat = llm.settings("chat")
@@ -184,6 +191,7 @@ def build_app(
     responses = ResponseHandler(
         working_memory=working_memory,
         knowledge=knowledge,
+        history=history,
         llm=llm,
         injector=MemoryInjector(Budget(chat.context_window, chat.max_tokens)),
         clock=clock,
@@ -196,6 +204,7 @@ def build_app(
         reviewer=MemoryReviewer(llm, knowledge, journal, clock, policy_for),
         memory_manager=MemoryManager(knowledge, journal, clock.now),
         working_memory=working_memory,
+        history=history,
         persona=personas.get,
         clock=clock,
         idle_timeout=timedelta(minutes=settings.idle_timeout_minutes),
@@ -203,6 +212,7 @@ def build_app(
     companion = Companion(
         personas=personas,
         knowledge=knowledge,
+        history=history,
         responses=responses,
         lifecycle=lifecycle,
         journal=journal,
@@ -212,4 +222,11 @@ def build_app(
     )
     # Fail at start-up, not at the first message, if the default persona or its memory rules are broken.
     policy_for(companion.persona().id)
-    return App(settings=settings, companion=companion, llm=llm, working_memory=working_memory, journal=journal)
+    return App(
+        settings=settings,
+        companion=companion,
+        llm=llm,
+        working_memory=working_memory,
+        history=history,
+        journal=journal,
+    )

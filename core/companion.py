@@ -8,10 +8,12 @@ import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
 from knowledge.records import MemoryRecord, Scope
-from knowledge.retrieval import memories_about
+from knowledge.retrieval import SearchResults, memories_about, messages_about, search_scope
 from knowledge.store import KnowledgeBase
+from knowledge.working_memory import StoredMessage
 from personas.loader import Persona, PersonaError, PersonaRegistry
 
 from .clock import Clock
@@ -50,6 +52,7 @@ class Companion:
         *,
         personas: PersonaRegistry,
         knowledge: KnowledgeBase,
+        history: ConversationHistory,
         responses: ResponseHandler,
         lifecycle: MemoryLifecycle,
         journal: Journal,
@@ -58,6 +61,7 @@ class Companion:
         rate_limiter: RateLimiter | None = None,
     ) -> None:
         self.personas = personas
+        self.history = history
         self.knowledge = knowledge
         self.responses = responses
         self.lifecycle = lifecycle
@@ -146,12 +150,19 @@ class Companion:
         """`/memory`: what the companion remembers about this user, most important first."""
         return await asyncio.to_thread(self.knowledge.list, scope, categories=["core", "fact", "episode"])
 
-    async def memories_about(self, scope: Scope, what: str) -> list[MemoryRecord]:
-        """`/forget <what>`, first step: the memories it would delete, to show before asking."""
-        return await asyncio.to_thread(memories_about, self.knowledge, scope, what)
+    async def search(self, scope: Scope, query: str, *, limit: int = 10) -> SearchResults:
+        """Search what is remembered about this user: memories and past messages, each best first."""
+        return await asyncio.to_thread(search_scope, self.knowledge, self.history, scope, query, limit=limit)
+
+    async def memories_about(self, scope: Scope, what: str) -> list[MemoryRecord | StoredMessage]:
+        """`/forget <what>`, first step: the memories and past messages it would delete, to show before asking."""
+        memories: list[MemoryRecord | StoredMessage] = []
+        memories += await asyncio.to_thread(memories_about, self.knowledge, scope, what)
+        memories += await asyncio.to_thread(messages_about, self.history, scope, what)
+        return memories
 
     async def forget_memories(self, scope: Scope, ids: list[str]) -> int:
-        """`/forget <what>`, once confirmed: delete these memories of this scope (others' ids do nothing)."""
+        """`/forget <what>`, once confirmed: delete these memories and messages of this scope (others' ids do nothing)."""
         records = await asyncio.to_thread(self.knowledge.get, scope, ids)
         for record in records:
             # the history says that something was forgotten, never what: that is the point of forgetting
@@ -159,13 +170,16 @@ class Companion:
                 scope, record.id, action="delete", actor="user", old_content=None, new_content=None,
                 at=self.clock.now(), detail="forgotten at the user's request",
             )
-        return await asyncio.to_thread(self.knowledge.delete, scope, [record.id for record in records])
+        memory_ids = [record.id for record in records]
+        messages = [item for item in ids if item not in memory_ids]
+        forgotten = await asyncio.to_thread(self.knowledge.delete, scope, memory_ids)
+        return forgotten + await asyncio.to_thread(self.history.forget_messages, scope, messages)
 
     async def forget_everything(self, scope: Scope) -> ForgetReport:
-        """`/forget`: delete every memory, message, history row and pending job of this scope, for real."""
+        """`/forget`: delete every memory, message (and its index), history row and pending job of this scope."""
         await self.tasks.discard(scope)  # queued work must not re-add what we are about to delete
         memories = await asyncio.to_thread(self.knowledge.forget_all, scope)
-        messages = self.responses.working_memory.forget(scope)
+        messages = await asyncio.to_thread(self.history.forget, scope)
         journal_rows = self.journal.forget(scope)
         log.info("forgot %d memories, %d messages and %d journal rows of one scope", memories, messages, journal_rows)
         return ForgetReport(memories=memories, messages=messages, journal_rows=journal_rows)
