@@ -22,6 +22,11 @@ Run from the repository root (the data is not part of the project; see its licen
 
     python -m bench.locomo                        # ../shared/data/locomo/locomo_dev.json
     python -m bench.locomo --data PATH --json     # one JSON object on stdout
+    python -m bench.locomo --scale 10000          # also: query latency in one scope of 10,000 messages
+
+``--scale N`` stores the turns of every conversation over and over (each copy a conversation of its
+own) into one scope until it holds N messages (embedding them takes a few minutes), then times every
+question against it.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -175,13 +180,15 @@ def report_of(results: Sequence[tuple[str, int, dict[str, float]]]) -> dict[str,
 # --- running --------------------------------------------------------------------------------------
 
 
-def ingest(sample: Sample, working_memory: WorkingMemory, history: ConversationHistory) -> Scope:
-    """Store and index every turn of `sample` in a scope of its own, as the companion stores its messages."""
-    scope = Scope(PERSONA, f"locomo:{sample.sample_id}")
+def ingest(
+    sample: Sample, working_memory: WorkingMemory, history: ConversationHistory, *, scope: Scope | None = None
+) -> Scope:
+    """Store and index every turn of `sample` as one conversation, in a scope of its own unless one is given."""
+    scope = scope or Scope(PERSONA, f"locomo:{sample.sample_id}")
     for turn in sample.turns:
         working_memory.append(
             PERSONA,
-            scope.user_id,
+            f"locomo:{sample.sample_id}",
             role="user" if turn.speaker == sample.user else "assistant",
             user_id=scope.user_id,
             speaker_name=turn.speaker,
@@ -192,7 +199,20 @@ def ingest(sample: Sample, working_memory: WorkingMemory, history: ConversationH
     return scope
 
 
-def run(samples: Sequence[Sample]) -> dict[str, object]:
+def percentiles(latencies: Sequence[float]) -> dict[str, float]:
+    """p50 and p95 of timings in milliseconds."""
+    return {name: round(float(np.percentile(latencies, q)), 2) for name, q in (("p50", 50), ("p95", 95))}
+
+
+def timed_search(history: ConversationHistory, scope: Scope, question: str, latencies: list[float]) -> list[str]:
+    """The message ids found for `question`, best first; its wall time is appended to `latencies`."""
+    started = time.perf_counter()
+    hits = history.search(scope, question, limit=DEPTH)
+    latencies.append((time.perf_counter() - started) * 1000)
+    return [hit.message.id for hit in hits]
+
+
+def run(samples: Sequence[Sample], *, scale: int = 0) -> dict[str, object]:
     """Ingest every conversation and ask every question; the report with timings."""
     embedder = load_embedder("auto")
     results: list[tuple[str, int, dict[str, float]]] = []
@@ -212,26 +232,46 @@ def run(samples: Sequence[Sample]) -> dict[str, object]:
                 }
                 history.search(scope, "warm-up")  # loads the scope's snapshot, as its first turn of a day would
                 for question in sample.questions:
-                    started = time.perf_counter()
-                    hits = history.search(scope, question.text, limit=DEPTH)
-                    latencies.append((time.perf_counter() - started) * 1000)
-                    ranked = [dia_ids[hit.message.id] for hit in hits]
+                    ranked = [dia_ids[found] for found in timed_search(history, scope, question.text, latencies)]
                     results.append((sample.sample_id, question.category, question_metrics(ranked, question.evidence)))
                 print(f"  {sample.sample_id}: {len(sample.turns)} turns, {len(sample.questions)} questions", file=sys.stderr)
+            scaled = scaled_latency(samples, scale, working_memory, history) if scale else {}
         finally:
             history.close()
             working_memory.close()
     turns = sum(len(sample.turns) for sample in samples)
     return {
         **report_of(results),
-        "latency_ms": {
-            "p50": round(float(np.percentile(latencies, 50)), 2),
-            "p95": round(float(np.percentile(latencies, 95)), 2),
-        },
+        "latency_ms": percentiles(latencies),
+        **scaled,
         "ingest_turns_per_second": round(turns / ingest_seconds, 1),
         "embedder": embedder.name,
         "turns": turns,
     }
+
+
+def scaled_latency(
+    samples: Sequence[Sample], size: int, working_memory: WorkingMemory, history: ConversationHistory
+) -> dict[str, object]:
+    """Query latency in one scope holding `size` messages: every conversation stored again and again."""
+    copies: list[Sample] = []
+    stored = 0
+    while stored < size:
+        for sample in samples:
+            turns = sample.turns[: size - stored]
+            copies.append(replace(sample, sample_id=f"scaled-{len(copies)}", turns=turns))
+            stored += len(turns)
+    scope = Scope(PERSONA, "locomo:scaled")
+    for copy in copies:
+        ingest(copy, working_memory, history, scope=scope)
+        print(f"  scaled scope: {len(history.messages(scope)):,} messages", file=sys.stderr, end="\r")
+    print(file=sys.stderr)
+    history.search(scope, "warm-up")
+    latencies: list[float] = []
+    for sample in samples:
+        for question in sample.questions:
+            timed_search(history, scope, question.text, latencies)
+    return {"scaled_latency_ms": {**percentiles(latencies), "messages": len(history.messages(scope))}}
 
 
 def print_table(report: dict[str, object], quirks: Counter[str]) -> None:
@@ -245,6 +285,11 @@ def print_table(report: dict[str, object], quirks: Counter[str]) -> None:
         print(f"{label:<24}" + "".join(f"{values[name]:>11.3f}" for name in METRICS) + f"{values['questions']:>11}")
     latency = report["latency_ms"]
     print(f"\nquery latency: p50 {latency['p50']} ms, p95 {latency['p95']} ms (embedding included)")  # type: ignore[index]
+    if scaled := report.get("scaled_latency_ms"):
+        print(
+            f"query latency in one scope of {scaled['messages']:,} messages: "  # type: ignore[index]
+            f"p50 {scaled['p50']} ms, p95 {scaled['p95']} ms"  # type: ignore[index]
+        )
     print(f"ingest: {report['ingest_turns_per_second']} turns/s ({report['turns']} turns, {report['embedder']})")
     print("data: " + ", ".join(f"{count} {what}" for what, count in sorted(quirks.items())))
 
@@ -253,12 +298,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, help=f"LoCoMo JSON file (default: {DEFAULT_DATA} from the repository root)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--scale", type=int, default=0, metavar="N", help="also time queries in a scope of N messages")
     args = parser.parse_args(argv)
     path = args.data or REPO_ROOT / DEFAULT_DATA
     if not path.is_file():
         parser.error(f"no LoCoMo file at {path}; pass --data PATH")
     samples, quirks = load_samples(path)
-    report = run(samples)
+    report = run(samples, scale=args.scale)
     if args.json:
         print(json.dumps({**report, "data_quirks": dict(quirks)}, ensure_ascii=False))
     else:

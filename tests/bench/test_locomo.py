@@ -80,8 +80,8 @@ def test_the_benchmark_runs_the_product_path_end_to_end(tmp_path: Path) -> None:
     assert sample.turns[2].text.endswith("[shares an image: a dog running on sand]")
     assert quirks["questions without evidence skipped"] == 1 and quirks["evidence ids dropped"] == 1
 
-    report = run(samples)
-    assert report["turns"] == 4
+    report = run(samples, scale=6)
+    assert report["turns"] == 4 and report["scaled_latency_ms"]["messages"] == 6  # type: ignore[index]
     assert report["categories"]["4 single-hop"]["mrr"] == 1.0  # type: ignore[index]
     assert report["overall"]["questions"] == 3  # type: ignore[index]
     assert 0.0 < report["overall"]["recall@10"] <= 1.0  # type: ignore[index]
