@@ -199,7 +199,9 @@ def build_app(
     )
     lifecycle = MemoryLifecycle(
         tasks=BackgroundTasks(journal, clock, backoff=backoff),
-        monitor=KnowledgeMonitor(llm, knowledge, journal, clock, policy_for, max_ops=settings.monitor_max_ops),
+        monitor=KnowledgeMonitor(
+            llm, knowledge, journal, clock, policy_for, max_ops=settings.monitor_max_ops, history=history
+        ),
         summarizer=ConversationSummarizer(llm, knowledge, working_memory),
         reviewer=MemoryReviewer(llm, knowledge, journal, clock, policy_for),
         memory_manager=MemoryManager(knowledge, journal, clock.now),

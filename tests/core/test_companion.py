@@ -168,6 +168,18 @@ async def test_forget_what_also_forgets_the_messages_that_mention_it(
     assert companion.responses.working_memory.count(alice) == 3
 
 
+async def test_forget_typed_in_chat_also_forgets_the_messages_that_mention_it(
+    companion: Companion, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    fake_openai.set_default("monitor-model", "[SKIP]")
+    await (await companion.handle(make_message("my ex Tom called me yesterday"))).text()
+    await (await companion.handle(make_message("I adopted a kitten"))).text()
+    await (await companion.handle(make_message("please forget my ex Tom"))).text()
+    await companion.tasks.drain()
+    assert [message.content for message in companion.history.messages(alice)] == ["ok", "I adopted a kitten", "ok", "ok"]
+    assert all(hit.relevance <= 0.5 for hit in companion.history.search(alice, "Tom", limit=10))
+
+
 async def test_a_past_message_the_memories_do_not_cover_is_quoted_in_the_prompt(
     companion: Companion, fake_openai: FakeOpenAIServer, alice: Scope
 ) -> None:
