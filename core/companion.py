@@ -162,7 +162,7 @@ class Companion:
         return memories
 
     async def forget_memories(self, scope: Scope, ids: list[str]) -> int:
-        """`/forget <what>`, once confirmed: delete these memories and messages of this scope (others' ids do nothing)."""
+        """`/forget <what>`, once confirmed: delete these memories and messages of this scope (others' ids: nothing)."""
         records = await asyncio.to_thread(self.knowledge.get, scope, ids)
         for record in records:
             # the history says that something was forgotten, never what: that is the point of forgetting

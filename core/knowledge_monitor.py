@@ -347,7 +347,9 @@ class KnowledgeMonitor:
         report.applied.append(Add(what))
 
     def _forget(self, scope: Scope, phrase: str, report: MonitorReport) -> int:
-        """Delete the memories close in meaning to `phrase` or mentioning it (and such messages); returns how many memories."""
+        """Delete the memories close in meaning to `phrase` or mentioning it, and the messages mentioning it.
+
+        Returns how many memories went."""
         doomed = memories_about(self._knowledge, scope, phrase, min_similarity=self.forget_similarity)
         for record in doomed:
             # the history says that something was forgotten, never what: that is the point of forgetting
@@ -358,7 +360,8 @@ class KnowledgeMonitor:
             self._knowledge.delete(scope, [record.id])
             report.applied.append(Delete(record.id))
         if self._history is not None:
-            self._history.forget_messages(scope, [message.id for message in messages_about(self._history, scope, phrase)])
+            mentioning = messages_about(self._history, scope, phrase)
+            self._history.forget_messages(scope, [message.id for message in mentioning])
         return len(doomed)
 
     def _duplicate_of(self, scope: Scope, content: str, shown: Sequence[MemoryRecord] = ()) -> MemoryRecord | None:

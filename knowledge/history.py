@@ -166,9 +166,7 @@ class ConversationHistory:
         with self._writing:
             deleted = self._working_memory.forget(scope)
             with self._db.transaction() as db:
-                db.execute(
-                    "DELETE FROM message_vectors WHERE persona_id = ? AND user_id = ?", (scope.persona_id, scope.user_id)
-                )
+                db.execute("DELETE FROM message_vectors WHERE persona_id = ? AND user_id = ?", _scope_key(scope))
             self._cache.drop(scope)
         return deleted
 
@@ -178,12 +176,12 @@ class ConversationHistory:
         if not wanted:
             return 0
         with self._writing:
-            deleted = self._working_memory.delete(scope, wanted)
+            deleted = self._working_memory.forget_messages(scope, wanted)
             marks = ",".join("?" * len(wanted))
             with self._db.transaction() as db:
                 db.execute(
                     f"DELETE FROM message_vectors WHERE persona_id = ? AND user_id = ? AND message_id IN ({marks})",
-                    (scope.persona_id, scope.user_id, *wanted),
+                    (*_scope_key(scope), *wanted),
                 )
             self._cache.drop(scope)  # reloaded on next use, with every neighbour's context rebuilt
         return deleted
@@ -191,7 +189,7 @@ class ConversationHistory:
     def indexed_count(self, scope: Scope) -> int:
         """How many of the scope's messages have an index entry."""
         [(count,)] = self._db.query(
-            "SELECT COUNT(*) FROM message_vectors WHERE persona_id = ? AND user_id = ?", (scope.persona_id, scope.user_id)
+            "SELECT COUNT(*) FROM message_vectors WHERE persona_id = ? AND user_id = ?", _scope_key(scope)
         )
         return int(count)
 
@@ -206,7 +204,8 @@ class ConversationHistory:
             kept = [(message, vector) for message, vector in zip(messages, vectors) if message.id in alive]
             with self._db.transaction() as db:
                 db.executemany(
-                    "INSERT OR REPLACE INTO message_vectors (message_id, persona_id, user_id, vector) VALUES (?, ?, ?, ?)",
+                    "INSERT OR REPLACE INTO message_vectors (message_id, persona_id, user_id, vector)"
+                    " VALUES (?, ?, ?, ?)",
                     [
                         (message.id, message.persona_id, message.user_id, np.asarray(vector, np.float32).tobytes())
                         for message, vector in kept
@@ -219,8 +218,7 @@ class ConversationHistory:
 
     def _load_scope(self, scope: Scope) -> _ScopeHistory:
         rows = self._db.query(
-            "SELECT message_id, vector FROM message_vectors WHERE persona_id = ? AND user_id = ?",
-            (scope.persona_id, scope.user_id),
+            "SELECT message_id, vector FROM message_vectors WHERE persona_id = ? AND user_id = ?", _scope_key(scope)
         )
         vectors = {message_id: np.frombuffer(blob, dtype=np.float32) for message_id, blob in rows}
         snapshot = _ScopeHistory(self._embedder.dim)
@@ -238,7 +236,11 @@ class ConversationHistory:
         with self._db.transaction() as db:
             row = db.execute("SELECT embedder FROM history_index").fetchone()
             if row is None:
-                db.execute("INSERT INTO history_index (id, embedder, last_seq) VALUES (0, ?, 0)", (self._embedder.name,))
+                db.execute("INSERT INTO history_index VALUES (0, ?, 0)", (self._embedder.name,))
             elif row[0] != self._embedder.name:
                 db.execute("DELETE FROM message_vectors")
                 db.execute("UPDATE history_index SET embedder = ?, last_seq = 0", (self._embedder.name,))
+
+
+def _scope_key(scope: Scope) -> tuple[str, str]:
+    return scope.persona_id, scope.user_id

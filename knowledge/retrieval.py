@@ -68,7 +68,7 @@ FORGETTABLE: tuple[Category, ...] = ("fact", "core", "episode")
 def memories_about(
     knowledge: KnowledgeBase, scope: Scope, phrase: str, *, min_similarity: float = DEFAULT_FORGET_SIMILARITY
 ) -> list[MemoryRecord]:
-    """The memories of `scope` that are about `phrase`: very close in meaning, or mentioning it (for `/forget <what>`)."""
+    """The memories of `scope` about `phrase`: very close in meaning, or mentioning it (for `/forget <what>`)."""
     hits = knowledge.search(scope, phrase, limit=20, categories=FORGETTABLE)
     found = {hit.record.id: hit.record for hit in hits if hit.similarity >= min_similarity}
     phrases = _forms(phrase)

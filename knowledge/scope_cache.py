@@ -1,10 +1,11 @@
-"""In-process snapshots of recently used scopes, so a chat turn's search costs a matrix product.
+"""In-process snapshots of recently used scopes, so a chat turn's search costs a few array operations.
 
 chromadb stays the durable store; its filtered vector query costs tens of milliseconds once a
 scope holds thousands of memories, while the hybrid search of `search_index.py` over a scope's
-vectors and BM25 postings in numpy takes a few. A snapshot is loaded from the store on first use and kept in step by every
-write that goes through the same `ChromaKnowledgeBase`. Only an embedded store may be cached: a
-Chroma server is shared with other processes whose writes a snapshot would not see.
+vectors and BM25 postings in numpy takes a few. A snapshot is loaded from the store on first use
+and kept in step by every write that goes through the same `ChromaKnowledgeBase`. Only an embedded
+store may be cached: a Chroma server is shared with other processes whose writes a snapshot would
+not see. The conversation history keeps its per-scope indexes in a `ScopeCache` too.
 
 A snapshot holds records as stored (with their base importance); the store brings each one up to
 the moment of the read, so snapshots never go stale as the days pass.

@@ -263,7 +263,8 @@ class ChromaKnowledgeBase:
                 where=_scope_filter(scope, wanted),
                 include=["documents", "metadatas", "embeddings"],
             )
-            records = [_record(*found) for found in zip(result["ids"][0], result["documents"][0], result["metadatas"][0])]
+            found = zip(result["ids"][0], result["documents"][0], result["metadatas"][0])
+            records = [_record(memory_id, content, meta) for memory_id, content, meta in found]
             snapshot = ScopeSnapshot(records, np.asarray(result["embeddings"][0]), self._embedder.dim)
         hits = snapshot.search(prepared, limit, wanted)
         current = self._current(hit.record for hit in hits)

@@ -175,7 +175,7 @@ class WorkingMemory:
         marks = ",".join("?" * len(wanted))
         return {row[0] for row in self._db.query(f"SELECT id FROM messages WHERE id IN ({marks})", wanted)}
 
-    def delete(self, scope: Scope, ids: Iterable[str]) -> int:
+    def forget_messages(self, scope: Scope, ids: Iterable[str]) -> int:
         """Delete the scope's messages with these ids (ids of other scopes do nothing)."""
         wanted = list(ids)
         if not wanted:
