@@ -67,7 +67,7 @@ class MemoryLifecycle:
     # -- events ------------------------------------------------------------------------------
 
     def turn_finished(self, scope: Scope, turn: Turn) -> None:
-        """After a reply was delivered: index its messages and let the monitor look at the turn; summarise overflow."""
+        """After a reply was delivered: index its messages, let the monitor look at the turn, summarise overflow."""
         self.tasks.submit(MONITOR_JOB, scope, {"turn": asdict(turn)})
         if self._working_memory.archived(scope.persona_id, turn.conversation_id):
             self.conversation_overflowed(scope, turn.conversation_id)
@@ -119,7 +119,7 @@ class MemoryLifecycle:
     # -- job handlers --------------------------------------------------------------------------
 
     async def _run_monitor(self, job: Job) -> None:
-        # The turn's messages become searchable history first; catching up is idempotent, so a retry costs nothing.
+        # The turn's messages become searchable history first; catching up is idempotent: a retry costs nothing.
         await self.index_history()
         report = await self._monitor.review_turn(
             self._persona(job.scope.persona_id), job.scope, Turn(**_as_turn_fields(job.payload["turn"]))
