@@ -18,9 +18,9 @@ from typing import Literal
 
 from knowledge import decay
 from knowledge.decay import MemoryPolicy, PolicyFor
+from knowledge.history import ConversationHistory
 from knowledge.journal import DeadLetter, Journal
 from knowledge.records import MemoryRecord, ReviewKind, Scope
-from knowledge.history import ConversationHistory
 from knowledge.retrieval import DEFAULT_FORGET_SIMILARITY, memories_about, messages_about
 from knowledge.store import KnowledgeBase
 from personas.loader import Persona

@@ -92,4 +92,4 @@ class ScoredMemory:
 
     record: MemoryRecord
     similarity: float  # cosine similarity of the embeddings: what duplicate and "about" thresholds compare
-    relevance: float = 0.0  # the hybrid engine's fused score, 0..1 relative to the other hits: what hits are ordered by
+    relevance: float = 0.0  # the hybrid engine's fused score, 0..1 relative to the other hits: hits come in its order
