@@ -19,7 +19,7 @@ message being indexed while it is forgotten leaves no vector behind.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -77,12 +77,19 @@ def date_words(moment: datetime) -> str:
 class _ScopeHistory:
     """One scope's indexed messages in a `SearchIndex`, each document built with its neighbours."""
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, messages: Sequence[StoredMessage], vectors: Mapping[str, np.ndarray]) -> None:
+        """`messages` (oldest first) with their `vectors` are indexed at once, each document built once."""
         self._lock = threading.Lock()
         self._index = SearchIndex(dim)
         self._messages: dict[str, StoredMessage] = {}
         self._words: dict[str, Terms] = {}  # each message's own words, reused as its neighbours' context
+        self._dates: dict[str, Terms] = {}  # each message's date words: part of its own document only
         self._threads: dict[str, list[str]] = {}  # conversation id -> message ids, oldest first
+        for message in messages:
+            self._remember(message)
+        for thread in self._threads.values():
+            for position, message_id in enumerate(thread):
+                self._index.put(message_id, vector=vectors[message_id], terms=self._document(thread, position))
 
     @property
     def size(self) -> int:
@@ -91,10 +98,7 @@ class _ScopeHistory:
     def add(self, message: StoredMessage, vector: np.ndarray) -> None:
         """Index a message newer than every message held; its predecessor gains it as context."""
         with self._lock:
-            thread = self._threads.setdefault(message.conversation_id, [])
-            thread.append(message.id)
-            self._messages[message.id] = message
-            self._words[message.id] = terms_of(spoken(message))
+            thread = self._remember(message)
             self._index.put(message.id, vector=vector, terms=self._document(thread, len(thread) - 1))
             if len(thread) > 1:
                 self._index.put(thread[-2], terms=self._document(thread, len(thread) - 2))
@@ -109,9 +113,18 @@ class _ScopeHistory:
                 if match.key not in exclude
             ][:limit]
 
+    def _remember(self, message: StoredMessage) -> list[str]:
+        """Hold a message and its words; returns its conversation's thread, which it now ends."""
+        thread = self._threads.setdefault(message.conversation_id, [])
+        thread.append(message.id)
+        self._messages[message.id] = message
+        self._words[message.id] = terms_of(spoken(message))
+        self._dates[message.id] = terms_of(date_words(message.sent_at))
+        return thread
+
     def _document(self, thread: list[str], position: int) -> dict[str, float]:
         message_id = thread[position]
-        parts = [(terms_of(date_words(self._messages[message_id].sent_at)), 1.0), (self._words[message_id], 1.0)]
+        parts = [(self._dates[message_id], 1.0), (self._words[message_id], 1.0)]
         if position > 0:
             parts.append((self._words[thread[position - 1]], PREVIOUS_WEIGHT))
         if position + 1 < len(thread):
@@ -221,11 +234,8 @@ class ConversationHistory:
             "SELECT message_id, vector FROM message_vectors WHERE persona_id = ? AND user_id = ?", _scope_key(scope)
         )
         vectors = {message_id: np.frombuffer(blob, dtype=np.float32) for message_id, blob in rows}
-        snapshot = _ScopeHistory(self._embedder.dim)
-        for message in self._working_memory.messages_of(scope):
-            if message.id in vectors:
-                snapshot.add(message, vectors[message.id])
-        return snapshot
+        indexed = [message for message in self._working_memory.messages_of(scope) if message.id in vectors]
+        return _ScopeHistory(self._embedder.dim, indexed, vectors)
 
     def _last_seq(self) -> int:
         [(last_seq,)] = self._db.query("SELECT last_seq FROM history_index")

@@ -134,11 +134,19 @@ def test_a_message_forgotten_while_being_indexed_leaves_no_vector(
 
 
 def test_the_index_survives_a_restart(working_memory, history, embedder: Embedder, tmp_path: Path, alice: Scope) -> None:  # type: ignore[no-untyped-def]
-    say(working_memory, alice, "I was born in Lyon")
+    history.search(alice, "anything")  # the scope's index is held, so the messages below are added one by one
+    say(working_memory, alice, "I was born in Lyon", minutes=0)
+    say(working_memory, alice, "Lyon! Do you miss it?", role="assistant", speaker="小祥", minutes=1)
+    say(working_memory, alice, "Only the food", minutes=2)
     history.index_pending()
     reopened = ConversationHistory(working_memory, embedder, tmp_path / "companion.sqlite3")
     assert reopened.index_pending() == 0
     assert reopened.search(alice, "where was I born", limit=1)[0].message.content == "I was born in Lyon"
+
+    def ranked(searched: ConversationHistory) -> list[tuple[str, float]]:
+        return [(hit.message.id, round(hit.relevance, 5)) for hit in searched.search(alice, "Lyon food", limit=3)]
+
+    assert ranked(reopened) == ranked(history)  # loaded at once or grown message by message: the same index
 
 
 def test_a_different_embedder_starts_the_index_afresh(working_memory, history, embedder: Embedder, tmp_path: Path, alice: Scope) -> None:  # type: ignore[no-untyped-def]
