@@ -26,8 +26,10 @@ from core.tasks import DEFAULT_BACKOFF, BackgroundTasks
 from core.types import ROLES, Role
 from knowledge.decay import MemoryPolicy, PolicyFor
 from knowledge.embedding import Embedder, load_embedder
+from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
 from knowledge.memory_manager import MemoryManager
+from knowledge.search_index import QueryEncoder
 from knowledge.store import ChromaKnowledgeBase, open_chroma_client
 from knowledge.working_memory import WorkingMemory
 from personas.loader import PERSONA_DIR, PersonaRegistry
@@ -52,6 +54,7 @@ class App:
     companion: Companion
     llm: LLMClient
     working_memory: WorkingMemory
+    history: ConversationHistory
     journal: Journal
     policy_for: PolicyFor  # a persona's memory rules
     scheduler: Scheduler | None = None
@@ -101,6 +104,7 @@ class App:
         close = getattr(self.llm, "close", None)
         if close is not None:
             await close()
+        self.history.close()
         self.working_memory.close()
         self.journal.close()
 
@@ -180,9 +184,11 @@ def build_app(
         return MemoryPolicy().overridden(personas.get(persona_id).memory_rules)
 
     client = open_chroma_client(path=data_dir / "chroma", host=settings.chroma_host, port=settings.chroma_port)
+    queries = QueryEncoder(embedder)  # one embedding per message for memories and history alike
     knowledge = ChromaKnowledgeBase(
         client,
         embedder,
+        queries=queries,
         now=clock.now,
         policy_for=policy_for,  # what a memory's importance is at any moment depends on its persona's rules
         # A Chroma server may be shared with other bot processes, whose writes a snapshot would miss.
@@ -193,6 +199,7 @@ def build_app(
         window_size=settings.working_memory_size,
         overflow_batch=min(settings.summary_batch, settings.working_memory_size),
     )
+    history = ConversationHistory(working_memory, embedder, data_dir / "companion.sqlite3", queries=queries)
     journal = Journal(data_dir / "companion.sqlite3")
 
     def record_usage(role: Role, model: str, prompt_tokens: int, completion_tokens: int) -> None:
@@ -204,6 +211,7 @@ def build_app(
     responses = ResponseHandler(
         working_memory=working_memory,
         knowledge=knowledge,
+        history=history,
         llm=llm,
         injector=MemoryInjector(Budget(chat.context_window, chat.max_tokens)),
         clock=clock,
@@ -211,11 +219,14 @@ def build_app(
     )
     lifecycle = MemoryLifecycle(
         tasks=BackgroundTasks(journal, clock, backoff=backoff, concurrency=settings.background_workers),
-        monitor=KnowledgeMonitor(llm, knowledge, journal, clock, policy_for, max_ops=settings.monitor_max_ops),
+        monitor=KnowledgeMonitor(
+            llm, knowledge, journal, clock, policy_for, max_ops=settings.monitor_max_ops, history=history
+        ),
         summarizer=ConversationSummarizer(llm, knowledge, working_memory),
         reviewer=MemoryReviewer(llm, knowledge, journal, clock, policy_for),
         memory_manager=MemoryManager(knowledge, journal, clock.now),
         working_memory=working_memory,
+        history=history,
         persona=personas.get,
         clock=clock,
         idle_timeout=timedelta(minutes=settings.idle_timeout_minutes),
@@ -223,6 +234,7 @@ def build_app(
     companion = Companion(
         personas=personas,
         knowledge=knowledge,
+        history=history,
         responses=responses,
         lifecycle=lifecycle,
         journal=journal,
@@ -237,6 +249,7 @@ def build_app(
         companion=companion,
         llm=llm,
         working_memory=working_memory,
+        history=history,
         journal=journal,
         policy_for=policy_for,
     )

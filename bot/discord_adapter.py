@@ -159,11 +159,11 @@ class CompanionCog(commands.Cog):
         """An edited message changes what the conversation remembers; it is not answered again."""
         if "content" not in payload.data or payload.message.author.bot:
             return  # embeds resolving, pins and the like change no words
-        self.companion.message_edited(source_of(payload.message_id), self._text_of(payload.message))
+        await self.companion.message_edited(source_of(payload.message_id), self._text_of(payload.message))
 
     @commands.Cog.listener()
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
-        self.companion.message_deleted(source_of(payload.message_id))
+        await self.companion.message_deleted(source_of(payload.message_id))
 
     def _addressed(self, message: discord.Message) -> bool:
         """Whether a server message is meant for the bot: it mentions it or replies to it."""

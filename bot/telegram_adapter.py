@@ -374,7 +374,7 @@ class TelegramAdapter:
         """An edited message changes what the conversation remembers; it is not answered again."""
         message = update.edited_message
         assert message is not None
-        self._companion.message_edited(_source_of(message), self._words_of(message, context.bot))
+        await self._companion.message_edited(_source_of(message), self._words_of(message, context.bot))
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         error = context.error

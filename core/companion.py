@@ -8,10 +8,19 @@ import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
 from knowledge.records import MemoryRecord, Scope, ScoredMemory
-from knowledge.retrieval import FORGETTABLE, memories_about, rank_for_prompt
+from knowledge.retrieval import (
+    FORGETTABLE,
+    SearchResults,
+    memories_about,
+    messages_about,
+    rank_for_prompt,
+    search_scope,
+)
 from knowledge.store import KnowledgeBase
+from knowledge.working_memory import StoredMessage
 from personas.loader import Persona, PersonaError, PersonaRegistry
 
 from .clock import Clock
@@ -51,6 +60,7 @@ class Companion:
         *,
         personas: PersonaRegistry,
         knowledge: KnowledgeBase,
+        history: ConversationHistory,
         responses: ResponseHandler,
         lifecycle: MemoryLifecycle,
         journal: Journal,
@@ -59,6 +69,7 @@ class Companion:
         rate_limiter: RateLimiter | None = None,
     ) -> None:
         self.personas = personas
+        self.history = history
         self.knowledge = knowledge
         self.responses = responses
         self.lifecycle = lifecycle
@@ -131,8 +142,8 @@ class Companion:
         )
         self.lifecycle.turn_finished(scope, turn)
 
-    def message_edited(self, source_id: str, text: str) -> bool:
-        """A message was edited on its platform: the conversation remembers the new wording from now on.
+    async def message_edited(self, source_id: str, text: str) -> bool:
+        """A message was edited on its platform: the conversation and its history keep the new wording.
 
         Nothing is re-answered (the reply stays as it was), and memories already drawn from the old
         wording stay until corrected or forgotten. Whether the message was one we keep is returned.
@@ -140,11 +151,11 @@ class Companion:
         text = text.strip()
         if not text or len(text) > MAX_MESSAGE_CHARS:
             return False  # the stored wording stays; nothing said is lost
-        return self.responses.working_memory.edit(source_id, text) > 0
+        return await asyncio.to_thread(self.history.edit, source_id, text) is not None
 
-    def message_deleted(self, source_id: str) -> bool:
-        """A message was deleted on its platform: it leaves the conversation here too."""
-        return self.responses.working_memory.delete(source_id) > 0
+    async def message_deleted(self, source_id: str) -> bool:
+        """A message was deleted on its platform: it leaves the conversation and its history here too."""
+        return await asyncio.to_thread(self.history.delete, source_id)
 
     def greeting(self, persona_id: str | None = None, user_name: str | None = None) -> str:
         """One of the persona's greetings, macros filled for `user_name`."""
@@ -165,24 +176,32 @@ class Companion:
         """`/memory`: what the companion remembers about this user, most important first."""
         return await asyncio.to_thread(self.knowledge.list, scope, categories=["core", "fact", "episode"])
 
+    async def search(self, scope: Scope, query: str, *, limit: int = 10) -> SearchResults:
+        """Search what is remembered about this user: memories and past messages, each best first."""
+        return await asyncio.to_thread(search_scope, self.knowledge, self.history, scope, query, limit=limit)
+
     async def search_memories(self, scope: Scope, query: str, *, limit: int = 10) -> list[ScoredMemory]:
-        """The memories of this scope that a message like `query` would recall, best first."""
+        """The memories of this scope that a message like `query` would recall, in prompt order."""
         hits = await asyncio.to_thread(self.knowledge.search, scope, query, limit=limit, categories=FORGETTABLE)
         return rank_for_prompt(hits, self.clock.now())
 
-    async def memories_about(self, scope: Scope, what: str) -> list[MemoryRecord]:
-        """`/forget <what>`, first step: the memories it would delete, to show before asking."""
-        return await asyncio.to_thread(memories_about, self.knowledge, scope, what)
+    async def memories_about(self, scope: Scope, what: str) -> list[MemoryRecord | StoredMessage]:
+        """`/forget <what>`, first step: the memories and past messages it would delete, to show before asking."""
+        memories: list[MemoryRecord | StoredMessage] = []
+        memories += await asyncio.to_thread(memories_about, self.knowledge, scope, what)
+        memories += await asyncio.to_thread(messages_about, self.history, scope, what)
+        return memories
 
     async def forget_memories(self, scope: Scope, ids: list[str], *, actor: str = "user") -> int:
-        """`/forget <what>`, once confirmed: delete these memories of this scope (others' ids do nothing)."""
-        return await asyncio.to_thread(self.editor.forget, scope, ids, actor=actor)
+        """`/forget <what>`, once confirmed: delete these memories and messages of this scope (others' ids: nothing)."""
+        memories = await asyncio.to_thread(self.editor.forget, scope, ids, actor=actor)
+        return memories + await asyncio.to_thread(self.history.forget_messages, scope, ids)
 
     async def forget_everything(self, scope: Scope) -> ForgetReport:
-        """`/forget`: delete every memory, message, history row and pending job of this scope, for real."""
+        """`/forget`: delete every memory, message (and its index), history row and pending job of this scope."""
         await self.tasks.discard(scope)  # queued work must not re-add what we are about to delete
         memories = await asyncio.to_thread(self.knowledge.forget_all, scope)
-        messages = self.responses.working_memory.forget(scope)
+        messages = await asyncio.to_thread(self.history.forget, scope)
         journal_rows = self.journal.forget(scope)
         log.info("forgot %d memories, %d messages and %d journal rows of one scope", memories, messages, journal_rows)
         return ForgetReport(memories=memories, messages=messages, journal_rows=journal_rows)

@@ -18,9 +18,10 @@ from typing import Literal
 
 from knowledge import decay
 from knowledge.decay import MemoryPolicy, PolicyFor
+from knowledge.history import ConversationHistory
 from knowledge.journal import DeadLetter, Journal
 from knowledge.records import MemoryRecord, ReviewKind, Scope
-from knowledge.retrieval import DEFAULT_FORGET_SIMILARITY, memories_about
+from knowledge.retrieval import DEFAULT_FORGET_SIMILARITY, memories_about, messages_about
 from knowledge.store import KnowledgeBase
 from personas.loader import ModelChoice, Persona
 
@@ -256,8 +257,11 @@ class KnowledgeMonitor:
         max_ops: int = 10,
         duplicate_similarity: float = 0.93,
         forget_similarity: float = DEFAULT_FORGET_SIMILARITY,
+        history: ConversationHistory | None = None,
     ) -> None:
+        """`history`: when given, "forget …" also forgets the past messages that mention it."""
         self._llm = llm
+        self._history = history
         self._knowledge = knowledge
         self._journal = journal
         self._clock = clock
@@ -345,7 +349,9 @@ class KnowledgeMonitor:
         report.applied.append(Add(what))
 
     def _forget(self, scope: Scope, phrase: str, report: MonitorReport) -> int:
-        """Delete the memories close in meaning to `phrase` or mentioning it; returns how many."""
+        """Delete the memories close in meaning to `phrase` or mentioning it, and the messages mentioning it.
+
+        Returns how many memories went."""
         doomed = memories_about(self._knowledge, scope, phrase, min_similarity=self.forget_similarity)
         for record in doomed:
             # the history says that something was forgotten, never what: that is the point of forgetting
@@ -355,6 +361,9 @@ class KnowledgeMonitor:
             )
             self._knowledge.delete(scope, [record.id])
             report.applied.append(Delete(record.id))
+        if self._history is not None:
+            mentioning = messages_about(self._history, scope, phrase)
+            self._history.forget_messages(scope, [message.id for message in mentioning])
         return len(doomed)
 
     def _duplicate_of(self, scope: Scope, content: str, shown: Sequence[MemoryRecord] = ()) -> MemoryRecord | None:

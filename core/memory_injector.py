@@ -23,12 +23,14 @@ from .llm import MESSAGE_OVERHEAD_TOKENS, count_message_tokens, count_tokens
 from .types import ChatMessage
 
 # Recent messages outrank retrieved memories: a reply that loses the thread is worse than one
-# that forgets an old fact. Older messages rank below the memories.
+# that forgets an old fact. Past messages found in the history come next, older messages last.
 RECENT_MESSAGES_FIRST = 4
 _ORIGINAL_MACRO = re.compile(r"\{\{original\}\}", re.IGNORECASE)
 # Lore may take at most this share of the prompt, whatever its book allows: memories and the
 # conversation need room too.
 LORE_SHARE = 0.25
+# A past message is quoted, not replayed: a long one is cut here (it is one whole item in the budget).
+EXCERPT_CHARS = 300
 
 
 class MessageTooLongError(UserFacingError):
@@ -60,12 +62,23 @@ class Prompt:
 @dataclass(frozen=True, slots=True)
 class _Item:
     memory: MemoryRecord | None = None
-    message: StoredMessage | None = None
+    message: StoredMessage | None = None  # a message of the current conversation
+    excerpt: StoredMessage | None = None  # a past message found in the history
 
     @property
     def line(self) -> str:
+        if self.excerpt is not None:
+            return excerpt_line(self.excerpt)
         assert self.memory is not None
         return f"- {self.memory.content}"
+
+
+def excerpt_line(message: StoredMessage) -> str:
+    """How a past message is quoted in the prompt: when, who, what (cut if long)."""
+    content = " ".join(message.content.split())
+    if len(content) > EXCERPT_CHARS:
+        content = content[:EXCERPT_CHARS] + "…"
+    return f"- [{message.sent_at:%Y-%m-%d %H:%M}] {message.speaker_name}: {content}"
 
 
 def _examples(persona: Persona, fill: Callable[[str], str], title: str) -> str:
@@ -125,12 +138,14 @@ class MemoryInjector:
         window: Sequence[StoredMessage],
         always: Sequence[MemoryRecord],
         retrieved: Sequence[MemoryRecord],
+        excerpts: Sequence[StoredMessage] = (),
         group: bool = False,
     ) -> Prompt:
         """The prompt for replying to the last message of `window`.
 
         `always` are system and core memories (highest rank first), `retrieved` the facts and
-        episodes found for this message, best first.
+        episodes found for this message, best first, `excerpts` past messages found for it that
+        those memories do not cover, best first.
         """
         if not window:
             raise ValueError("the window must end with the message being answered")
@@ -149,7 +164,7 @@ class MemoryInjector:
                 "Could you send it in shorter parts?"
             )
         title = persona.title_for(speaker)
-        ranked = self._ranked(always, retrieved, history)
+        ranked = self._ranked(always, retrieved, excerpts, history)
         chosen = self._fit(ranked, self.budget.prompt_tokens - fixed, persona, group)
         while True:
             prompt = self._assemble(base, closing, chosen, current_message, title, persona, group, ranked, history)
@@ -170,7 +185,10 @@ class MemoryInjector:
 
     @staticmethod
     def _ranked(
-        always: Sequence[MemoryRecord], retrieved: Sequence[MemoryRecord], history: Sequence[StoredMessage]
+        always: Sequence[MemoryRecord],
+        retrieved: Sequence[MemoryRecord],
+        excerpts: Sequence[StoredMessage],
+        history: Sequence[StoredMessage],
     ) -> list[_Item]:
         newest_first = [_Item(message=message) for message in reversed(history)]
         always_ids = {memory.id for memory in always}
@@ -178,18 +196,19 @@ class MemoryInjector:
             *(_Item(memory=memory) for memory in always),
             *newest_first[:RECENT_MESSAGES_FIRST],
             *(_Item(memory=memory) for memory in retrieved if memory.id not in always_ids),
+            *(_Item(excerpt=message) for message in excerpts),
             *newest_first[RECENT_MESSAGES_FIRST:],
         ]
 
     def _item_tokens(self, item: _Item, persona: Persona, group: bool) -> int:
-        if item.memory is not None:
+        if item.message is None:
             return count_tokens(item.line) + 1  # + the line break
         assert item.message is not None
         return count_message_tokens(self._chat_message(item.message, persona, group))
 
     def _fit(self, ranked: list[_Item], room: int, persona: Persona, group: bool) -> list[_Item]:
         # Section headers cost a little; reserve them up front.
-        room -= 2 * count_tokens("\n\n## What you remember about them\n")
+        room -= 3 * count_tokens("\n\n## What you remember about them\n")
         chosen: list[_Item] = []
         for item in ranked:
             cost = self._item_tokens(item, persona, group)
@@ -220,6 +239,9 @@ class MemoryInjector:
             system += f"\n\n## What you remember about {title} and yourself\n" + "\n".join(known)
         if relevant:
             system += "\n\n## What you remember that may matter now\n" + "\n".join(relevant)
+        quoted = [item.line for item in chosen if item.excerpt is not None]
+        if quoted:
+            system += "\n\n## Earlier messages that may matter now\n" + "\n".join(quoted)
         if closing:
             system += f"\n\n{closing}"
         kept_history = [message for message in history if message.id in messages]

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from datetime import timedelta
 
+from knowledge.history import ConversationHistory
 from knowledge.journal import Job
 from knowledge.memory_manager import DecayReport, MemoryManager
 from knowledge.records import ReviewKind, Scope
@@ -44,11 +45,13 @@ class MemoryLifecycle:
         reviewer: MemoryReviewer,
         memory_manager: MemoryManager,
         working_memory: WorkingMemory,
+        history: ConversationHistory,
         persona: Callable[[str], Persona],
         clock: Clock,
         idle_timeout: timedelta = timedelta(minutes=30),
     ) -> None:
         self.tasks = tasks
+        self._history = history
         self._monitor = monitor
         self._summarizer = summarizer
         self._reviewer = reviewer
@@ -64,7 +67,7 @@ class MemoryLifecycle:
     # -- events ------------------------------------------------------------------------------
 
     def turn_finished(self, scope: Scope, turn: Turn) -> None:
-        """After a reply was delivered: let the monitor look at the turn, and summarise overflow."""
+        """After a reply was delivered: index its messages, let the monitor look at the turn, summarise overflow."""
         self.tasks.submit(MONITOR_JOB, scope, {"turn": asdict(turn)})
         if self._working_memory.archived(scope.persona_id, turn.conversation_id):
             self.conversation_overflowed(scope, turn.conversation_id)
@@ -96,17 +99,28 @@ class MemoryLifecycle:
         return report
 
     async def summarize_idle(self) -> int:
-        """Close and summarise conversations quiet for longer than the idle timeout."""
+        """Close and summarise conversations quiet for longer than the idle timeout.
+
+        The same pass catches up the history index, for messages stored before a restart or while no
+        reply could be given (every turn indexes its own messages).
+        """
         idle = self._working_memory.idle_conversations(before=self._clock.now() - self.idle_timeout)
         for persona_id, conversation_id in idle:
             last = self._working_memory.window(persona_id, conversation_id)[-1]
             self._working_memory.close_window(persona_id, conversation_id)
             self.conversation_overflowed(Scope(persona_id, last.user_id), conversation_id)
+        await self.index_history()
         return len(idle)
+
+    async def index_history(self) -> int:
+        """Index the messages stored since the last time; returns how many."""
+        return await asyncio.to_thread(self._history.index_pending)
 
     # -- job handlers --------------------------------------------------------------------------
 
     async def _run_monitor(self, job: Job) -> None:
+        # The turn's messages become searchable history first; catching up is idempotent: a retry costs nothing.
+        await self.index_history()
         report = await self._monitor.review_turn(
             self._persona(job.scope.persona_id), job.scope, Turn(**_as_turn_fields(job.payload["turn"]))
         )

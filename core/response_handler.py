@@ -11,6 +11,7 @@ import logging
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 
+from knowledge.history import ConversationHistory
 from knowledge.records import MemoryRecord, Scope
 from knowledge.retrieval import rank_for_prompt
 from knowledge.store import KnowledgeBase
@@ -65,17 +66,22 @@ class ResponseHandler:
         *,
         working_memory: WorkingMemory,
         knowledge: KnowledgeBase,
+        history: ConversationHistory,
         llm: LLMClient,
         injector: MemoryInjector,
         clock: Clock,
         retrieval_limit: int = 8,
+        excerpt_limit: int = 3,
     ) -> None:
+        """`excerpt_limit`: past messages from `history` quoted at most, when memories do not cover them."""
         self.working_memory = working_memory
         self._knowledge = knowledge
         self._llm = llm
         self._injector = injector
         self._clock = clock
         self._retrieval_limit = retrieval_limit
+        self._history = history
+        self._excerpt_limit = excerpt_limit
 
     async def reply(self, persona: Persona, scope: Scope, message: IncomingMessage, *, group: bool) -> TurnResult:
         """Store the message, build the prompt, and return the streamed reply."""
@@ -89,10 +95,13 @@ class ResponseHandler:
             sent_at=message.sent_at,
             source_id=message.source_id,
         )
-        always, retrieved = await self._recall(persona, scope, message.text)
         window = self.working_memory.window(persona.id, message.conversation_id)
+        always, retrieved = await self._recall(persona, scope, message.text)
+        excerpts = await self._excerpts(scope, message.text, window, [*always, *retrieved])
         try:
-            prompt = self._injector.build(persona, window=window, always=always, retrieved=retrieved, group=group)
+            prompt = self._injector.build(
+                persona, window=window, always=always, retrieved=retrieved, excerpts=excerpts, group=group
+            )
         except MessageTooLongError as error:
             return TurnResult(message.conversation_id, reply=str(error), notice=str(error), completed=False)
         result = TurnResult(message.conversation_id, reply="")
@@ -122,6 +131,24 @@ class ResponseHandler:
             return system_records(persona), []
         ranked = rank_for_prompt(hits, self._clock.now())
         return system_records(persona) + core, [hit.record for hit in ranked]
+
+    async def _excerpts(
+        self, scope: Scope, text: str, window: list[StoredMessage], memories: list[MemoryRecord]
+    ) -> list[StoredMessage]:
+        """Past messages relevant to `text` that the prompt does not already cover: neither in the window
+        nor the source of a memory shown (an episode or fact made from them)."""
+        if self._excerpt_limit <= 0:
+            return []
+        covered = {message.id for message in window}
+        covered.update(message_id for memory in memories for message_id in memory.message_ids)
+        try:
+            hits = await asyncio.to_thread(
+                self._history.search, scope, text[:MAX_QUERY_CHARS], limit=self._excerpt_limit, exclude=covered
+            )
+        except Exception:  # a broken history must not cost the user their reply
+            log.exception("history search failed for %s; replying without past messages", scope)
+            return []
+        return [hit.message for hit in hits]
 
     async def _stream(
         self, persona: Persona, scope: Scope, stored: StoredMessage, prompt: Prompt, result: TurnResult

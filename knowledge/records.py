@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, get_args
 
@@ -90,8 +90,8 @@ class MemoryRecord:
 
 @dataclass(frozen=True, slots=True)
 class ScoredMemory:
-    """A search hit: the record and how well it matched (higher is better, 0..1)."""
+    """A search hit: the record, how close it is in meaning and how relevant overall (higher is better)."""
 
     record: MemoryRecord
-    similarity: float
-    extra: dict[str, float] = field(default_factory=dict)
+    similarity: float  # cosine similarity of the embeddings: what duplicate and "about" thresholds compare
+    relevance: float = 0.0  # the hybrid engine's fused score, 0..1 relative to the other hits: hits come in its order

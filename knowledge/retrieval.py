@@ -1,4 +1,5 @@
-"""Ranking retrieved memories for a prompt: relevance, importance and recency together."""
+"""Retrieval on top of the hybrid engine: ranking memories for a prompt (relevance, importance and
+recency together), one search over memories and history, and what `/forget <what>` matches."""
 
 from __future__ import annotations
 
@@ -7,15 +8,17 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from .history import ConversationHistory, HistoryHit
 from .records import Category, MemoryRecord, Scope, ScoredMemory
 from .store import KnowledgeBase
+from .working_memory import StoredMessage
 
 
 @dataclass(frozen=True, slots=True)
 class RankingWeights:
     """How much each signal counts; the three weights add up to 1."""
 
-    similarity: float = 0.6
+    relevance: float = 0.6
     importance: float = 0.25
     recency: float = 0.15
     recency_half_life_days: float = 14.0
@@ -28,8 +31,8 @@ def rank_score(hit: ScoredMemory, now: datetime, weights: RankingWeights = Ranki
     importance = min(max(record.importance, 0.0) / weights.importance_ceiling, 1.0)
     age_days = max((now - record.last_access).total_seconds(), 0.0) / 86400
     recency = math.exp(-math.log(2) * age_days / weights.recency_half_life_days)
-    similarity = min(max(hit.similarity, 0.0), 1.0)
-    return weights.similarity * similarity + weights.importance * importance + weights.recency * recency
+    relevance = min(max(hit.relevance, 0.0), 1.0)
+    return weights.relevance * relevance + weights.importance * importance + weights.recency * recency
 
 
 def rank_for_prompt(
@@ -37,6 +40,22 @@ def rank_for_prompt(
 ) -> list[ScoredMemory]:
     """Hits ordered by `rank_score`, best first."""
     return sorted(hits, key=lambda hit: rank_score(hit, now, weights), reverse=True)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResults:
+    """What a search of one scope found: memories and past messages, each best first."""
+
+    memories: list[ScoredMemory]
+    messages: list[HistoryHit]
+
+
+def search_scope(
+    knowledge: KnowledgeBase, history: ConversationHistory | None, scope: Scope, query: str, *, limit: int = 10
+) -> SearchResults:
+    """Search everything remembered about `scope`, memories (every category) and past messages alike."""
+    messages = [] if history is None else history.search(scope, query, limit=limit)
+    return SearchResults(knowledge.search(scope, query, limit=limit), messages)
 
 
 # With multilingual-e5-small a short phrase scores up to ~0.87 against unrelated memories ("忘掉前男友":
@@ -49,15 +68,26 @@ FORGETTABLE: tuple[Category, ...] = ("fact", "core", "episode")
 def memories_about(
     knowledge: KnowledgeBase, scope: Scope, phrase: str, *, min_similarity: float = DEFAULT_FORGET_SIMILARITY
 ) -> list[MemoryRecord]:
-    """The memories of `scope` that are about `phrase`: very close in meaning, or mentioning it (for `/forget <what>`)."""
+    """The memories of `scope` about `phrase`: very close in meaning, or mentioning it (for `/forget <what>`)."""
     hits = knowledge.search(scope, phrase, limit=20, categories=FORGETTABLE)
     found = {hit.record.id: hit.record for hit in hits if hit.similarity >= min_similarity}
-    core = _FIRST_PERSON.sub("", phrase).strip()  # "my ex Tom" is stored as "…her ex Tom"
-    phrases = {phrase, core} if len(core) >= 2 else {phrase}
+    phrases = _forms(phrase)
     for record in knowledge.list(scope, categories=FORGETTABLE):
         if any(mentions(record.content, each) for each in phrases):
             found[record.id] = record
     return list(found.values())
+
+
+def messages_about(history: ConversationHistory, scope: Scope, phrase: str) -> list[StoredMessage]:
+    """The past messages of `scope` that mention `phrase` (for `/forget <what>`), oldest first."""
+    phrases = _forms(phrase)
+    return [message for message in history.messages(scope) if any(mentions(message.content, each) for each in phrases)]
+
+
+def _forms(phrase: str) -> set[str]:
+    """The phrase as typed, and without a leading "my"/"我的" ("my ex Tom" is stored as "…her ex Tom")."""
+    core = _FIRST_PERSON.sub("", phrase).strip()
+    return {phrase, core} if len(core) >= 2 else {phrase}
 
 
 def mentions(content: str, phrase: str) -> bool:

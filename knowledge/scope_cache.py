@@ -1,10 +1,11 @@
-"""In-process snapshots of recently used scopes, so a chat turn's search costs a matrix product.
+"""In-process snapshots of recently used scopes, so a chat turn's search costs a few array operations.
 
 chromadb stays the durable store; its filtered vector query costs tens of milliseconds once a
-scope holds thousands of memories, while an exact cosine search over a scope's vectors in numpy
-takes about one. A snapshot is loaded from the store on first use and kept in step by every
-write that goes through the same `ChromaKnowledgeBase`. Only an embedded store may be cached: a
-Chroma server is shared with other processes whose writes a snapshot would not see.
+scope holds thousands of memories, while the hybrid search of `search_index.py` over a scope's
+vectors and BM25 postings in numpy takes a few. A snapshot is loaded from the store on first use
+and kept in step by every write that goes through the same `ChromaKnowledgeBase`. Only an embedded
+store may be cached: a Chroma server is shared with other processes whose writes a snapshot would
+not see. The conversation history keeps its per-scope indexes in a `ScopeCache` too.
 
 A snapshot holds records as stored (with their base importance); the store brings each one up to
 the moment of the read, so snapshots never go stale as the days pass.
@@ -15,29 +16,27 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 
+from .lexical import terms_of
 from .records import CATEGORIES, Category, MemoryRecord, Scope, ScoredMemory
+from .search_index import Query, SearchIndex
 
 
 _CODE = {category: code for code, category in enumerate(CATEGORIES)}
 
 
 class ScopeSnapshot:
-    """The records and unit vectors of one scope, in a growable matrix."""
+    """The records of one scope in a `SearchIndex`, grouped by category."""
 
-    def __init__(self, records: Sequence[MemoryRecord], vectors: np.ndarray) -> None:
+    def __init__(self, records: Sequence[MemoryRecord], vectors: np.ndarray, dim: int) -> None:
         self._lock = threading.Lock()
-        self._records: list[MemoryRecord] = list(records)
-        self._row = {record.id: index for index, record in enumerate(self._records)}
-        capacity = max(16, len(self._records) * 2)
-        self._vectors = np.zeros((capacity, vectors.shape[1] if vectors.size else 0), dtype=np.float32)
-        # Category codes beside the vectors, so filtering a search costs no Python loop.
-        self._codes = np.zeros(capacity, dtype=np.int8)
-        if vectors.size:
-            self._vectors[: len(self._records)] = vectors
-            self._codes[: len(self._records)] = [_CODE[record.category] for record in self._records]
+        self._records: dict[str, MemoryRecord] = {}
+        self._index = SearchIndex(dim)
+        for record, vector in zip(records, vectors):
+            self._put(record, vector)
 
     @property
     def size(self) -> int:
@@ -47,85 +46,58 @@ class ScopeSnapshot:
         """Every record, or those of some categories."""
         with self._lock:
             if categories is None:
-                return list(self._records)
+                return list(self._records.values())
             wanted = set(categories)
-            return [record for record in self._records if record.category in wanted]
+            return [record for record in self._records.values() if record.category in wanted]
 
-    def search(
-        self, query: np.ndarray, limit: int, categories: Iterable[Category] | None = None
-    ) -> list[ScoredMemory]:
-        """Exact cosine search, best first."""
+    def search(self, query: Query, limit: int, categories: Iterable[Category] | None = None) -> list[ScoredMemory]:
+        """The most relevant records by fused dense and lexical score, best first."""
+        groups = None if categories is None else [_CODE[category] for category in categories]
         with self._lock:
-            count = len(self._records)
-            if count == 0:
-                return []
-            scores = self._vectors[:count] @ query.astype(np.float32)
-            if categories is not None:
-                wanted = [_CODE[category] for category in categories]
-                scores = np.where(np.isin(self._codes[:count], wanted), scores, -np.inf)
-            top = min(limit, count)
-            best = np.argpartition(-scores, top - 1)[:top]
-            best = best[np.argsort(-scores[best])]
             return [
-                ScoredMemory(self._records[index], similarity=float(scores[index]))
-                for index in best
-                if np.isfinite(scores[index])
+                ScoredMemory(self._records[match.key], similarity=match.similarity, relevance=match.relevance)
+                for match in self._index.search(query, limit, groups)
             ]
 
     def put(self, record: MemoryRecord, vector: np.ndarray | None) -> None:
         """Add a record or replace one (keeping its vector unless a new one is given)."""
         with self._lock:
-            index = self._row.get(record.id)
-            if index is not None:
-                self._records[index] = record
-                self._codes[index] = _CODE[record.category]
-                if vector is not None:
-                    self._vectors[index] = vector
-                return
-            if vector is None:
-                raise ValueError("a new record needs its vector")
-            if self._vectors.shape[1] == 0:
-                self._vectors = np.zeros((len(self._codes), vector.shape[0]), dtype=np.float32)
-            if len(self._records) == len(self._vectors):
-                self._vectors = np.concatenate([self._vectors, np.zeros_like(self._vectors)])
-                self._codes = np.concatenate([self._codes, np.zeros_like(self._codes)])
-            self._row[record.id] = len(self._records)
-            self._vectors[len(self._records)] = vector
-            self._codes[len(self._records)] = _CODE[record.category]
-            self._records.append(record)
+            self._put(record, vector)
 
     def remove(self, ids: Iterable[str]) -> None:
-        """Drop records by id (moving the last row into each hole)."""
+        """Drop records by id."""
         with self._lock:
-            for memory_id in ids:
-                index = self._row.pop(memory_id, None)
-                if index is None:
-                    continue
-                last = len(self._records) - 1
-                if index != last:
-                    moved = self._records[last]
-                    self._records[index] = moved
-                    self._vectors[index] = self._vectors[last]
-                    self._codes[index] = self._codes[last]
-                    self._row[moved.id] = index
-                self._records.pop()
+            wanted = [memory_id for memory_id in ids if self._records.pop(memory_id, None) is not None]
+            self._index.remove(wanted)
+
+    def _put(self, record: MemoryRecord, vector: np.ndarray | None) -> None:
+        known = self._records.get(record.id)
+        # A metadata change keeps the BM25 document; only new content is tokenized again.
+        terms = None if known is not None and known.content == record.content else terms_of(record.content)
+        self._index.put(record.id, vector=vector, terms=terms, group=_CODE[record.category])
+        self._records[record.id] = record
 
 
-Loader = Callable[[Scope], tuple[list[MemoryRecord], np.ndarray]]
+class Sized(Protocol):
+    @property
+    def size(self) -> int: ...
 
 
-class ScopeCache:
-    """The most recently used scopes' snapshots, bounded by the number of vectors held."""
+S = TypeVar("S", bound=Sized)
 
-    def __init__(self, load: Loader, *, max_vectors: int = 500_000) -> None:
+
+class ScopeCache(Generic[S]):
+    """The most recently used scopes' snapshots, bounded by the number of items held."""
+
+    def __init__(self, load: Callable[[Scope], S], *, max_vectors: int = 500_000) -> None:
         self._load = load
         self._max_vectors = max_vectors
-        self._snapshots: OrderedDict[Scope, ScopeSnapshot] = OrderedDict()
+        self._snapshots: OrderedDict[Scope, S] = OrderedDict()
         self._writes: dict[Scope, int] = {}  # a load that overlapped a write is not kept
         self._epoch = 0  # bumped when every snapshot is dropped
         self._lock = threading.Lock()
 
-    def get(self, scope: Scope) -> ScopeSnapshot:
+    def get(self, scope: Scope) -> S:
         """The scope's snapshot, loading it from the store if it is not held."""
         with self._lock:
             snapshot = self._snapshots.get(scope)
@@ -133,7 +105,7 @@ class ScopeCache:
                 self._snapshots.move_to_end(scope)
                 return snapshot
             before = (self._epoch, self._writes.get(scope, 0))
-        snapshot = ScopeSnapshot(*self._load(scope))
+        snapshot = self._load(scope)
         with self._lock:
             if (self._epoch, self._writes.get(scope, 0)) != before:
                 return snapshot  # possibly missing that write: use it once, load afresh next time
@@ -142,7 +114,7 @@ class ScopeCache:
             self._evict()
         return snapshot
 
-    def writing(self, scope: Scope) -> ScopeSnapshot | None:
+    def writing(self, scope: Scope) -> S | None:
         """Note a write to `scope` (call after it reached the store); returns the snapshot to update, if held."""
         with self._lock:
             self._writes[scope] = self._writes.get(scope, 0) + 1

@@ -16,12 +16,15 @@ from chromadb.config import Settings as ChromaSettings
 
 from .decay import MemoryPolicy, PolicyFor, base_of, current_importance, default_policy, next_due
 from .embedding import Embedder
-from .scope_cache import ScopeCache, ScopeSnapshot
 from .records import CATEGORIES, Category, MemoryRecord, ReviewKind, Scope, ScoredMemory, Source, new_memory_id
+from .scope_cache import ScopeCache, ScopeSnapshot
+from .search_index import QueryEncoder
 
 log = logging.getLogger(__name__)
 
 COLLECTION = "memories"
+# Without snapshots (a shared Chroma server) the hybrid search ranks chromadb's closest memories by meaning.
+SERVER_CANDIDATES = 50
 MAINTENANCE_PAGE = 5000  # records per chromadb call in maintenance passes; embedded chromadb caps a batch at 5,461
 NEVER_DUE = 1e15  # the `due_at` of a memory the decay pass never has to act on (about 31 million years away)
 Now = Callable[[], datetime]
@@ -184,9 +187,12 @@ class ChromaKnowledgeBase:
         now: Now,
         policy_for: PolicyFor = default_policy,
         cache_scopes: bool = True,
+        queries: QueryEncoder | None = None,
     ) -> None:
-        """`cache_scopes`: answer searches from in-process snapshots (only for a store no other process writes)."""
+        """`cache_scopes`: answer searches from in-process snapshots (only for a store no other process writes).
+        `queries`: the query encoder shared with the conversation history, so one message is embedded once."""
         self._embedder = embedder
+        self._queries = queries or QueryEncoder(embedder)
         self._now = now
         self.policy_for = policy_for
         self._cache = ScopeCache(self._load_scope) if cache_scopes else None
@@ -248,25 +254,24 @@ class ChromaKnowledgeBase:
     def search(
         self, scope: Scope, query: str, *, limit: int = 10, categories: Iterable[Category] | None = None
     ) -> list[ScoredMemory]:
-        """The memories of `scope` closest in meaning to `query`, best first."""
+        """The memories of `scope` most relevant to `query` (meaning and words together), best first."""
         if not query.strip() or limit <= 0:
             return []
-        query_vector = self._embedder.embed_queries([query])
+        prepared = self._queries.encode(query)
+        wanted = None if categories is None else _known(categories)
         if self._cache is not None:
-            wanted = None if categories is None else _known(categories)
-            hits = self._cache.get(scope).search(query_vector[0], limit, wanted)
+            snapshot = self._cache.get(scope)
         else:
             result = self._collection.query(
-                query_embeddings=query_vector,
-                n_results=limit,
-                where=_scope_filter(scope, categories),
-                include=["documents", "metadatas", "distances"],
+                query_embeddings=[prepared.vector],
+                n_results=max(limit * 5, SERVER_CANDIDATES),
+                where=_scope_filter(scope, wanted),
+                include=["documents", "metadatas", "embeddings"],
             )
-            found = zip(result["ids"][0], result["documents"][0], result["metadatas"][0], result["distances"][0])
-            hits = [
-                ScoredMemory(_record(memory_id, content, meta), similarity=1.0 - float(distance))
-                for memory_id, content, meta, distance in found
-            ]
+            found = zip(result["ids"][0], result["documents"][0], result["metadatas"][0])
+            records = [_record(memory_id, content, meta) for memory_id, content, meta in found]
+            snapshot = ScopeSnapshot(records, np.asarray(result["embeddings"][0]), self._embedder.dim)
+        hits = snapshot.search(prepared, limit, wanted)
         current = self._current(hit.record for hit in hits)
         return [replace(hit, record=record) for hit, record in zip(hits, current)]
 
@@ -374,11 +379,9 @@ class ChromaKnowledgeBase:
     def _written(self, scope: Scope) -> ScopeSnapshot | None:
         return self._cache.writing(scope) if self._cache is not None else None
 
-    def _load_scope(self, scope: Scope) -> tuple[list[MemoryRecord], np.ndarray]:
+    def _load_scope(self, scope: Scope) -> ScopeSnapshot:
         result = self._collection.get(where=_scope_filter(scope), include=["documents", "metadatas", "embeddings"])
-        records = _records_of(result)
-        vectors = np.asarray(result["embeddings"] if records else np.zeros((0, 0)), dtype=np.float32)
-        return records, vectors
+        return ScopeSnapshot(_records_of(result), np.asarray(result["embeddings"]), self._embedder.dim)
 
     def _drop_snapshots(self) -> None:
         # Maintenance wrote to many scopes directly; reload them on next use.

@@ -9,6 +9,7 @@ episode (then `summarized`), and `/forget` is the only thing that removes them.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -171,18 +172,45 @@ class WorkingMemory:
         )
         return [(persona_id, conversation_id) for persona_id, conversation_id in rows]
 
-    def edit(self, source_id: str, content: str) -> int:
-        """The person edited a message on their platform: keep the new text (any state; 0 if unknown)."""
+    def by_source(self, source_id: str) -> StoredMessage | None:
+        """The message a person sent with this platform message id, if it is stored."""
+        found = self._select("source_id = ? AND role = 'user'", (source_id,))
+        return found[0] if found else None
+
+    def edit(self, source_id: str, content: str) -> StoredMessage | None:
+        """The person edited a message on their platform: keep the new text (any state); None if unknown."""
+        with self._db.transaction() as db:
+            db.execute("UPDATE messages SET content = ? WHERE source_id = ? AND role = 'user'", (content, source_id))
+        return self.by_source(source_id)
+
+    def messages_of(self, scope: Scope) -> list[StoredMessage]:
+        """Every stored message of the scope, in every state and conversation, oldest first."""
+        return self._select("persona_id = ? AND user_id = ?", (scope.persona_id, scope.user_id))
+
+    def messages_after(self, seq: int, limit: int) -> list[tuple[int, StoredMessage]]:
+        """Up to `limit` messages of any scope stored after position `seq`, with their positions, oldest first."""
+        rows = self._db.query(
+            f"SELECT seq, {_COLUMNS} FROM messages WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
+        )
+        return [(row[0], _message(row[1:])) for row in rows]
+
+    def existing(self, ids: Iterable[str]) -> set[str]:
+        """Which of these message ids are still stored."""
+        wanted = list(ids)
+        marks = ",".join("?" * len(wanted))
+        return {row[0] for row in self._db.query(f"SELECT id FROM messages WHERE id IN ({marks})", wanted)}
+
+    def forget_messages(self, scope: Scope, ids: Iterable[str]) -> int:
+        """Delete the scope's messages with these ids (ids of other scopes do nothing)."""
+        wanted = list(ids)
+        if not wanted:
+            return 0
+        marks = ",".join("?" * len(wanted))
         with self._db.transaction() as db:
             cursor = db.execute(
-                "UPDATE messages SET content = ? WHERE source_id = ? AND role = 'user'", (content, source_id)
+                f"DELETE FROM messages WHERE persona_id = ? AND user_id = ? AND id IN ({marks})",
+                (scope.persona_id, scope.user_id, *wanted),
             )
-        return cursor.rowcount
-
-    def delete(self, source_id: str) -> int:
-        """The person deleted a message on their platform: delete it here too (0 if unknown)."""
-        with self._db.transaction() as db:
-            cursor = db.execute("DELETE FROM messages WHERE source_id = ? AND role = 'user'", (source_id,))
         return cursor.rowcount
 
     def forget(self, scope: Scope) -> int:
@@ -205,12 +233,12 @@ class WorkingMemory:
         self._db.close()
 
     def _select(self, where: str, params: tuple[object, ...]) -> list[StoredMessage]:
-        rows = self._db.query(
-            "SELECT id, persona_id, conversation_id, user_id, role, speaker_name, content, sent_at"
-            f" FROM messages WHERE {where} ORDER BY seq",
-            params,
-        )
-        return [
-            StoredMessage(*row[:7], sent_at=datetime.fromisoformat(row[7]))  # type: ignore[arg-type]
-            for row in rows
-        ]
+        rows = self._db.query(f"SELECT {_COLUMNS} FROM messages WHERE {where} ORDER BY seq", params)
+        return [_message(row) for row in rows]
+
+
+_COLUMNS = "id, persona_id, conversation_id, user_id, role, speaker_name, content, sent_at"
+
+
+def _message(row: tuple[object, ...]) -> StoredMessage:
+    return StoredMessage(*row[:7], sent_at=datetime.fromisoformat(str(row[7])))  # type: ignore[arg-type]

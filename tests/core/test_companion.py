@@ -135,11 +135,81 @@ async def test_forget_everything_removes_every_layer(
     kb.add(bob, "Bob is afraid of heights", category="fact", source="user")
     await (await companion.handle(make_message("spiders scare me", user_id=alice.user_id))).text()
 
+    await companion.tasks.drain()  # the turn's messages are indexed as history
+    assert companion.history.search(alice, "spiders")[0].message.content == "spiders scare me"
+
     report = await companion.forget_everything(alice)
     assert (report.memories, report.messages) == (1, 2)
     assert kb.search(alice, "spiders") == []
+    assert companion.history.search(alice, "spiders") == [] and companion.history.indexed_count(alice) == 0
     assert companion.responses.working_memory.count(alice) == 0
     assert [record.content for record in await companion.memories(bob)] == ["Bob is afraid of heights"]
+
+
+async def test_forget_what_also_forgets_the_messages_that_mention_it(
+    companion: Companion, kb: ChromaKnowledgeBase, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    fake_openai.set_default("monitor-model", "[SKIP]")
+    kb.add(alice, "Alice's ex Tom moved to Berlin", category="fact", source="user")
+    fake_openai.script("chat-model", "Oh no, how did that feel?", "A kitten! What is its name?")
+    await (await companion.handle(make_message("my ex Tom called me yesterday"))).text()
+    await (await companion.handle(make_message("I adopted a kitten"))).text()
+    await companion.tasks.drain()
+
+    found = await companion.memories_about(alice, "my ex Tom")
+    assert [item.content for item in found] == ["Alice's ex Tom moved to Berlin", "my ex Tom called me yesterday"]
+    assert await companion.forget_memories(alice, [item.id for item in found]) == 2
+
+    assert await companion.memories_about(alice, "Tom") == []
+    results = await companion.search(alice, "Tom")
+    assert all("Tom" not in hit.record.content for hit in results.memories)
+    assert all("Tom" not in hit.message.content for hit in results.messages)
+    assert all(hit.relevance <= 0.5 for hit in results.messages)  # not even a neighbour still matches "Tom"
+    assert companion.responses.working_memory.count(alice) == 3
+
+
+async def test_forget_typed_in_chat_also_forgets_the_messages_that_mention_it(
+    companion: Companion, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    fake_openai.set_default("monitor-model", "[SKIP]")
+    await (await companion.handle(make_message("my ex Tom called me yesterday"))).text()
+    await (await companion.handle(make_message("I adopted a kitten"))).text()
+    await (await companion.handle(make_message("please forget my ex Tom"))).text()
+    await companion.tasks.drain()
+    assert [message.content for message in companion.history.messages(alice)] == ["ok", "I adopted a kitten", "ok", "ok"]
+    assert all(hit.relevance <= 0.5 for hit in companion.history.search(alice, "Tom", limit=10))
+
+
+async def test_a_past_message_the_memories_do_not_cover_is_quoted_in_the_prompt(
+    companion: Companion, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    fake_openai.set_default("monitor-model", "[SKIP]")
+    await (await companion.handle(make_message("my gym locker code is 4321", conversation_id="telegram:chat:1"))).text()
+    await companion.tasks.drain()
+
+    await (await companion.handle(make_message("what was my gym locker code?"))).text()  # another conversation
+    system = fake_openai.requests_for("chat-model")[-1].messages[0]["content"]
+    assert "## Earlier messages that may matter now" in system
+    assert "Alice: my gym locker code is 4321" in system
+
+    await (await companion.handle(make_message("and the locker code again?", conversation_id="telegram:chat:1"))).text()
+    system = fake_openai.requests_for("chat-model")[-1].messages[0]["content"]
+    assert "my gym locker code is 4321" not in system  # it is in this conversation's window already
+
+
+async def test_a_past_message_an_episode_was_made_from_is_not_quoted_again(
+    companion: Companion, kb: ChromaKnowledgeBase, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    fake_openai.set_default("monitor-model", "[SKIP]")
+    await (await companion.handle(make_message("my gym locker code is 4321", conversation_id="telegram:chat:1"))).text()
+    await companion.tasks.drain()
+    sources = [message.id for message in companion.history.messages(alice)]
+    kb.add(alice, "[2026-01-03 18:00] 主人说了健身房储物柜密码", category="episode", source="background_ai",
+           message_ids=sources)
+
+    await (await companion.handle(make_message("what was my gym locker code?"))).text()
+    system = fake_openai.requests_for("chat-model")[-1].messages[0]["content"]
+    assert "健身房储物柜密码" in system and "## Earlier messages" not in system
 
 
 async def test_new_conversation_starts_afresh_with_a_greeting(
@@ -181,9 +251,9 @@ async def test_an_edited_message_is_what_the_next_prompt_shows(
 ) -> None:
     fake_openai.script("chat-model", "See you at 5!", "Got it.")
     await (await companion.handle(make_message("meet at 5?", source_id="m1"))).text()
-    assert companion.message_edited("m1", "meet at 6?")
-    assert not companion.message_edited("m1", "   ")  # an emptied edit keeps the old words
-    assert not companion.message_edited("never-seen", "hello")
+    assert await companion.message_edited("m1", "meet at 6?")
+    assert not await companion.message_edited("m1", "   ")  # an emptied edit keeps the old words
+    assert not await companion.message_edited("never-seen", "hello")
     await (await companion.handle(make_message("ok?", source_id="m2"))).text()
     second = fake_openai.requests_for("chat-model")[1].messages
     contents = [message["content"] for message in second]
@@ -196,5 +266,5 @@ async def test_a_deleted_message_leaves_the_conversation(
 ) -> None:
     fake_openai.script("chat-model", "Oh no!")
     await (await companion.handle(make_message("my password is hunter2", source_id="m1"))).text()
-    assert companion.message_deleted("m1")
+    assert await companion.message_deleted("m1")
     assert stored_texts(settings) == ["Oh no!"]

@@ -149,3 +149,16 @@ def test_card_fields_are_placed_and_macros_filled_for_the_speaker() -> None:
     assert "Marin Voss works at the harbor." in system and "{{" not in system and "<START>" not in system
     assert system.endswith("Keep replies under three sentences.")
     assert prompt.messages[-1].content == "the harbor is busy"
+
+
+def test_past_messages_are_quoted_with_time_and_speaker_and_dropped_before_memories() -> None:
+    facts = [memory(f"Alice fact number {index} " + "detail " * 20, index=index) for index in range(3)]
+    past = [message(f"an old message {index} " + "word " * 200, 100 + index) for index in range(3)]
+    roomy = MemoryInjector(Budget(context_window=8192, reply_tokens=512))
+    text = prompt_text(roomy.build(PERSONA, window=conversation(0), always=[], retrieved=facts, excerpts=past))
+    assert "## Earlier messages that may matter now\n- [2026-01-03 18:00] Alice: an old message 0" in text
+    assert "…" in text  # a long message is quoted in part
+
+    tight = MemoryInjector(Budget(context_window=PERSONA_TOKENS + 260, reply_tokens=100))  # the facts, no excerpt
+    text = prompt_text(tight.build(PERSONA, window=conversation(0), always=[], retrieved=facts, excerpts=past))
+    assert all(fact.content in text for fact in facts) and "an old message" not in text

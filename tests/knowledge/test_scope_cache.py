@@ -11,6 +11,7 @@ import pytest
 from knowledge.embedding import Embedder
 from knowledge.records import Scope
 from knowledge.scope_cache import ScopeCache, ScopeSnapshot
+from knowledge.search_index import Query
 from knowledge.store import ChromaKnowledgeBase, open_chroma_client
 from tests.fakes.clock import FakeClock
 
@@ -105,7 +106,7 @@ def test_a_load_that_overlaps_a_write_is_not_kept(alice: Scope) -> None:
         loads.append(1)
         if len(loads) == 1:
             cache.writing(scope)  # a write lands while this (now stale) load is in flight
-        return [], np.zeros((0, 0), dtype=np.float32)
+        return ScopeSnapshot([], np.zeros((0, 4), dtype=np.float32), dim=4)
 
     cache = ScopeCache(load)
     cache.get(alice)
@@ -121,11 +122,12 @@ def test_removing_rows_keeps_the_others_searchable(clock: FakeClock, alice: Scop
     records = [
         MemoryRecord(f"mem_{i}", alice, f"m{i}", "fact", 1.0, clock.now(), clock.now(), "user") for i in range(4)
     ]
-    snapshot = ScopeSnapshot(records, vectors)
+    snapshot = ScopeSnapshot(records, vectors, dim=4)
     snapshot.remove(["mem_0", "mem_2", "mem_missing"])
     assert snapshot.size == 2
-    assert snapshot.search(vectors[3], limit=1)[0].record.id == "mem_3"
-    assert snapshot.search(vectors[1], limit=1)[0].record.id == "mem_1"
+    assert snapshot.search(Query("", vectors[3], ()), limit=1)[0].record.id == "mem_3"
+    assert snapshot.search(Query("", vectors[1], ()), limit=1)[0].record.id == "mem_1"
     for i in range(20):  # grows past its first capacity
         snapshot.put(MemoryRecord(f"new_{i}", alice, "x", "episode", 1.0, clock.now(), clock.now(), "user"), vectors[0])
-    assert [hit.record.id for hit in snapshot.search(vectors[3], limit=1, categories=["fact"])] == ["mem_3"]
+    found = snapshot.search(Query("", vectors[3], ("m3",)), limit=1, categories=["fact"])
+    assert [hit.record.id for hit in found] == ["mem_3"]

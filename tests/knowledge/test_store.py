@@ -106,3 +106,37 @@ def test_a_metadata_change_keeps_the_vector(store: ChromaKnowledgeBase, alice: S
     [after] = store.search(alice, "music instrument", limit=1)
     assert after.similarity == before
     assert (after.record.importance, after.record.review_pending) == (2.0, "promote")
+
+
+MIXED = [
+    "主人喜欢吃拉面，尤其是豚骨拉面",
+    "主人下周二要去面试",
+    "主人的猫叫团子",
+    "Alice is training for the Berlin marathon",
+    "Alice's sister Emma works as a nurse in Toronto",
+    "Alice can't stand coriander",
+]
+
+
+@pytest.mark.parametrize("cache_scopes", [True, False], ids=["snapshots", "chromadb query"])
+def test_hybrid_search_finds_chinese_and_english_memories_in_their_own_scope(
+    tmp_path: Path, embedder: Embedder, clock: FakeClock, alice: Scope, bob: Scope, cache_scopes: bool
+) -> None:
+    store = ChromaKnowledgeBase(
+        open_chroma_client(path=tmp_path / "chroma"), embedder, now=clock.now, cache_scopes=cache_scopes
+    )
+    for content in MIXED:
+        store.add(alice, content, category="fact", source="user")
+        store.add(bob, f"Bob: {content}", category="fact", source="user")  # the same words, another scope
+
+    def top(query: str) -> str:
+        hits = store.search(alice, query, limit=3)
+        assert all(hit.record.scope == alice for hit in hits)
+        return hits[0].record.content
+
+    assert top("团子是谁？") == "主人的猫叫团子"  # a Chinese query, a Chinese memory (by its words)
+    assert top("我什么时候面试") == "主人下周二要去面试"
+    assert top("how is my running going?") == "Alice is training for the Berlin marathon"  # a paraphrase
+    assert top("which herb do I hate?") == "Alice can't stand coriander"
+    assert top("what does my sibling do for a living") == "Alice's sister Emma works as a nurse in Toronto"
+    assert [hit.record.scope for hit in store.search(bob, "团子", limit=10)] == [bob] * len(MIXED)

@@ -80,18 +80,18 @@ def test_an_edit_changes_only_the_message_with_that_platform_id(tmp_path: Path) 
     memory.append("p", "c1", role="user", user_id="u1", speaker_name="A", content="see you at 5", sent_at=AT, source_id="m1")
     memory.append("p", "c2", role="user", user_id="u1", speaker_name="A", content="other chat", sent_at=AT, source_id="m2")
     memory.append("p", "c1", role="assistant", user_id="u1", speaker_name="P", content="ok", sent_at=AT)
-    assert memory.edit("m1", "see you at 6") == 1
-    assert memory.edit("unknown", "x") == 0
+    edited = memory.edit("m1", "see you at 6")
+    assert edited is not None and edited.content == "see you at 6"
+    assert memory.edit("unknown", "x") is None
     assert [m.content for m in memory.window("p", "c1")] == ["see you at 6", "ok"]
     assert [m.content for m in memory.window("p", "c2")] == ["other chat"]
 
 
-def test_a_delete_removes_the_message_from_the_conversation(tmp_path: Path) -> None:
+def test_a_message_is_found_by_its_platform_id(tmp_path: Path) -> None:
     memory = WorkingMemory(tmp_path / "wm.sqlite3")
-    memory.append("p", "c1", role="user", user_id="u1", speaker_name="A", content="oops", sent_at=AT, source_id="m1")
-    memory.append("p", "c1", role="user", user_id="u1", speaker_name="A", content="kept", sent_at=AT, source_id="m2")
-    assert memory.delete("m1") == 1
-    assert [m.content for m in memory.window("p", "c1")] == ["kept"]
+    stored = memory.append("p", "c1", role="user", user_id="u1", speaker_name="A", content="hi", sent_at=AT, source_id="m1")
+    assert memory.by_source("m1") == stored
+    assert memory.by_source("m2") is None
 
 
 def test_a_database_from_before_platform_ids_is_migrated_without_losing_messages(tmp_path: Path) -> None:
@@ -110,5 +110,5 @@ def test_a_database_from_before_platform_ids_is_migrated_without_losing_messages
         )
     memory = WorkingMemory(path)
     memory.append("p", "c1", role="user", user_id="u1", speaker_name="A", content="new", sent_at=AT, source_id="m9")
-    assert memory.edit("m9", "newer") == 1
+    assert memory.edit("m9", "newer") is not None
     assert [m.content for m in memory.window("p", "c1")] == ["from before", "newer"]

@@ -1,0 +1,278 @@
+"""Searchable conversation history (seed 002's "level 2"): every message of a scope's past conversations.
+
+Working memory keeps every message in SQLite (the window, then archived and summarized rows). This
+module embeds each one, keeps the vectors beside the messages, and searches a scope's messages with
+the same hybrid engine as memories (`search_index.py`). A message belongs to the scope its row names:
+the user who wrote it, or for a reply the user it answered. So in a group chat no one's words can be
+found from another user's scope, not even as the context of a neighbouring message.
+
+What a message is found by: its embedding of "<speaker>: <text>", and words from its date, speaker
+and text plus its neighbours in the same conversation and scope (the message before at half weight,
+the one after at a quarter). An answer is often found by the question before it ("what did you
+research?" / "adoption agencies"); on LoCoMo the context and the date each measured a gain (README).
+
+Indexing runs in the background (`index_pending`), catching up from the last message indexed, so a
+crash only delays it. All forgetting goes through here, under one lock with the indexing, so a
+message being indexed while it is forgotten leaves no vector behind.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from .embedding import Embedder
+from .lexical import Terms, combined, terms_of
+from .records import Scope
+from .scope_cache import ScopeCache
+from .search_index import Query, QueryEncoder, SearchIndex
+from .sqlite import SQLiteDatabase
+from .working_memory import StoredMessage, WorkingMemory
+
+PREVIOUS_WEIGHT = 0.5
+NEXT_WEIGHT = 0.25
+INDEX_BATCH = 64  # messages embedded per call
+MAX_EMBEDDED_CHARS = 2000  # the embedder reads about 512 tokens; the rest only costs time
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS message_vectors (
+    message_id TEXT PRIMARY KEY,
+    persona_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    vector BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS message_vectors_by_scope ON message_vectors (persona_id, user_id);
+CREATE TABLE IF NOT EXISTS history_index (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    embedder TEXT NOT NULL,
+    last_seq INTEGER NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryHit:
+    """A past message found by a search, with when and by whom it was said (on `message`)."""
+
+    message: StoredMessage
+    relevance: float  # fused score, 0..1 relative to the other hits
+    similarity: float  # cosine similarity of the embeddings
+
+
+def spoken(message: StoredMessage) -> str:
+    """How a message reads out of context: "<speaker>: <text>"."""
+    return f"{message.speaker_name}: {message.content}"
+
+
+def date_words(moment: datetime) -> str:
+    """A message's date as words a question may use: "Monday 8 May 2023"."""
+    return f"{moment:%A} {moment.day} {moment:%B %Y}"
+
+
+class _ScopeHistory:
+    """One scope's indexed messages in a `SearchIndex`, each document built with its neighbours."""
+
+    def __init__(self, dim: int, messages: Sequence[StoredMessage], vectors: Mapping[str, np.ndarray]) -> None:
+        """`messages` (oldest first) with their `vectors` are indexed at once, each document built once."""
+        self._lock = threading.Lock()
+        self._index = SearchIndex(dim)
+        self._messages: dict[str, StoredMessage] = {}
+        self._words: dict[str, Terms] = {}  # each message's own words, reused as its neighbours' context
+        self._dates: dict[str, Terms] = {}  # each message's date words: part of its own document only
+        self._threads: dict[str, list[str]] = {}  # conversation id -> message ids, oldest first
+        for message in messages:
+            self._remember(message)
+        for thread in self._threads.values():
+            for position, message_id in enumerate(thread):
+                self._index.put(message_id, vector=vectors[message_id], terms=self._document(thread, position))
+
+    @property
+    def size(self) -> int:
+        return len(self._messages)
+
+    def add(self, message: StoredMessage, vector: np.ndarray) -> None:
+        """Index a message newer than every message held; its predecessor gains it as context."""
+        with self._lock:
+            thread = self._remember(message)
+            self._index.put(message.id, vector=vector, terms=self._document(thread, len(thread) - 1))
+            if len(thread) > 1:
+                self._index.put(thread[-2], terms=self._document(thread, len(thread) - 2))
+
+    def search(self, query: Query, limit: int, exclude: Collection[str]) -> list[HistoryHit]:
+        """The most relevant messages not in `exclude`, best first."""
+        with self._lock:
+            matches = self._index.search(query, limit + len(exclude))
+            return [
+                HistoryHit(self._messages[match.key], match.relevance, match.similarity)
+                for match in matches
+                if match.key not in exclude
+            ][:limit]
+
+    def _remember(self, message: StoredMessage) -> list[str]:
+        """Hold a message and its words; returns its conversation's thread, which it now ends."""
+        thread = self._threads.setdefault(message.conversation_id, [])
+        thread.append(message.id)
+        self._messages[message.id] = message
+        self._words[message.id] = terms_of(spoken(message))
+        self._dates[message.id] = terms_of(date_words(message.sent_at))
+        return thread
+
+    def _document(self, thread: list[str], position: int) -> dict[str, float]:
+        message_id = thread[position]
+        parts = [(self._dates[message_id], 1.0), (self._words[message_id], 1.0)]
+        if position > 0:
+            parts.append((self._words[thread[position - 1]], PREVIOUS_WEIGHT))
+        if position + 1 < len(thread):
+            parts.append((self._words[thread[position + 1]], NEXT_WEIGHT))
+        return combined(*parts)
+
+
+class ConversationHistory:
+    """Indexes every stored message in the background and searches a scope's past messages."""
+
+    def __init__(
+        self,
+        working_memory: WorkingMemory,
+        embedder: Embedder,
+        path: Path,
+        *,
+        queries: QueryEncoder | None = None,
+    ) -> None:
+        """`path`: the SQLite file of working memory, where the vectors are kept beside the messages."""
+        self._working_memory = working_memory
+        self._embedder = embedder
+        self._queries = queries or QueryEncoder(embedder)
+        self._db = SQLiteDatabase(path, _SCHEMA)
+        self._cache: ScopeCache[_ScopeHistory] = ScopeCache(self._load_scope)
+        self._indexing = threading.Lock()  # one catch-up at a time
+        self._writing = threading.Lock()  # indexing's writes and forgetting never interleave
+        self._start_index()
+
+    def index_pending(self) -> int:
+        """Embed and index every message stored since the last call; returns how many."""
+        indexed = 0
+        with self._indexing:
+            while batch := self._working_memory.messages_after(self._last_seq(), INDEX_BATCH):
+                messages = [message for _, message in batch]
+                vectors = self._embedder.embed_passages([spoken(message)[:MAX_EMBEDDED_CHARS] for message in messages])
+                self._store(messages, vectors, last_seq=batch[-1][0])
+                indexed += len(batch)
+        return indexed
+
+    def search(self, scope: Scope, query: str, *, limit: int = 5, exclude: Collection[str] = ()) -> list[HistoryHit]:
+        """The scope's past messages most relevant to `query`, best first, leaving out the ids in `exclude`."""
+        if not query.strip() or limit <= 0:
+            return []
+        return self._cache.get(scope).search(self._queries.encode(query), limit, set(exclude))
+
+    def messages(self, scope: Scope) -> list[StoredMessage]:
+        """Every stored message of the scope, oldest first."""
+        return self._working_memory.messages_of(scope)
+
+    def forget(self, scope: Scope) -> int:
+        """Delete every message of the scope, and its index; returns how many messages went."""
+        with self._writing:
+            deleted = self._working_memory.forget(scope)
+            with self._db.transaction() as db:
+                db.execute("DELETE FROM message_vectors WHERE persona_id = ? AND user_id = ?", _scope_key(scope))
+            self._cache.drop(scope)
+        return deleted
+
+    def forget_messages(self, scope: Scope, ids: Iterable[str]) -> int:
+        """Delete some of the scope's messages and their index entries (their neighbours lose them as context)."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return 0
+        with self._writing:
+            deleted = self._working_memory.forget_messages(scope, wanted)
+            marks = ",".join("?" * len(wanted))
+            with self._db.transaction() as db:
+                db.execute(
+                    f"DELETE FROM message_vectors WHERE persona_id = ? AND user_id = ? AND message_id IN ({marks})",
+                    (*_scope_key(scope), *wanted),
+                )
+            self._cache.drop(scope)  # reloaded on next use, with every neighbour's context rebuilt
+        return deleted
+
+    def edit(self, source_id: str, content: str) -> StoredMessage | None:
+        """A message edited on its platform: the new words are kept and indexed again; None if unknown."""
+        with self._writing:
+            edited = self._working_memory.edit(source_id, content)
+            if edited is None:
+                return None
+            [vector] = self._embedder.embed_passages([spoken(edited)[:MAX_EMBEDDED_CHARS]])
+            with self._db.transaction() as db:
+                db.execute(
+                    "INSERT OR REPLACE INTO message_vectors (message_id, persona_id, user_id, vector) VALUES (?, ?, ?, ?)",
+                    (edited.id, edited.persona_id, edited.user_id, np.asarray(vector, np.float32).tobytes()),
+                )
+            self._cache.drop(Scope(edited.persona_id, edited.user_id))  # its neighbours' context changed too
+        return edited
+
+    def delete(self, source_id: str) -> bool:
+        """A message deleted on its platform leaves the conversation and the index."""
+        message = self._working_memory.by_source(source_id)
+        if message is None:
+            return False
+        return self.forget_messages(Scope(message.persona_id, message.user_id), [message.id]) > 0
+
+    def indexed_count(self, scope: Scope) -> int:
+        """How many of the scope's messages have an index entry."""
+        [(count,)] = self._db.query(
+            "SELECT COUNT(*) FROM message_vectors WHERE persona_id = ? AND user_id = ?", _scope_key(scope)
+        )
+        return int(count)
+
+    def close(self) -> None:
+        """Close the database connection."""
+        self._db.close()
+
+    def _store(self, messages: Sequence[StoredMessage], vectors: np.ndarray, *, last_seq: int) -> None:
+        with self._writing:
+            # A message forgotten while it was being embedded must not come back as a vector.
+            alive = self._working_memory.existing(message.id for message in messages)
+            kept = [(message, vector) for message, vector in zip(messages, vectors) if message.id in alive]
+            with self._db.transaction() as db:
+                db.executemany(
+                    "INSERT OR REPLACE INTO message_vectors (message_id, persona_id, user_id, vector)"
+                    " VALUES (?, ?, ?, ?)",
+                    [
+                        (message.id, message.persona_id, message.user_id, np.asarray(vector, np.float32).tobytes())
+                        for message, vector in kept
+                    ],
+                )
+                db.execute("UPDATE history_index SET last_seq = ?", (last_seq,))
+            for message, vector in kept:
+                if snapshot := self._cache.writing(Scope(message.persona_id, message.user_id)):
+                    snapshot.add(message, vector)
+
+    def _load_scope(self, scope: Scope) -> _ScopeHistory:
+        rows = self._db.query(
+            "SELECT message_id, vector FROM message_vectors WHERE persona_id = ? AND user_id = ?", _scope_key(scope)
+        )
+        vectors = {message_id: np.frombuffer(blob, dtype=np.float32) for message_id, blob in rows}
+        indexed = [message for message in self._working_memory.messages_of(scope) if message.id in vectors]
+        return _ScopeHistory(self._embedder.dim, indexed, vectors)
+
+    def _last_seq(self) -> int:
+        [(last_seq,)] = self._db.query("SELECT last_seq FROM history_index")
+        return int(last_seq)
+
+    def _start_index(self) -> None:
+        """Start from the beginning when there is no index yet, or when it was built by another embedder."""
+        with self._db.transaction() as db:
+            row = db.execute("SELECT embedder FROM history_index").fetchone()
+            if row is None:
+                db.execute("INSERT INTO history_index VALUES (0, ?, 0)", (self._embedder.name,))
+            elif row[0] != self._embedder.name:
+                db.execute("DELETE FROM message_vectors")
+                db.execute("UPDATE history_index SET embedder = ?, last_seq = 0", (self._embedder.name,))
+
+
+def _scope_key(scope: Scope) -> tuple[str, str]:
+    return scope.persona_id, scope.user_id

@@ -1,0 +1,174 @@
+"""The retrieval engine: items of one scope searched by meaning and by words, the two scores fused.
+
+Dense similarity (our offline embedder) finds paraphrases; BM25 (`lexical.py`) finds the names,
+numbers and rare words an embedding blurs. Each leg is min-max normalised over the items searched,
+then the two are averaged with equal weights. Fusing scores rather than ranks keeps how much better
+the best hit is than the next: plain reciprocal-rank fusion measured worse than BM25 alone on some
+LoCoMo conversations, the equal-weight score fusion better than either leg on every one (README).
+
+Memories (`scope_cache.py`, `store.py`) and conversation history (`history.py`) both search through
+`SearchIndex`, with queries prepared once by a shared `QueryEncoder`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .embedding import Embedder
+from .lexical import LexicalIndex, Terms, tokenize
+
+
+@dataclass(frozen=True, slots=True)
+class FusionWeights:
+    """How much each leg counts in the fused relevance; they add up to 1."""
+
+    dense: float = 0.5
+    lexical: float = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A query prepared once for any number of searches: its embedding and its lexical terms."""
+
+    text: str
+    vector: np.ndarray
+    terms: tuple[str, ...]
+
+
+class QueryEncoder:
+    """Prepares queries, remembering the most recent ones: a turn searches memories and history with one
+    message, and the background roles often search the same text again."""
+
+    def __init__(self, embedder: Embedder, *, cache_size: int = 256) -> None:
+        self.embedder = embedder
+        self._cache_size = cache_size
+        self._cache: OrderedDict[str, Query] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def encode(self, text: str) -> Query:
+        """The prepared query for `text`."""
+        with self._lock:
+            query = self._cache.get(text)
+            if query is not None:
+                self._cache.move_to_end(text)
+                return query
+        query = Query(text, self.embedder.embed_queries([text])[0], tuple(tokenize(text)))
+        with self._lock:
+            self._cache[text] = query
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return query
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """One item found: its key, fused relevance (0..1, what results are ordered by) and each leg's raw score."""
+
+    key: str
+    relevance: float
+    similarity: float  # cosine similarity of the embeddings
+    lexical: float  # BM25 score (0: no word in common)
+
+
+def normalized(scores: np.ndarray) -> np.ndarray:
+    """Scores rescaled to 0..1 over the items searched; equal scores all count fully (or not at all if 0)."""
+    low, high = float(scores.min()), float(scores.max())
+    if high > low:
+        return (scores - low) / (high - low)
+    return np.full_like(scores, 1.0 if high > 0 else 0.0)
+
+
+def fuse(similarity: np.ndarray, lexical: np.ndarray, weights: FusionWeights = FusionWeights()) -> np.ndarray:
+    """The fused relevance of each item from its dense similarity and its BM25 score."""
+    return weights.dense * normalized(similarity) + weights.lexical * normalized(lexical)
+
+
+class SearchIndex:
+    """Vectors and BM25 documents of one scope's items, by key, each in a group (e.g. a memory category).
+
+    Not thread-safe: its owner locks around it.
+    """
+
+    def __init__(self, dim: int, weights: FusionWeights = FusionWeights()) -> None:
+        self.weights = weights
+        self._keys: list[str] = []
+        self._row: dict[str, int] = {}
+        self._vectors = np.zeros((16, dim), dtype=np.float32)
+        self._groups = np.zeros(16, dtype=np.int8)  # beside the vectors, so filtering costs no Python loop
+        self._lexical = LexicalIndex()
+
+    @property
+    def size(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._row
+
+    def put(
+        self, key: str, *, vector: np.ndarray | None = None, terms: Terms | None = None, group: int | None = None
+    ) -> None:
+        """Add an item (vector and terms needed) or change the parts given of an existing one."""
+        row = self._row.get(key)
+        if row is None:
+            if vector is None or terms is None:
+                raise ValueError("a new item needs its vector and its terms")
+            row = self._append_row(key)
+            self._lexical.append(terms)
+        elif terms is not None:
+            self._lexical.replace(row, terms)
+        if vector is not None:
+            self._vectors[row] = vector
+        if group is not None:
+            self._groups[row] = group
+
+    def remove(self, keys: Sequence[str]) -> None:
+        """Drop items by key (moving the last row into each hole); unknown keys are ignored."""
+        for key in keys:
+            row = self._row.pop(key, None)
+            if row is None:
+                continue
+            last = len(self._keys) - 1
+            if row != last:
+                moved = self._keys[last]
+                self._keys[row] = moved
+                self._vectors[row] = self._vectors[last]
+                self._groups[row] = self._groups[last]
+                self._row[moved] = row
+            self._keys.pop()
+            self._lexical.swap_remove(row)
+
+    def search(self, query: Query, limit: int, groups: Collection[int] | None = None) -> list[Match]:
+        """The `limit` most relevant items (of some groups), best first."""
+        count = len(self._keys)
+        if count == 0 or limit <= 0:
+            return []
+        similarity = self._vectors[:count] @ query.vector.astype(np.float32)
+        lexical = self._lexical.scores(query.terms)
+        rows = np.arange(count)
+        if groups is not None:
+            rows = rows[np.isin(self._groups[:count], list(groups))]
+            if rows.size == 0:
+                return []
+            similarity, lexical = similarity[rows], lexical[rows]
+        relevance = fuse(similarity, lexical, self.weights)
+        top = min(limit, rows.size)
+        best = np.argpartition(-relevance, top - 1)[:top]
+        best = best[np.argsort(-relevance[best], kind="stable")]
+        return [
+            Match(self._keys[rows[index]], float(relevance[index]), float(similarity[index]), float(lexical[index]))
+            for index in best
+        ]
+
+    def _append_row(self, key: str) -> int:
+        row = len(self._keys)
+        if row == len(self._vectors):
+            self._vectors = np.concatenate([self._vectors, np.zeros_like(self._vectors)])
+            self._groups = np.concatenate([self._groups, np.zeros_like(self._groups)])
+        self._keys.append(key)
+        self._row[key] = row
+        return row
