@@ -86,20 +86,39 @@ def memory_list(ctx: click.Context, persona_id: str, user_name: str, category: s
 @scope_options
 @click.argument("query")
 @click.option("--limit", default=10, show_default=True, type=click.IntRange(1, 100))
-@click.option("--json", "as_json", is_flag=True, help="Print JSON, with the similarity of each hit.")
+@click.option("--history", "with_history", is_flag=True, help="Search the past messages of the scope too.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, with the relevance (fused) and similarity (meaning) of each hit.")
 @click.pass_context
-def memory_search(ctx: click.Context, persona_id: str, user_name: str, query: str, limit: int, as_json: bool) -> None:
-    """Find the memories a message like QUERY would recall, best first."""
+def memory_search(
+    ctx: click.Context, persona_id: str, user_name: str, query: str, limit: int, with_history: bool, as_json: bool
+) -> None:
+    """Find the memories a message like QUERY would recall, best first (and with --history, past messages)."""
 
     async def show(app: App, scope: Scope) -> None:
         hits = await app.companion.search_memories(scope, query, limit=limit)
+        messages = []
+        if with_history:
+            await asyncio.to_thread(app.history.index_pending)  # messages stored since the bot last ran
+            messages = (await app.companion.search(scope, query, limit=limit)).messages
         if as_json:
-            _echo_json([{**hit.record.to_dict(), "similarity": round(hit.similarity, 4)} for hit in hits])
+            found = [
+                {**hit.record.to_dict(), "relevance": round(hit.relevance, 4), "similarity": round(hit.similarity, 4)}
+                for hit in hits
+            ]
+            found += [
+                {**jsonable(asdict(hit.message)), "category": "message", "relevance": round(hit.relevance, 4),
+                 "similarity": round(hit.similarity, 4)}
+                for hit in messages
+            ]
+            _echo_json(found)
             return
-        if not hits:
+        if not hits and not messages:
             click.echo(f"Nothing in {scope} matches.")
         for hit in hits:
-            click.echo(f"{hit.similarity:4.2f}  {_line(hit.record)}")
+            click.echo(f"{hit.relevance:4.2f}  {_line(hit.record)}")
+        for found in messages:
+            message = found.message
+            click.echo(f"{found.relevance:4.2f}  [{message.sent_at:%Y-%m-%d %H:%M}] {message.speaker_name}: {message.content}")
 
     _in_scope(ctx, persona_id, user_name, show)
 

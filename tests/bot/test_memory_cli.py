@@ -159,7 +159,7 @@ def test_list_search_show_edit_and_forget(runner: CliRunner, memories: dict[str,
     assert listed.output.strip().endswith("Alice's birthday is 3 May") and "ramen" not in listed.output
     found = {hit["content"]: hit for hit in json.loads(memory(runner, "search", "ramen noodles", "--json").output)}
     assert 0.8 < found["Alice loves ramen"]["similarity"] <= 1
-    assert found["Alice loves ramen"]["similarity"] == max(hit["similarity"] for hit in found.values())
+    assert found["Alice loves ramen"]["relevance"] == max(hit["relevance"] for hit in found.values())
     ramen = memories["ramen"].id
     edited = memory(runner, "edit", ramen, "--importance", "2.2", "--category", "core")
     assert edited.exit_code == 0 and "core" in edited.output and "2.20" in edited.output
@@ -192,3 +192,18 @@ def test_stats_count_categories_importance_dead_letters_and_tokens(
     assert usage["monitor"]["calls"] == 1
     text = memory(runner, "stats").output
     assert "xiaoxiang/cli:alice: 3 memories (core 1, fact 2)" in text and "chat       chat-model" in text
+
+
+def test_search_with_history_finds_past_messages_of_the_scope_only(runner: CliRunner) -> None:
+    app = build_app(load_settings())
+    when = app.companion.clock.now()
+    for scope, text in ((ALICE, "I adopted a greyhound called Biscuit"), (BOB, "my greyhound hates the rain")):
+        app.working_memory.append(
+            scope.persona_id, f"dm:{scope.user_id}", role="user", user_id=scope.user_id,
+            speaker_name=scope.user_id, content=text, sent_at=when,
+        )
+    app.working_memory.close()
+    app.journal.close()
+    assert "Biscuit" not in memory(runner, "search", "greyhound").output  # memories only by default
+    found = json.loads(memory(runner, "search", "greyhound", "--history", "--json").output)
+    assert [(hit["category"], hit["content"]) for hit in found] == [("message", "I adopted a greyhound called Biscuit")]
