@@ -47,14 +47,7 @@ logging.getLogger("discord.client").addFilter(lambda record: "voice will NOT be 
 
 def build_discord_bot(app: App, *, sync_commands: bool = False) -> commands.Bot:
     """A bot with the companion's cog; `sync_commands` publishes the slash commands when it logs in."""
-    intents = discord.Intents.default()
-    intents.message_content = True  # privileged: enable "Message Content Intent" for the bot in the portal
-    bot = _CompanionBot(
-        command_prefix=commands.when_mentioned, intents=intents, allowed_mentions=NO_MENTIONS, help_command=None
-    )
-    bot.companion_cog = CompanionCog(bot, app, app.router("discord"))
-    bot.sync_commands = sync_commands
-    return bot
+    return CompanionBot(app, sync_commands=sync_commands)
 
 
 async def run_discord(app: App, token: str) -> None:
@@ -69,16 +62,24 @@ async def run_discord(app: App, token: str) -> None:
         raise CompanionError(f"could not reach Discord ({error})") from error
 
 
-class _CompanionBot(commands.Bot):
-    companion_cog: CompanionCog
-    sync_commands: bool
+class CompanionBot(commands.Bot):
+    """Slash commands and the companion's cog; no text-prefix commands."""
+
+    def __init__(self, app: App, *, sync_commands: bool = False) -> None:
+        intents = discord.Intents.default()
+        intents.message_content = True  # privileged: enable "Message Content Intent" for the bot in the portal
+        super().__init__(
+            command_prefix=commands.when_mentioned, intents=intents, allowed_mentions=NO_MENTIONS, help_command=None
+        )
+        self._cog = CompanionCog(self, app, app.router("discord"))
+        self._sync_commands = sync_commands
 
     async def on_message(self, message: discord.Message) -> None:
-        """Slash commands only: no text-prefix commands (the cog answers messages)."""
+        """No text commands to process: the cog answers messages."""
 
     async def setup_hook(self) -> None:
-        await self.add_cog(self.companion_cog)
-        if self.sync_commands:
+        await self.add_cog(self._cog)
+        if self._sync_commands:
             await self.tree.sync()
 
 
