@@ -72,3 +72,13 @@ def test_the_encoder_embeds_a_repeated_query_once(embedder: Embedder) -> None:
     encoder.encode("主人喜欢什么?")  # pushed out of a one-entry cache
     assert calls == [1, 1, 1]
     assert first.terms == tuple(tokenize("主人喜欢什么?"))
+
+
+def test_similarity_search_runs_blas_on_one_thread() -> None:
+    # Two BLAS threads made a 10k-item search ~10x slower whenever the other core was busy.
+    from threadpoolctl import threadpool_info
+
+    import knowledge.search_index  # noqa: F401  (importing the engine sets the limit)
+
+    blas = [pool for pool in threadpool_info() if pool["user_api"] == "blas"]
+    assert blas and all(pool["num_threads"] == 1 for pool in blas)
