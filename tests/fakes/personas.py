@@ -6,13 +6,13 @@ from pathlib import Path
 
 import yaml
 
-import personas
+from personas.loader import PERSONA_DIR
 
 
 def personas_with_a_tutor(directory: Path) -> Path:
     """`directory` holding the bundled 小祥 and a second persona, `tutor` ("Professor Owl")."""
     directory.mkdir(parents=True, exist_ok=True)
-    original = Path(personas.__file__).parent / "xiaoxiang.yaml"
+    original = PERSONA_DIR / "xiaoxiang.yaml"
     (directory / "xiaoxiang.yaml").write_text(original.read_text(encoding="utf-8"), encoding="utf-8")
     tutor = yaml.safe_load(original.read_text(encoding="utf-8"))
     tutor.update(id="tutor", name="Professor Owl")
