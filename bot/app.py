@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,24 @@ EMBEDDED_MODEL_NOTICE = (
     "simple and it often loses the thread. For real conversations point the companion at an "
     "OpenAI-compatible endpoint: set OPENAI_BASE_URL (and OPENAI_API_KEY, COMPANION_CHAT_MODEL)."
 )
+EXPLICIT_MEMORY_NOTICE = (
+    "Memory without a model (COMPANION_MEMORY_MODE=explicit): say \"remember ...\" / \"记住…\" or "
+    "\"forget ...\" / \"忘掉…\" and it is done; episodes quote what you said; every message stays searchable."
+)
+
+
+def startup_notices(settings: Settings) -> list[str]:
+    """What a person starting the companion should know about the model and memory they get."""
+    notices = [EMBEDDED_MODEL_NOTICE] if settings.uses_embedded_model else []
+    if not settings.background_uses_model:
+        notices.append(EXPLICIT_MEMORY_NOTICE)
+    return notices
+
+
+async def load_models(app: App) -> None:
+    """Load an in-process model before the first message, so a machine it cannot run on is told at once."""
+    if isinstance(app.llm, LlamaCppClient):
+        await asyncio.to_thread(app.llm.load)
 
 
 @dataclass(slots=True)
@@ -140,7 +159,7 @@ def build_llm(settings: Settings, usage: UsageSink | None = None) -> LLMClient:
     """The configured endpoint, or the embedded model when none is set; `usage` hears of every call's tokens."""
     models = model_settings(settings)
     if settings.uses_embedded_model:
-        return LlamaCppClient(models)
+        return LlamaCppClient(models, usage=usage)
     api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     return OpenAIClient(
         base_url=settings.openai_base_url,
@@ -178,7 +197,7 @@ def build_app(
     clock = clock or SystemClock()
     data_dir = ensure_writable(settings.data_dir)
     embedder = embedder or load_embedder(settings.embedder)
-    personas = PersonaRegistry(settings.persona_dir or PERSONA_DIR)
+    personas = PersonaRegistry(settings.own_persona_dir, PERSONA_DIR)
 
     def policy_for(persona_id: str) -> MemoryPolicy:
         return MemoryPolicy().overridden(personas.get(persona_id).memory_rules)
@@ -220,10 +239,17 @@ def build_app(
     lifecycle = MemoryLifecycle(
         tasks=BackgroundTasks(journal, clock, backoff=backoff, concurrency=settings.background_workers),
         monitor=KnowledgeMonitor(
-            llm, knowledge, journal, clock, policy_for, max_ops=settings.monitor_max_ops, history=history
+            llm,
+            knowledge,
+            journal,
+            clock,
+            policy_for,
+            max_ops=settings.monitor_max_ops,
+            history=history,
+            use_model=settings.background_uses_model,
         ),
-        summarizer=ConversationSummarizer(llm, knowledge, working_memory),
-        reviewer=MemoryReviewer(llm, knowledge, journal, clock, policy_for),
+        summarizer=ConversationSummarizer(llm, knowledge, working_memory, use_model=settings.background_uses_model),
+        reviewer=MemoryReviewer(llm, knowledge, journal, clock, policy_for, use_model=settings.background_uses_model),
         memory_manager=MemoryManager(knowledge, journal, clock.now),
         working_memory=working_memory,
         history=history,

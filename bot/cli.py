@@ -13,7 +13,7 @@ import click
 
 from core.errors import CompanionError
 
-from .app import EMBEDDED_MODEL_NOTICE, App
+from .app import App, load_models, startup_notices
 from .cli_support import cli_settings, run_app
 from .config import CONFIG_ENV, Settings, settings_help
 from .memory_cli import memory
@@ -45,10 +45,11 @@ def chat(ctx: click.Context, persona_id: str | None, user_name: str) -> None:
     """Chat in the terminal. With piped input: one message per line, replies on stdout."""
     settings = cli_settings(ctx)
     interactive = sys.stdin.isatty()
-    if settings.uses_embedded_model:
-        click.echo(EMBEDDED_MODEL_NOTICE, err=True)
+    for notice in startup_notices(settings):
+        click.echo(notice, err=True)
 
     async def talk(app: App) -> None:
+        await load_models(app)
         await TerminalChat(
             app.companion,
             persona_id=persona_id,
@@ -72,10 +73,11 @@ def run(ctx: click.Context) -> None:
         raise click.ClickException(
             "no platform is configured: set DISCORD_TOKEN and/or TELEGRAM_TOKEN; for a local chat use `companion chat`"
         )
-    if settings.uses_embedded_model:
-        click.echo(EMBEDDED_MODEL_NOTICE, err=True)
+    for notice in startup_notices(settings):
+        click.echo(notice, err=True)
 
     async def serve(app: App) -> None:
+        await load_models(app)
         serving = asyncio.current_task()
         assert serving is not None
         for stop in (signal.SIGINT, signal.SIGTERM):  # both stop the platforms; the app then closes cleanly

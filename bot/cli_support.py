@@ -60,14 +60,28 @@ def user_id_for(name: str) -> str:
 
 
 def scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The required `--persona` and `--user` options that name one scope."""
-    command = click.option(
+    """`--persona` and `--user`, which name one scope; the persona may be left to the default (read-only use)."""
+    command = _user_option(command)
+    return click.option(
+        "--persona", "persona_id", help="Persona id (default: COMPANION_DEFAULT_PERSONA)."
+    )(command)
+
+
+def changing_scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`--persona` and `--user` for a command that changes or deletes memories: both must be named."""
+    command = _user_option(command)
+    return click.option(
+        "--persona", "persona_id", required=True, help="Persona id (required: this command changes memories)."
+    )(command)
+
+
+def _user_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
         "--user", "user_name", required=True, help="User: a terminal name or a platform id (telegram:7)."
     )(command)
-    return click.option("--persona", "persona_id", required=True, help="Persona id.")(command)
 
 
-def scope_of(app: App, persona_id: str, user_name: str) -> Scope:
+def scope_of(app: App, persona_id: str | None, user_name: str) -> Scope:
     """The scope named on the command line; an unknown persona is an error that lists the known ones."""
     return Scope(app.companion.persona(persona_id).id, user_id_for(user_name))
 

@@ -107,7 +107,8 @@ class Settings(BaseSettings):
     persona_dir: Path | None = Field(
         None,
         validation_alias=_env("COMPANION_PERSONA_DIR"),
-        description="directory of persona files (default: the bundled personas/)",
+        description="directory of your persona files, searched before the bundled ones; `persona import` "
+        "writes here (default: personas/ in the data directory)",
     )
     working_memory_size: int = Field(
         30,
@@ -147,6 +148,13 @@ class Settings(BaseSettings):
         validation_alias=_env("COMPANION_BACKGROUND_WORKERS"),
         description="background memory jobs (monitor, summaries, reviews) run at once; one scope's stay in order",
     )
+    memory_mode: Literal["auto", "model", "explicit"] = Field(
+        "auto",
+        validation_alias=_env("COMPANION_MEMORY_MODE"),
+        description="model: the background roles ask their models; explicit: only 'remember/forget ...' requests, "
+        "decided in code, no model call (for models too small to follow the monitor); auto: explicit with the "
+        "embedded demo model, else model",
+    )
     monitor_max_ops: int = Field(
         10, ge=1, validation_alias=_env("COMPANION_MONITOR_MAX_OPS"), description="memory operations applied per turn"
     )
@@ -172,6 +180,18 @@ class Settings(BaseSettings):
     @property
     def uses_embedded_model(self) -> bool:
         return not self.openai_base_url
+
+    @property
+    def own_persona_dir(self) -> Path:
+        """The operator's persona files: searched before the bundled ones, where imports go."""
+        return self.persona_dir or self.data_dir / "personas"
+
+    @property
+    def background_uses_model(self) -> bool:
+        """Whether the monitor, summarizer and reviewer ask a model (see `memory_mode`)."""
+        if self.memory_mode == "auto":
+            return not self.uses_embedded_model
+        return self.memory_mode == "model"
 
     @property
     def effective_context_window(self) -> int:

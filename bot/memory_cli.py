@@ -24,7 +24,15 @@ from knowledge.memory_file import (
 from knowledge.records import MemoryRecord, Scope
 
 from .app import App
-from .cli_support import cli_settings, jsonable, keep_backup, run_app, scope_of, scope_options
+from .cli_support import (
+    changing_scope_options,
+    cli_settings,
+    jsonable,
+    keep_backup,
+    run_app,
+    scope_of,
+    scope_options,
+)
 
 IMPORTANCE_BINS = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0)  # histogram edges; 0.5 is the decay-review line, 3.0 never decays
 
@@ -35,7 +43,7 @@ def memory() -> None:
 
 
 def _in_scope(
-    ctx: click.Context, persona_id: str, user_name: str, work: Callable[[App, Scope], Awaitable[None]]
+    ctx: click.Context, persona_id: str | None, user_name: str, work: Callable[[App, Scope], Awaitable[None]]
 ) -> None:
     """Run `work(app, scope)` for the scope named on the command line."""
 
@@ -65,7 +73,7 @@ def _one(app: App, scope: Scope, memory_id: str) -> MemoryRecord:
 @click.option("--category", type=click.Choice(FILE_CATEGORIES), help="Only this category.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON with every field.")
 @click.pass_context
-def memory_list(ctx: click.Context, persona_id: str, user_name: str, category: str | None, as_json: bool) -> None:
+def memory_list(ctx: click.Context, persona_id: str | None, user_name: str, category: str | None, as_json: bool) -> None:
     """List the memories of one scope, most important first."""
 
     async def show(app: App, scope: Scope) -> None:
@@ -90,7 +98,7 @@ def memory_list(ctx: click.Context, persona_id: str, user_name: str, category: s
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, with the relevance (fused) and similarity (meaning) of each hit.")
 @click.pass_context
 def memory_search(
-    ctx: click.Context, persona_id: str, user_name: str, query: str, limit: int, with_history: bool, as_json: bool
+    ctx: click.Context, persona_id: str | None, user_name: str, query: str, limit: int, with_history: bool, as_json: bool
 ) -> None:
     """Find the memories a message like QUERY would recall, best first (and with --history, past messages)."""
 
@@ -128,7 +136,7 @@ def memory_search(
 @click.argument("memory_id")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def memory_show(ctx: click.Context, persona_id: str, user_name: str, memory_id: str, as_json: bool) -> None:
+def memory_show(ctx: click.Context, persona_id: str | None, user_name: str, memory_id: str, as_json: bool) -> None:
     """Show one memory with every field and its history."""
 
     async def show(app: App, scope: Scope) -> None:
@@ -146,7 +154,7 @@ def memory_show(ctx: click.Context, persona_id: str, user_name: str, memory_id: 
 
 
 @memory.command("edit")
-@scope_options
+@changing_scope_options
 @click.argument("memory_id")
 @click.option("--text", help="New text (without --text, --importance or --category: opens $EDITOR).")
 @click.option("--importance", type=click.FloatRange(0, 1000), help="New importance, counted from now.")
@@ -183,7 +191,7 @@ def memory_edit(
 
 
 @memory.command("forget")
-@scope_options
+@changing_scope_options
 @click.argument("memory_ids", nargs=-1)
 @click.option("--all", "everything", is_flag=True, help="Everything of this scope: memories, messages, history.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
@@ -223,7 +231,7 @@ def _render(app: App, scope: Scope, records: list[MemoryRecord], as_json: bool) 
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="File to write (default: stdout).")
 @click.option("--json", "as_json", is_flag=True, help="JSON with every field (default: MEMORY.md; also for *.json).")
 @click.pass_context
-def memory_export(ctx: click.Context, persona_id: str, user_name: str, output: Path | None, as_json: bool) -> None:
+def memory_export(ctx: click.Context, persona_id: str | None, user_name: str, output: Path | None, as_json: bool) -> None:
     """Write a scope's memories as MEMORY.md (readable, editable) or JSON; an existing file is kept as .bak."""
 
     async def export(app: App, scope: Scope) -> None:
@@ -241,7 +249,7 @@ def memory_export(ctx: click.Context, persona_id: str, user_name: str, output: P
 
 
 @memory.command("import")
-@scope_options
+@changing_scope_options
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--replace", "replace_all", is_flag=True, help="Also delete the scope's memories the file leaves out.")
 @click.option("--dry-run", is_flag=True, help="Only say what would change.")
@@ -300,7 +308,7 @@ def memory_import(
 @scope_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def memory_stats(ctx: click.Context, persona_id: str, user_name: str, as_json: bool) -> None:
+def memory_stats(ctx: click.Context, persona_id: str | None, user_name: str, as_json: bool) -> None:
     """Counts by category, an importance histogram, dead letters, and tokens spent per role."""
 
     async def show(app: App, scope: Scope) -> None:
@@ -351,7 +359,7 @@ def _print_stats(stats: dict[str, Any]) -> None:
 @click.option("--id", "memory_id", help="Only the changes of this memory.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def memory_history(ctx: click.Context, persona_id: str, user_name: str, memory_id: str | None, as_json: bool) -> None:
+def memory_history(ctx: click.Context, persona_id: str | None, user_name: str, memory_id: str | None, as_json: bool) -> None:
     """Show how a scope's memories changed (old -> new, who, when)."""
 
     async def show(app: App, scope: Scope) -> None:
@@ -369,17 +377,17 @@ def memory_history(ctx: click.Context, persona_id: str, user_name: str, memory_i
 
 
 @memory.command("dead-letters")
-@click.option("--persona", "persona_id", help="Only this persona (with --user).")
-@click.option("--user", "user_name", help="Only this user (with --persona).")
+@click.option("--persona", "persona_id", help="With --user: this persona (default: COMPANION_DEFAULT_PERSONA).")
+@click.option("--user", "user_name", help="Only this user.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def memory_dead_letters(ctx: click.Context, persona_id: str | None, user_name: str | None, as_json: bool) -> None:
     """List background work that failed for good (unreadable monitor output, jobs out of retries)."""
-    if (persona_id is None) != (user_name is None):
-        raise click.UsageError("give both --persona and --user, or neither for every scope")
+    if persona_id is not None and user_name is None:
+        raise click.UsageError("--persona needs --user; give neither for every scope")
 
     async def show(app: App) -> None:
-        scope = scope_of(app, persona_id, user_name) if persona_id and user_name else None
+        scope = scope_of(app, persona_id, user_name) if user_name else None
         letters = app.journal.dead_letters(scope)
         if as_json:
             _echo_json([{**jsonable(asdict(letter)), "scope": str(letter.scope)} for letter in letters])

@@ -20,8 +20,9 @@ def persona() -> None:
     """Persona files: list, show, validate, and import Character Cards (V2/V3, .json or .png)."""
 
 
-def _directory(ctx: click.Context) -> Path:
-    return cli_settings(ctx).persona_dir or PERSONA_DIR
+def _registry(ctx: click.Context) -> PersonaRegistry:
+    """The operator's persona directory first, then the bundled personas, as the running companion sees them."""
+    return PersonaRegistry(cli_settings(ctx).own_persona_dir, PERSONA_DIR)
 
 
 def checked_persona(path: Path) -> Persona:
@@ -49,19 +50,21 @@ def _summary(persona: Persona) -> dict[str, object]:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def persona_list(ctx: click.Context, as_json: bool) -> None:
-    """List the personas of the persona directory, and any that are broken."""
-    directory = _directory(ctx)
+    """List the personas (yours, then the bundled ones), and any that are broken."""
+    registry = _registry(ctx)
     rows: list[dict[str, object]] = []
-    for persona_id in PersonaRegistry(directory).ids():
+    for persona_id in registry.ids():
+        path = registry.path(persona_id)
+        assert path is not None
         try:
-            rows.append({**_summary(checked_persona(directory / f"{persona_id}.yaml")), "error": None})
+            rows.append({**_summary(checked_persona(path)), "file": str(path), "error": None})
         except PersonaError as error:
-            rows.append({"id": persona_id, "error": str(error)})
+            rows.append({"id": persona_id, "file": str(path), "error": str(error)})
     if as_json:
         click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
         return
     if not rows:
-        click.echo(f"No personas in {directory}.")
+        click.echo(f"No personas in {', '.join(map(str, registry.directories))}.")
     for row in rows:
         if row["error"]:
             click.echo(f"{row['id']:<20} BROKEN: {row['error']}")
@@ -80,7 +83,7 @@ def persona_list(ctx: click.Context, as_json: bool) -> None:
 def persona_show(ctx: click.Context, persona_id: str, as_json: bool, user_name: str | None) -> None:
     """Show a persona: its file as loaded, or the prompt it makes (lore entries join it when their keys come up)."""
     try:
-        persona = PersonaRegistry(_directory(ctx)).load(persona_id)
+        persona = _registry(ctx).load(persona_id)
     except PersonaError as error:
         raise click.ClickException(str(error)) from error
     if as_json:
@@ -95,8 +98,9 @@ def persona_show(ctx: click.Context, persona_id: str, as_json: bool, user_name: 
 @click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.pass_context
 def persona_validate(ctx: click.Context, files: tuple[Path, ...]) -> None:
-    """Check persona files (default: every file in the persona directory); exits 1 if any is broken."""
-    paths = list(files) or sorted(_directory(ctx).glob("*.yaml"))
+    """Check persona files (default: every persona's file); exits 1 if any is broken."""
+    registry = _registry(ctx)
+    paths = list(files) or [path for persona_id in registry.ids() if (path := registry.path(persona_id))]
     broken = 0
     for path in paths:
         try:
@@ -115,15 +119,20 @@ def persona_validate(ctx: click.Context, files: tuple[Path, ...]) -> None:
 @click.option("--force", is_flag=True, help="Replace a persona with the same id (the old file is kept as .bak).")
 @click.pass_context
 def persona_import(ctx: click.Context, card_file: Path, persona_id: str | None, force: bool) -> None:
-    """Import a Character Card V2 or V3 (.json, or .png with the card inside) as a persona file."""
-    directory = _directory(ctx)
+    """Import a Character Card V2 or V3 (.json, or .png with the card inside) as a persona file.
+
+    It is written to COMPANION_PERSONA_DIR, or personas/ in the data directory; a bundled persona
+    with the same id stays installed but is no longer used."""
+    registry = _registry(ctx)
+    directory = registry.directory
     try:
         persona = persona_from_card(read_card(card_file), persona_id, source=card_file.name)
     except PersonaError as error:
         raise click.ClickException(str(error)) from error
     target = directory / f"{persona.id}.yaml"
-    if target.exists() and not force:
-        raise click.ClickException(f"{target} exists; choose another --id, or --force to replace it")
+    existing = registry.path(persona.id)
+    if existing is not None and not force:
+        raise click.ClickException(f"{existing} exists; choose another --id, or --force to replace it")
     keep_backup(target)
     directory.mkdir(parents=True, exist_ok=True)
     target.write_text(persona_yaml(persona), encoding="utf-8")

@@ -25,6 +25,9 @@ __all__ = ["ConversationSummarizer", "SummaryError"]
 
 # One pasted essay should not crowd the rest of the conversation out of the summary prompt.
 MAX_MESSAGE_CHARS = 1000
+# An episode quoted without a model: each message shortened to this, the whole to the second.
+QUOTE_CHARS = 120
+MAX_QUOTED_EPISODE_CHARS = 600
 # Tokens kept free for the instructions and framing around the transcript.
 PROMPT_OVERHEAD_TOKENS = 400
 
@@ -59,20 +62,23 @@ def _user_label(messages: Sequence[StoredMessage], persona: Persona, group_chat:
 
 def _line(message: StoredMessage, persona: Persona, user: str) -> str:
     speaker = persona.name if message.role == "assistant" else user
-    content = " ".join(message.content.split())
-    if len(content) > MAX_MESSAGE_CHARS:
-        content = content[:MAX_MESSAGE_CHARS] + "…"
-    return f"{speaker}: {content}"
+    return f"{speaker}: {_shortened(message.content, MAX_MESSAGE_CHARS)}"
 
 
 class ConversationSummarizer:
     """Turns the archived messages of a conversation into episode memories."""
 
-    def __init__(self, llm: LLMClient, knowledge: KnowledgeBase, working_memory: WorkingMemory) -> None:
-        """Episodes are dated by their first message, so no clock is needed."""
+    def __init__(
+        self, llm: LLMClient, knowledge: KnowledgeBase, working_memory: WorkingMemory, *, use_model: bool = True
+    ) -> None:
+        """Episodes are dated by their first message, so no clock is needed.
+
+        Without `use_model` an episode quotes what the user said instead of summarising it: a model too
+        small to summarise writes confident fiction."""
         self._llm = llm
         self._knowledge = knowledge
         self._working_memory = working_memory
+        self.use_model = use_model
         # Jobs of different users of one group chat run side by side; each conversation is summarised
         # by one of them at a time, or both would turn the same messages into episodes.
         self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.WeakValueDictionary()
@@ -115,15 +121,7 @@ class ConversationSummarizer:
     async def _episode(
         self, persona: Persona, scope: Scope, conversation_id: str, messages: list[StoredMessage], user: str
     ) -> MemoryRecord:
-        transcript = "\n".join(_line(message, persona, user) for message in messages)
-        prompt = [
-            ChatMessage("system", SYSTEM_PROMPT.format(persona=persona.name, user=user)),
-            ChatMessage("user", f"<<<CONVERSATION\n{transcript}\nCONVERSATION>>>\n\nSummary:"),
-        ]
-        answer = await self._llm.complete(prompt, role="summarizer", choice=persona.models.get("summarizer"))
-        summary = " ".join(answer.split())
-        if not summary:
-            raise SummaryError(f"the summarizer gave an empty summary of {len(messages)} messages")
+        summary = await self._summary(persona, messages, user) if self.use_model else _quoted(messages, user)
         episode = await asyncio.to_thread(
             self._knowledge.add,
             scope,
@@ -135,3 +133,26 @@ class ConversationSummarizer:
         )
         await asyncio.to_thread(self._working_memory.mark_summarized, [message.id for message in messages])
         return episode
+
+    async def _summary(self, persona: Persona, messages: list[StoredMessage], user: str) -> str:
+        transcript = "\n".join(_line(message, persona, user) for message in messages)
+        prompt = [
+            ChatMessage("system", SYSTEM_PROMPT.format(persona=persona.name, user=user)),
+            ChatMessage("user", f"<<<CONVERSATION\n{transcript}\nCONVERSATION>>>\n\nSummary:"),
+        ]
+        answer = await self._llm.complete(prompt, role="summarizer", choice=persona.models.get("summarizer"))
+        summary = " ".join(answer.split())
+        if not summary:
+            raise SummaryError(f"the summarizer gave an empty summary of {len(messages)} messages")
+        return summary
+
+
+def _quoted(messages: Sequence[StoredMessage], user: str) -> str:
+    """An episode written without a model: what the user said, each message shortened."""
+    said = [_shortened(message.content, QUOTE_CHARS) for message in messages if message.role == "user"]
+    return _shortened(f"{user} said: " + " / ".join(said), MAX_QUOTED_EPISODE_CHARS)
+
+
+def _shortened(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -258,8 +258,12 @@ class KnowledgeMonitor:
         duplicate_similarity: float = 0.93,
         forget_similarity: float = DEFAULT_FORGET_SIMILARITY,
         history: ConversationHistory | None = None,
+        use_model: bool = True,
     ) -> None:
-        """`history`: when given, "forget …" also forgets the past messages that mention it."""
+        """`history`: when given, "forget …" also forgets the past messages that mention it.
+
+        Without `use_model` only the user's explicit requests are carried out: a model too small to
+        follow the op format would only produce dead letters."""
         self._llm = llm
         self._history = history
         self._knowledge = knowledge
@@ -269,12 +273,15 @@ class KnowledgeMonitor:
         self.max_ops = max_ops
         self.duplicate_similarity = duplicate_similarity
         self.forget_similarity = forget_similarity
+        self.use_model = use_model
 
     async def review_turn(self, persona: Persona, scope: Scope, turn: Turn) -> MonitorReport:
         """Apply the user's explicit requests, ask the model about the turn, check and apply its ops."""
         report = MonitorReport()
         policy = self._policy_for(persona.id)
         done = await asyncio.to_thread(self._explicit, scope, turn, policy, report)
+        if not self.use_model:
+            return report
         shown = await asyncio.to_thread(self._knowledge.get, scope, turn.shown_ids)
         messages = build_messages(persona, turn, shown, self._clock.now(), done)
         parsed, outputs = await self._ask(messages, report, persona.models.get("monitor"))

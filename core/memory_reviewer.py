@@ -108,7 +108,9 @@ class MemoryReviewer:
         clock: Clock,
         policy_for: PolicyFor,  # a persona's rules: the same the store applies
         max_rounds: int = 3,
+        use_model: bool = True,
     ) -> None:
+        """Without `use_model` every review keeps the memory, the safe choice, without asking a model."""
         if max_rounds < 1:
             raise ValueError("a review needs at least one round")
         self._llm = llm
@@ -117,6 +119,7 @@ class MemoryReviewer:
         self._clock = clock
         self._policy_for = policy_for
         self.max_rounds = max_rounds
+        self.use_model = use_model
 
     async def review(self, persona: Persona, scope: Scope, memory_id: str, kind: ReviewKind) -> ReviewDecision:
         """Run one review and apply its verdict."""
@@ -134,6 +137,8 @@ class MemoryReviewer:
         self, persona: Persona, scope: Scope, record: MemoryRecord, related: list[MemoryRecord], kind: ReviewKind
     ) -> ReviewDecision:
         """Talk with the model for up to `max_rounds` answers, running its searches in between."""
+        if not self.use_model:
+            return ReviewDecision(record.id, kind, "keep", 0, reason="kept without a review: no model reviews memories")
         messages = self._prompt(persona, record, related, kind)
         searches: list[str] = []
         tokens = 0

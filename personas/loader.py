@@ -150,30 +150,45 @@ def persona_yaml(persona: Persona) -> str:
 
 
 class PersonaRegistry:
-    """The personas of one directory, looked up by id."""
+    """The personas of one or more directories, looked up by id; the first directory with a file wins.
 
-    def __init__(self, directory: Path = PERSONA_DIR) -> None:
-        self.directory = directory
-        self._cache: dict[str, tuple[float, Persona]] = {}
+    The operator's own directory comes first, the bundled personas last, so an imported or edited
+    persona with a bundled id replaces the bundled one without touching the installed files.
+    """
+
+    def __init__(self, *directories: Path) -> None:
+        self.directories = directories or (PERSONA_DIR,)
+        self._cache: dict[str, tuple[tuple[Path, float] | None, Persona]] = {}
+
+    @property
+    def directory(self) -> Path:
+        """Where new persona files go: the first directory."""
+        return self.directories[0]
 
     def ids(self) -> list[str]:
         """The ids of the persona files present."""
-        return sorted(path.stem for path in self.directory.glob("*.yaml"))
+        return sorted({path.stem for directory in self.directories for path in directory.glob("*.yaml")})
+
+    def path(self, persona_id: str) -> Path | None:
+        """The file that defines `persona_id`, if any."""
+        if not _SLUG.match(persona_id):
+            return None
+        return next((path for d in self.directories if (path := d / f"{persona_id}.yaml").exists()), None)
 
     def load(self, persona_id: str) -> Persona:
         """Load one persona by id, with an error that lists the known ones."""
-        path = self.directory / f"{persona_id}.yaml"
-        if not _SLUG.match(persona_id) or not path.exists():
+        path = self.path(persona_id)
+        if path is None:
             known = ", ".join(self.ids()) or "none"
             raise PersonaError(f"unknown persona {persona_id!r} (known: {known})")
         return load_persona(path)
 
     def get(self, persona_id: str) -> Persona:
         """Like `load`, but re-reads the file only when it changed."""
-        path = self.directory / f"{persona_id}.yaml"
-        mtime = path.stat().st_mtime if path.exists() else -1.0
+        path = self.path(persona_id)
+        version = (path, path.stat().st_mtime) if path is not None else None
         cached = self._cache.get(persona_id)
-        if cached is None or cached[0] != mtime:
-            cached = (mtime, self.load(persona_id))
+        if cached is None or cached[0] != version:
+            cached = (version, self.load(persona_id))
             self._cache[persona_id] = cached
         return cached[1]

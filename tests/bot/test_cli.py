@@ -186,7 +186,9 @@ def test_history_and_dead_letters_are_listable(runner: CliRunner) -> None:
     every = runner.invoke(cli, ["memory", "dead-letters", "--json"])
     assert {row["scope"] for row in json.loads(every.output)} == {"xiaoxiang/cli:alice", "xiaoxiang/cli:bob"}
     half = runner.invoke(cli, ["memory", "dead-letters", "--persona", "xiaoxiang"])
-    assert half.exit_code == 2 and "both --persona and --user" in half.output
+    assert half.exit_code == 2 and "--persona needs --user" in half.output
+    by_default = runner.invoke(cli, ["memory", "dead-letters", "--user", "alice"])  # the default persona
+    assert by_default.output == mine.output
 
 
 def test_maintenance_runs_the_decay_pass_once(runner: CliRunner) -> None:

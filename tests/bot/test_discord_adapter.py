@@ -266,7 +266,7 @@ async def test_forget_what_shows_the_matches_and_deletes_only_them(cog: Companio
 async def test_persona_is_for_server_managers_and_changes_who_answers(
     discord_bot: commands.Bot, cog: CompanionCog, http: HttpLog, fake_openai: FakeOpenAIServer, tmp_path: Path
 ) -> None:
-    cog.companion.personas.directory = personas_with_a_tutor(tmp_path)
+    personas_with_a_tutor(cog.companion.personas.directory)  # the operator's own persona directory
     alice = member(0)
     refused = FakeInteraction(alice, channel(), manage_guild=False)
     await CompanionCog.persona.callback(cog, refused, persona="tutor")  # type: ignore[arg-type]

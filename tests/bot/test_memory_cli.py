@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,25 @@ def test_search_with_history_finds_past_messages_of_the_scope_only(runner: CliRu
     assert "Biscuit" not in memory(runner, "search", "greyhound").output  # memories only by default
     found = json.loads(memory(runner, "search", "greyhound", "--history", "--json").output)
     assert [(hit["category"], hit["content"]) for hit in found] == [("message", "I adopted a greyhound called Biscuit")]
+
+
+@pytest.mark.parametrize("command", [["list"], ["search", "ramen"], ["export"], ["stats"], ["history"]])
+def test_reading_commands_default_to_the_default_persona(
+    runner: CliRunner, memories: dict[str, MemoryRecord], command: list[str]
+) -> None:
+    result = runner.invoke(cli, ["memory", *command, "--user", "alice", "--json"])
+    assert result.exit_code == 0, result.output
+    with_persona = runner.invoke(cli, ["memory", *command, "--user", "alice", "--persona", "xiaoxiang", "--json"])
+    exported_at = re.compile(r'"exported_at": "[^"]*"')  # the one field that differs between two runs
+    assert exported_at.sub("", result.output) == exported_at.sub("", with_persona.output)
+
+
+@pytest.mark.parametrize("command", [["forget", "--all", "--yes"], ["edit", "mem_1", "--text", "x"]])
+def test_commands_that_change_memories_still_name_the_persona(
+    runner: CliRunner, memories: dict[str, MemoryRecord], command: list[str]
+) -> None:
+    result = runner.invoke(cli, ["memory", *command, "--user", "alice"])
+    assert result.exit_code == 2 and "Missing option '--persona'" in result.output
+    assert "Alice loves ramen" in contents(ALICE)
+    help_text = runner.invoke(cli, ["memory", command[0], "--help"]).output
+    assert "required: this command changes" in " ".join(help_text.split())

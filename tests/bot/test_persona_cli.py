@@ -71,3 +71,23 @@ def test_validate_names_the_file_and_field_of_each_problem(runner: CliRunner, pe
     assert "BROKEN  zed.yaml: personality: missing" in result.output and "2 of 3 persona files are broken" in result.output
     listed = runner.invoke(cli, ["persona", "list"]).output
     assert "zed                  BROKEN: zed.yaml: personality: missing" in listed
+
+
+def test_an_import_goes_to_the_data_directory_never_beside_the_code(
+    runner: CliRunner, isolated: Path, tmp_path: Path
+) -> None:
+    card = tmp_path / "marin.json"
+    card.write_text(json.dumps({**card_v2(), "data": {**card_v2()["data"], "name": "Xiaoxiang"}}), encoding="utf-8")
+    bundled = sorted(path.name for path in PERSONA_DIR.glob("*.yaml"))
+
+    refused = runner.invoke(cli, ["persona", "import", str(card)])
+    assert refused.exit_code == 1 and "xiaoxiang.yaml exists" in refused.output  # the bundled one counts
+    result = runner.invoke(cli, ["persona", "import", str(card), "--force"])
+    assert result.exit_code == 0, result.output
+
+    mine = isolated / "data" / "personas" / "xiaoxiang.yaml"
+    assert mine.exists() and sorted(path.name for path in PERSONA_DIR.glob("*.yaml")) == bundled
+    registry = PersonaRegistry(mine.parent, PERSONA_DIR)
+    assert registry.path("xiaoxiang") == mine and registry.get("xiaoxiang").name == "Xiaoxiang"  # yours wins
+    listed = json.loads(runner.invoke(cli, ["persona", "list", "--json"]).output)
+    assert [(row["id"], row["file"]) for row in listed] == [("xiaoxiang", str(mine))]

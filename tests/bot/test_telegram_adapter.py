@@ -370,7 +370,7 @@ async def test_memory_asked_in_a_group_by_someone_the_bot_cannot_message_stays_p
 async def ruled(app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer) -> AsyncIterator[Application]:
     """The application under operator rules: a tutor persona in the group, every message answered there,
     and only Alice and Bob allowed."""
-    app.companion.personas.directory = personas_with_a_tutor(app.settings.data_dir / "personas")
+    personas_with_a_tutor(app.companion.personas.directory)  # the operator's own persona directory
     app.settings.telegram = PlaceRules(
         personas={GROUP["id"]: "tutor"}, every_message=[GROUP["id"]], allowed_users=[ALICE["id"], BOB["id"]]
     )

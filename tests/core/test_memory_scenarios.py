@@ -680,3 +680,42 @@ async def test_replies_are_delivered_while_the_monitor_is_still_thinking(
         await no_trouble(app.companion, alice)
     finally:
         await app.aclose()
+
+
+# -- 12. memory without a background model (the embedded demo) -------------------------------------------
+
+
+async def test_explicit_memory_mode_keeps_what_was_asked_and_never_calls_a_background_model(
+    settings: Settings, clock: FakeClock, embedder: Embedder, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    app = build_app(settings.model_copy(update={"memory_mode": "explicit"}), clock=clock, embedder=embedder)
+    companion, kb = app.companion, app.companion.knowledge
+    me, days = Person(companion, clock), Timeline(companion, clock)
+    try:
+        await me.say("remember that my locker code is LOCK-9913")
+        await me.say("记住我喜欢拉面")
+        await me.say("I had a long day at the bank")
+        await settle(companion)
+        assert set(facts(kb, alice)) == {"my locker code is LOCK-9913", "我喜欢拉面"}
+        assert all(record.verified for record in kb.list(alice, categories=["fact"]))
+
+        await companion.new_conversation(None, "dm:cli:alice")
+        await settle(companion)
+        [episode] = kb.list(alice, categories=["episode"])
+        assert EPISODE_HEADER.sub("", episode.content) == (
+            "主人 said: remember that my locker code is LOCK-9913 / 记住我喜欢拉面 / I had a long day at the bank"
+        )
+
+        await me.say("forget my locker code")
+        await settle(companion)
+        assert set(facts(kb, alice)) == {"我喜欢拉面"}
+        ramen = facts(kb, alice)["我喜欢拉面"]
+        policy = policy_of(companion)
+        fading = days_until_below(policy.verified_fact_importance, policy.decay_review_below, policy.fact_factor)
+        await days.days(policy.grace_days + fading)  # below the review line: kept without a model, the safe choice
+        assert kb.get(alice, [ramen])[0].importance == policy.decay_keep_importance
+
+        assert {request.model for request in fake_openai.requests} == {CHAT}  # not one monitor, summarizer or reviewer call
+        await no_trouble(companion, alice)
+    finally:
+        await app.aclose()
