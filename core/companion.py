@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from knowledge.history import ConversationHistory
@@ -31,7 +31,7 @@ from .memory_lifecycle import MemoryLifecycle
 from .rate_limit import RateLimiter
 from .response_handler import ResponseHandler
 from .tasks import BackgroundTasks
-from .types import IncomingMessage, TurnResult
+from .types import IncomingMessage, StoredTurn, TurnResult
 
 log = logging.getLogger(__name__)
 
@@ -110,34 +110,22 @@ class Companion:
             )
         persona = self.persona(message.persona_id)
         scope = Scope(persona.id, message.user_id)
-        result = await self.responses.reply(persona, scope, message, group=group)
-        if not isinstance(result.reply, str):
-            result.reply = self._then_remember(result.reply, result, persona, scope, message, group)
-        return result
+        remember = functools.partial(self._remember, persona, scope, message, group)
+        return await self.responses.reply(persona, scope, message, group=group, on_stored=remember)
 
-    async def _then_remember(
-        self,
-        reply: AsyncIterator[str],
-        result: TurnResult,
-        persona: Persona,
-        scope: Scope,
-        message: IncomingMessage,
-        group: bool,
-    ) -> AsyncIterator[str]:
-        """Pass the reply through; once it is delivered and stored, hand the turn to the background."""
-        async for piece in reply:
-            yield piece
-        if "reply_id" not in result.metadata:
-            return  # no answer was stored (an apology): nothing for the monitor to judge
+    def _remember(
+        self, persona: Persona, scope: Scope, message: IncomingMessage, group: bool, stored: StoredTurn
+    ) -> None:
+        """Hand a turn whose reply was delivered and stored to the background."""
         turn = Turn(
             user_text=message.text,
-            reply_text=str(result.metadata["reply_text"]),
+            reply_text=stored.reply_text,
             speaker_name=message.speaker_name,
             persona_name=persona.name,
             user_title=persona.title_for(message.speaker_name),
-            shown_ids=tuple(result.metadata["shown_ids"]),  # type: ignore[arg-type]
+            shown_ids=stored.shown_ids,
             conversation_id=message.conversation_id,
-            message_ids=(str(result.metadata["message_id"]), str(result.metadata["reply_id"])),
+            message_ids=(stored.message_id, stored.reply_id),
             group=group,
         )
         self.lifecycle.turn_finished(scope, turn)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timezone
 
 from knowledge.history import ConversationHistory
@@ -22,7 +22,7 @@ from .clock import Clock
 from .errors import LLMError
 from .llm import LLMClient
 from .memory_injector import MemoryInjector, MessageTooLongError, Prompt
-from .types import IncomingMessage, TurnResult
+from .types import IncomingMessage, StoredTurn, TurnResult
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +83,20 @@ class ResponseHandler:
         self._history = history
         self._excerpt_limit = excerpt_limit
 
-    async def reply(self, persona: Persona, scope: Scope, message: IncomingMessage, *, group: bool) -> TurnResult:
-        """Store the message, build the prompt, and return the streamed reply."""
+    async def reply(
+        self,
+        persona: Persona,
+        scope: Scope,
+        message: IncomingMessage,
+        *,
+        group: bool,
+        on_stored: Callable[[StoredTurn], None] = lambda stored: None,
+    ) -> TurnResult:
+        """Store the message, build the prompt, and return the streamed reply.
+
+        Once the stream has been consumed and the answer stored, `on_stored` gets what the turn stored
+        (also kept as `TurnResult.stored`); an apology stores no answer and hands nothing over.
+        """
         stored = self.working_memory.append(
             persona.id,
             message.conversation_id,
@@ -104,17 +116,13 @@ class ResponseHandler:
             )
         except MessageTooLongError as error:
             return TurnResult(message.conversation_id, reply=str(error), notice=str(error), completed=False)
-        result = TurnResult(message.conversation_id, reply="")
         dropped = {record.id for record in prompt.dropped_memories}
-        result.metadata.update(
-            message_id=stored.id,
-            prompt_tokens=prompt.tokens,
-            # what the chat model actually saw, so the monitor can judge which memories were used
-            shown_ids=[
-                record.id for record in [*always, *retrieved] if record.category != "system" and record.id not in dropped
-            ],
+        # what the chat model actually saw, so the monitor can judge which memories were used
+        shown_ids = tuple(
+            record.id for record in [*always, *retrieved] if record.category != "system" and record.id not in dropped
         )
-        result.reply = self._stream(persona, scope, stored, prompt, result)
+        result = TurnResult(message.conversation_id, reply="")
+        result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_stored)
         return result
 
     async def _recall(
@@ -151,7 +159,14 @@ class ResponseHandler:
         return [hit.message for hit in hits]
 
     async def _stream(
-        self, persona: Persona, scope: Scope, stored: StoredMessage, prompt: Prompt, result: TurnResult
+        self,
+        persona: Persona,
+        scope: Scope,
+        stored: StoredMessage,
+        prompt: Prompt,
+        shown_ids: tuple[str, ...],
+        result: TurnResult,
+        on_stored: Callable[[StoredTurn], None],
     ) -> AsyncIterator[str]:
         parts: list[str] = []
         try:
@@ -178,4 +193,5 @@ class ResponseHandler:
             content=text,
             sent_at=self._clock.now(),
         )
-        result.metadata.update(reply_id=reply.id, reply_text=text)
+        result.stored = StoredTurn(message_id=stored.id, reply_id=reply.id, reply_text=text, shown_ids=shown_ids)
+        on_stored(result.stored)
