@@ -443,22 +443,12 @@ class KnowledgeMonitor:
         return None
 
     def _boost(self, state: _TurnState, record: MemoryRecord) -> str | None:
-        importance = decay.boosted(record, state.policy)
-        promote = decay.needs_promote_review(record, importance, state.policy)
-        updated = self._knowledge.update(
-            state.scope,
-            record.id,
-            importance=importance,
-            last_access=state.now,
-            hits=record.hits + 1,
-            # back above the decay-review line: a later fall is reviewed again
-            decay_kept=False if importance >= state.policy.decay_review_below else None,
-            review_pending="promote" if promote else None,
-        )
+        change = decay.after_boost(record, state.now, state.policy)
+        updated = self._knowledge.update(state.scope, record.id, **change.as_update())
         if updated is None:
             return "memory no longer exists"
         state.boosted.add(record.id)
-        if promote:
+        if change.review_pending == "promote":
             state.report.reviews.append((record.id, "promote"))
         if record.id in state.shown:
             state.shown[record.id] = updated

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from knowledge import decay
 from knowledge.decay import MemoryPolicy, PolicyFor
 from knowledge.journal import Journal
 from knowledge.records import MemoryRecord, ReviewKind, Scope
@@ -178,28 +179,19 @@ class MemoryReviewer:
         return "\n\n".join(blocks)
 
     def _apply(self, scope: Scope, record: MemoryRecord, decision: ReviewDecision, policy: MemoryPolicy) -> None:
-        """The effects of DESIGN §3.4, with history for every change of content or fate."""
-        now = self._clock.now()
+        """The effects of DESIGN §3.4, with a change-log row for every change of content or fate."""
         if decision.verdict == "delete":
             self._history(scope, record, "delete", None, decision)
             self._knowledge.delete(scope, [record.id])
-        elif decision.verdict == "promote":
+            return
+        if decision.verdict == "gone":  # `review` never gets here with it; the check narrows the type
+            return
+        if decision.verdict == "promote":
             self._history(scope, record, "promote", record.content, decision)
-            self._knowledge.update(scope, record.id, category="core", review_pending="")
-        elif decision.kind == "promote":
-            # not reviewed again while it stays above the line: only a boost across it asks again
-            self._knowledge.update(scope, record.id, review_pending="")
-        else:
+        elif decision.kind == "decay":
             self._history(scope, record, "keep", record.content, decision)
-            self._knowledge.update(
-                scope,
-                record.id,
-                # a boost since the review was queued must not be undone by the reset
-                importance=max(record.importance, policy.decay_keep_importance),
-                last_access=now,
-                decay_kept=True,
-                review_pending="",
-            )
+        change = decay.after_review(record, decision.kind, decision.verdict, self._clock.now(), policy)
+        self._knowledge.update(scope, record.id, **change.as_update())
 
     def _history(
         self, scope: Scope, record: MemoryRecord, action: str, new_content: str | None, decision: ReviewDecision
