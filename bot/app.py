@@ -28,7 +28,7 @@ from knowledge.decay import MemoryPolicy, PolicyFor
 from knowledge.embedding import Embedder, load_embedder
 from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
-from knowledge.memory_manager import MemoryManager
+from knowledge.decay_pass import DecayPass
 from knowledge.search_index import QueryEncoder
 from knowledge.store import ChromaKnowledgeBase, open_chroma_client
 from knowledge.working_memory import WorkingMemory
@@ -224,7 +224,7 @@ def build_app(
         ),
         summarizer=ConversationSummarizer(llm, knowledge, working_memory),
         reviewer=MemoryReviewer(llm, knowledge, journal, clock, policy_for),
-        memory_manager=MemoryManager(knowledge, journal, clock.now),
+        decay_pass=DecayPass(knowledge, journal, clock.now),
         working_memory=working_memory,
         history=history,
         persona=personas.get,

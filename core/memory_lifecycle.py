@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from knowledge.history import ConversationHistory
 from knowledge.journal import Job
-from knowledge.memory_manager import DecayReport, MemoryManager
+from knowledge.decay_pass import DecayReport, DecayPass
 from knowledge.records import ReviewKind, Scope
 from knowledge.working_memory import WorkingMemory
 from personas.loader import Persona
@@ -43,7 +43,7 @@ class MemoryLifecycle:
         monitor: KnowledgeMonitor,
         summarizer: ConversationSummarizer,
         reviewer: MemoryReviewer,
-        memory_manager: MemoryManager,
+        decay_pass: DecayPass,
         working_memory: WorkingMemory,
         history: ConversationHistory,
         persona: Callable[[str], Persona],
@@ -55,7 +55,7 @@ class MemoryLifecycle:
         self._monitor = monitor
         self._summarizer = summarizer
         self._reviewer = reviewer
-        self._memory_manager = memory_manager
+        self._decay_pass = decay_pass
         self._working_memory = working_memory
         self._persona = persona
         self._clock = clock
@@ -84,7 +84,7 @@ class MemoryLifecycle:
 
     async def run_decay(self) -> DecayReport:
         """The decay pass over every scope, then a review job for each memory that asked for one."""
-        report = await asyncio.to_thread(self._memory_manager.apply_decay)
+        report = await asyncio.to_thread(self._decay_pass.apply_decay)
         for scope, memory_id in report.reviews:
             self.review(scope, memory_id, "decay")
         log.info(

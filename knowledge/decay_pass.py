@@ -1,4 +1,4 @@
-"""MemoryManager: the decay pass of DESIGN §3.1 over every scope.
+"""DecayPass: the decay pass of DESIGN §3.1 over every scope (the rules it applies are in `decay.py`).
 
 This is the one maintenance operation that spans scopes. Importance fades on its own (the store
 derives it on every read), so the pass has only the discrete events to carry out: deleting a memory
@@ -45,7 +45,7 @@ class _PageChanges:
     rescheduled: list[MemoryRecord] = field(default_factory=list)
 
 
-class MemoryManager:
+class DecayPass:
     """Runs the decay pass, under the rules the store applies to each persona."""
 
     def __init__(
