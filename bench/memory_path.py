@@ -57,7 +57,8 @@ from bot.app import App, build_app, build_llm
 from bot.config import Settings
 from core.llm import LLMClient, ModelSettings
 from core.memory_injector import Budget, MemoryInjector
-from core.response_handler import MAX_QUERY_CHARS, system_records
+from core.response_handler import MAX_QUERY_CHARS
+from core.system_memories import system_records
 from core.types import ChatMessage, IncomingMessage, Role
 from knowledge.embedding import Embedder, load_embedder
 from knowledge.records import MemoryRecord, Scope

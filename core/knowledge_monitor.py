@@ -28,7 +28,7 @@ from personas.loader import ModelChoice, Persona
 from .clock import Clock
 from .llm import LLMClient, count_message_tokens, count_tokens
 from .monitor_ops import Add, Boost, Delete, Op, ParseResult, Skip, Update, op_text, parse_ops, squash_tags
-from .response_handler import system_records
+from .system_memories import system_records
 from .types import ChatMessage
 
 __all__ = [

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from datetime import datetime, timezone
 
 from knowledge.history import ConversationHistory
 from knowledge.records import MemoryRecord, Scope
@@ -22,32 +21,13 @@ from .clock import Clock
 from .errors import LLMError
 from .llm import LLMClient
 from .memory_injector import MemoryInjector, MessageTooLongError, Prompt
+from .system_memories import system_records
 from .types import IncomingMessage, StoredTurn, TurnResult
 
 log = logging.getLogger(__name__)
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # The embedder reads about 512 tokens; a longer query only costs time.
 MAX_QUERY_CHARS = 2000
-
-
-def system_records(persona: Persona) -> list[MemoryRecord]:
-    """The persona's own `system` memories as records, shared by all of its users."""
-    scope = Scope(persona.id, "persona")
-    return [
-        MemoryRecord(
-            id=f"sys_{index}",
-            scope=scope,
-            content=content,
-            category="system",
-            importance=3.0,
-            created_at=_EPOCH,
-            last_access=_EPOCH,
-            source="system",
-            verified=True,
-        )
-        for index, content in enumerate(persona.system_memories, start=1)
-    ]
 
 
 def apology(error: LLMError) -> str:
