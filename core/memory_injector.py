@@ -18,8 +18,8 @@ from personas.loader import Persona
 from personas.lorebook import LoreEntry
 
 from .errors import UserFacingError
-from .lorebook import active_lore
 from .llm import MESSAGE_OVERHEAD_TOKENS, count_message_tokens, count_tokens
+from .lore_selection import active_lore
 from .types import ChatMessage
 
 # Recent messages outrank retrieved memories: a reply that loses the thread is worse than one
