@@ -62,7 +62,7 @@ from core.system_memories import system_records
 from core.types import ChatMessage, IncomingMessage, Role
 from knowledge.embedding import Embedder, load_embedder
 from knowledge.records import MemoryRecord, Scope
-from knowledge.retrieval import rank_for_prompt
+from knowledge.ranking import rank_for_prompt
 from knowledge.store import ChromaKnowledgeBase
 from knowledge.working_memory import MessageRole
 from personas.loader import ModelChoice, Persona

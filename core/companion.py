@@ -10,15 +10,9 @@ from dataclasses import dataclass
 
 from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
+from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope, ScoredMemory
-from knowledge.retrieval import (
-    FORGETTABLE,
-    SearchResults,
-    memories_about,
-    messages_about,
-    rank_for_prompt,
-    search_scope,
-)
+from knowledge.retrieval import FORGETTABLE, SearchResults, memories_about, messages_about, search_scope
 from knowledge.store import KnowledgeBase
 from knowledge.working_memory import StoredMessage
 from personas.loader import Persona, PersonaError, PersonaRegistry

@@ -11,8 +11,8 @@ import logging
 from collections.abc import AsyncIterator, Callable
 
 from knowledge.history import ConversationHistory
+from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope
-from knowledge.retrieval import rank_for_prompt
 from knowledge.store import KnowledgeBase
 from knowledge.working_memory import StoredMessage, WorkingMemory
 from personas.loader import Persona
