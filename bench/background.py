@@ -504,7 +504,7 @@ def _check(mode: str, app: App, tokens: dict[str, Any], user_turns: int) -> None
         return
     if roles["monitor"]["calls"] != user_turns:
         raise RuntimeError(f"[{mode}] {roles['monitor']['calls']} monitor calls for {user_turns} turns")
-    if app.journal.pending_jobs() or app.journal.dead_letters():
+    if app.journal.jobs.pending_jobs() or app.journal.jobs.dead_letters():
         raise RuntimeError(f"[{mode}] jobs left pending or dead-lettered after drain()")
 
 

@@ -190,7 +190,7 @@ async def run(args: argparse.Namespace, embedder: Embedder) -> dict[str, Any]:
             drain_started = time.perf_counter()
             await app.companion.tasks.drain()
             drain = time.perf_counter() - drain_started
-            dead_letters = len(app.journal.dead_letters())
+            dead_letters = len(app.journal.jobs.dead_letters())
         finally:
             await app.aclose()
         monitor_calls = len(llm.requests_for(MODELS["monitor"]))

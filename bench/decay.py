@@ -39,8 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
+from knowledge.decay_pass import DecayPass, DecayReport
 from knowledge.journal import Journal
-from knowledge.decay_pass import DecayReport, DecayPass
 from knowledge.records import Category, MemoryRecord, Scope
 from knowledge.store import ChromaKnowledgeBase, open_chroma_client
 from tests.fakes.clock import FakeClock
@@ -116,7 +116,7 @@ def run(memories: int, scopes: int) -> tuple[float, dict[str, DecayReport]]:
         started = time.perf_counter()
         store.add_records(records)
         seed_seconds = time.perf_counter() - started
-        decay_pass = DecayPass(store, journal, clock.now)
+        decay_pass = DecayPass(store, journal.changes, clock.now)
         reports = {"catch_up": decay_pass.apply_decay(), "same_moment": decay_pass.apply_decay()}
         clock.advance(days=1)
         reports["next_day"] = decay_pass.apply_decay()

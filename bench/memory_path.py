@@ -61,8 +61,8 @@ from core.response_handler import MAX_QUERY_CHARS
 from core.system_memories import system_records
 from core.types import ChatMessage, IncomingMessage, Role
 from knowledge.embedding import Embedder, load_embedder
-from knowledge.records import MemoryRecord, Scope
 from knowledge.ranking import rank_for_prompt
+from knowledge.records import MemoryRecord, Scope
 from knowledge.store import ChromaKnowledgeBase
 from knowledge.working_memory import MessageRole
 from personas.loader import ModelChoice, Persona

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from datetime import timedelta
-
 from core.clock import Clock, SystemClock
 from core.companion import Companion
-from core.errors import UserFacingError
 from core.conversation_summarizer import ConversationSummarizer
 from core.embedded_llm import EMBEDDED_MODEL_NAME, LlamaCppClient
+from core.errors import UserFacingError
 from core.knowledge_monitor import KnowledgeMonitor
 from core.llm import LLMClient, ModelSettings, OpenAIClient, UsageSink
 from core.memory_injector import Budget, MemoryInjector
@@ -25,10 +24,10 @@ from core.scheduler import Scheduler
 from core.tasks import DEFAULT_BACKOFF, BackgroundTasks
 from core.types import ROLES, Role
 from knowledge.decay import MemoryPolicy, PolicyFor
+from knowledge.decay_pass import DecayPass
 from knowledge.embedding import Embedder, load_embedder
 from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
-from knowledge.decay_pass import DecayPass
 from knowledge.search_index import QueryEncoder
 from knowledge.store import ChromaKnowledgeBase, open_chroma_client
 from knowledge.working_memory import WorkingMemory
@@ -36,7 +35,6 @@ from personas.loader import PERSONA_DIR, PersonaRegistry
 
 from .config import ConfigError, Settings
 from .routing import PersonaChoices, Router
-
 
 EMBEDDED_REPLY_TOKENS = 200
 EMBEDDED_MODEL_NOTICE = (
@@ -203,7 +201,7 @@ def build_app(
     journal = Journal(data_dir / "companion.sqlite3")
 
     def record_usage(role: Role, model: str, prompt_tokens: int, completion_tokens: int) -> None:
-        journal.record_usage(role, model, prompt_tokens, completion_tokens, at=clock.now())
+        journal.usage.record(role, model, prompt_tokens, completion_tokens, at=clock.now())
 
     llm = llm or build_llm(settings, usage=record_usage)
     chat = llm.settings("chat")
@@ -218,13 +216,20 @@ def build_app(
         retrieval_limit=settings.retrieval_limit,
     )
     lifecycle = MemoryLifecycle(
-        tasks=BackgroundTasks(journal, clock, backoff=backoff, concurrency=settings.background_workers),
+        tasks=BackgroundTasks(journal.jobs, clock, backoff=backoff, concurrency=settings.background_workers),
         monitor=KnowledgeMonitor(
-            llm, knowledge, journal, clock, policy_for, max_ops=settings.monitor_max_ops, history=history
+            llm,
+            knowledge,
+            journal.changes,
+            journal.jobs,
+            clock,
+            policy_for,
+            max_ops=settings.monitor_max_ops,
+            history=history,
         ),
         summarizer=ConversationSummarizer(llm, knowledge, working_memory),
-        reviewer=MemoryReviewer(llm, knowledge, journal, clock, policy_for),
-        decay_pass=DecayPass(knowledge, journal, clock.now),
+        reviewer=MemoryReviewer(llm, knowledge, journal.changes, clock, policy_for),
+        decay_pass=DecayPass(knowledge, journal.changes, clock.now),
         working_memory=working_memory,
         history=history,
         persona=personas.get,

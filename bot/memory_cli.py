@@ -133,7 +133,7 @@ def memory_show(ctx: click.Context, persona_id: str, user_name: str, memory_id: 
 
     async def show(app: App, scope: Scope) -> None:
         record = _one(app, scope, memory_id)
-        history = app.journal.history(scope, memory_id)
+        history = app.journal.changes.changes(scope, memory_id)
         if as_json:
             _echo_json({**record.to_dict(), "history": [jsonable(asdict(entry)) for entry in history]})
             return
@@ -310,8 +310,8 @@ def memory_stats(ctx: click.Context, persona_id: str, user_name: str, as_json: b
             "memories": len(records),
             "by_category": dict(Counter(record.category for record in records)),
             "importance": _histogram(records),
-            "dead_letters": len(app.journal.dead_letters(scope)),
-            "token_usage_all_scopes": [asdict(usage) for usage in app.journal.token_usage()],
+            "dead_letters": len(app.journal.jobs.dead_letters(scope)),
+            "token_usage_all_scopes": [asdict(usage) for usage in app.journal.usage.totals()],
         }
         if as_json:
             _echo_json(stats)
@@ -355,7 +355,7 @@ def memory_history(ctx: click.Context, persona_id: str, user_name: str, memory_i
     """Show how a scope's memories changed (old -> new, who, when)."""
 
     async def show(app: App, scope: Scope) -> None:
-        entries = app.journal.history(scope, memory_id)
+        entries = app.journal.changes.changes(scope, memory_id)
         if as_json:
             _echo_json([jsonable(asdict(entry)) for entry in entries])
             return
@@ -380,7 +380,7 @@ def memory_dead_letters(ctx: click.Context, persona_id: str | None, user_name: s
 
     async def show(app: App) -> None:
         scope = scope_of(app, persona_id, user_name) if persona_id and user_name else None
-        letters = app.journal.dead_letters(scope)
+        letters = app.journal.jobs.dead_letters(scope)
         if as_json:
             _echo_json([{**jsonable(asdict(letter)), "scope": str(letter.scope)} for letter in letters])
             return

@@ -70,7 +70,7 @@ class Companion:
         self.journal = journal
         self.clock = clock
         self.default_persona = default_persona
-        self.editor = MemoryEditor(knowledge, journal, clock)
+        self.editor = MemoryEditor(knowledge, journal.changes, clock)
         self._rate_limiter = rate_limiter or RateLimiter(clock, per_minute=0)
 
     @property

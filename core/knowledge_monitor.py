@@ -17,9 +17,10 @@ from datetime import datetime
 from typing import Literal
 
 from knowledge import decay
+from knowledge.change_log import ChangeLog
 from knowledge.decay import MemoryPolicy, PolicyFor
 from knowledge.history import ConversationHistory
-from knowledge.journal import DeadLetter, Journal
+from knowledge.job_queue import DeadLetter, JobQueue
 from knowledge.records import MemoryRecord, ReviewKind, Scope
 from knowledge.retrieval import DEFAULT_FORGET_SIMILARITY, memories_about, messages_about
 from knowledge.store import KnowledgeBase
@@ -251,7 +252,8 @@ class KnowledgeMonitor:
         self,
         llm: LLMClient,
         knowledge: KnowledgeBase,
-        journal: Journal,
+        changes: ChangeLog,
+        dead_letters: JobQueue,
         clock: Clock,
         policy_for: PolicyFor,  # a persona's rules: the same the store applies
         max_ops: int = 10,
@@ -263,7 +265,8 @@ class KnowledgeMonitor:
         self._llm = llm
         self._history = history
         self._knowledge = knowledge
-        self._journal = journal
+        self._changes = changes
+        self._dead_letters = dead_letters
         self._clock = clock
         self._policy_for = policy_for
         self.max_ops = max_ops
@@ -280,7 +283,7 @@ class KnowledgeMonitor:
         parsed, outputs = await self._ask(messages, report, persona.models.get("monitor"))
         if not parsed.ops:
             payload = {"turn": asdict(turn), "output": outputs}
-            report.dead_letter = self._journal.dead_letter(
+            report.dead_letter = self._dead_letters.dead_letter(
                 "monitor", scope, payload=payload, error=UNREADABLE, at=self._clock.now()
             )
             return report
@@ -355,7 +358,7 @@ class KnowledgeMonitor:
         doomed = memories_about(self._knowledge, scope, phrase, min_similarity=self.forget_similarity)
         for record in doomed:
             # the history says that something was forgotten, never what: that is the point of forgetting
-            self._journal.record_change(
+            self._changes.record_change(
                 scope, record.id, action="delete", actor="user", old_content=None, new_content=None,
                 at=self._clock.now(), detail="forgotten at the user's request",
             )
@@ -432,7 +435,7 @@ class KnowledgeMonitor:
         old = state.shown[op.memory_id]
         if _normalized(old.content) == _normalized(op.content):
             return "content unchanged"
-        self._journal.record_change(
+        self._changes.record_change(
             state.scope, old.id, action="update", actor="background_ai", old_content=old.content,
             new_content=op.content, at=state.now,
         )
@@ -456,7 +459,7 @@ class KnowledgeMonitor:
 
     def _delete(self, state: _TurnState, op: Delete) -> str | None:
         record = state.shown.pop(op.memory_id)
-        self._journal.record_change(
+        self._changes.record_change(
             state.scope, record.id, action="delete", actor="background_ai", old_content=record.content,
             new_content=None, at=state.now,
         )

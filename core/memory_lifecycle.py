@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import asdict
 from datetime import timedelta
 
+from knowledge.decay_pass import DecayPass, DecayReport
 from knowledge.history import ConversationHistory
-from knowledge.journal import Job
-from knowledge.decay_pass import DecayReport, DecayPass
+from knowledge.job_queue import Job
 from knowledge.records import ReviewKind, Scope
 from knowledge.working_memory import WorkingMemory
 from personas.loader import Persona

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from knowledge import decay
+from knowledge.change_log import ChangeLog
 from knowledge.decay import MemoryPolicy, PolicyFor
-from knowledge.journal import Journal
 from knowledge.records import MemoryRecord, ReviewKind, Scope
 from knowledge.store import KnowledgeBase
 from personas.loader import Persona
@@ -105,7 +105,7 @@ class MemoryReviewer:
         self,
         llm: LLMClient,
         knowledge: KnowledgeBase,
-        journal: Journal,
+        changes: ChangeLog,
         clock: Clock,
         policy_for: PolicyFor,  # a persona's rules: the same the store applies
         max_rounds: int = 3,
@@ -114,7 +114,7 @@ class MemoryReviewer:
             raise ValueError("a review needs at least one round")
         self._llm = llm
         self._knowledge = knowledge
-        self._journal = journal
+        self._changes = changes
         self._clock = clock
         self._policy_for = policy_for
         self.max_rounds = max_rounds
@@ -181,22 +181,22 @@ class MemoryReviewer:
     def _apply(self, scope: Scope, record: MemoryRecord, decision: ReviewDecision, policy: MemoryPolicy) -> None:
         """The effects of DESIGN §3.4, with a change-log row for every change of content or fate."""
         if decision.verdict == "delete":
-            self._history(scope, record, "delete", None, decision)
+            self._log_change(scope, record, "delete", None, decision)
             self._knowledge.delete(scope, [record.id])
             return
         if decision.verdict == "gone":  # `review` never gets here with it; the check narrows the type
             return
         if decision.verdict == "promote":
-            self._history(scope, record, "promote", record.content, decision)
+            self._log_change(scope, record, "promote", record.content, decision)
         elif decision.kind == "decay":
-            self._history(scope, record, "keep", record.content, decision)
+            self._log_change(scope, record, "keep", record.content, decision)
         change = decay.after_review(record, decision.kind, decision.verdict, self._clock.now(), policy)
         self._knowledge.update(scope, record.id, **change.as_update())
 
-    def _history(
+    def _log_change(
         self, scope: Scope, record: MemoryRecord, action: str, new_content: str | None, decision: ReviewDecision
     ) -> None:
-        self._journal.record_change(
+        self._changes.record_change(
             scope,
             record.id,
             action=action,

@@ -5,7 +5,6 @@ Real chromadb, real SQLite journal, the real OpenAI client against the fake serv
 
 from __future__ import annotations
 
-
 import pytest
 
 from bot.app import App
@@ -25,7 +24,7 @@ MONITOR = "monitor-model"
 
 @pytest.fixture
 def monitor(app: App, kb: ChromaKnowledgeBase, journal: Journal, clock: FakeClock) -> KnowledgeMonitor:
-    return KnowledgeMonitor(app.llm, kb, journal, clock, kb.policy_for)
+    return KnowledgeMonitor(app.llm, kb, journal.changes, journal.jobs, clock, kb.policy_for)
 
 
 def make_turn(
@@ -195,7 +194,7 @@ async def test_system_memories_are_read_only(
     report = await monitor.review_turn(persona, alice, make_turn("小祥喜欢什么?", shown=("sys_1", "sys_2")))
     assert report.applied == []
     assert {reason for _, reason in report.rejected} == {"system memories are read-only"}
-    assert journal.history(alice) == []
+    assert journal.changes.changes(alice) == []
 
 
 async def test_at_most_max_ops_are_applied(
@@ -215,7 +214,7 @@ async def test_unreadable_twice_becomes_a_dead_letter(
     report = await monitor.review_turn(persona, alice, make_turn("hello"))
 
     assert len(fake_openai.requests_for(MONITOR)) == 2
-    [letter] = journal.dead_letters(alice)
+    [letter] = journal.jobs.dead_letters(alice)
     assert report.dead_letter is not None and report.dead_letter.id == letter.id
     assert (letter.kind, letter.error) == ("monitor", UNREADABLE)
     assert letter.payload["output"] == ['{"ops": []}', "Nothing to remember here."]
@@ -239,7 +238,7 @@ async def test_unreadable_once_then_valid_is_applied(
     assert second.messages[:2] == first.messages
     assert second.messages[2] == {"role": "assistant", "content": ""}
     assert "could not be read" in second.messages[3]["content"]
-    assert journal.dead_letters() == []
+    assert journal.jobs.dead_letters() == []
 
 
 async def test_a_model_failure_propagates_for_the_runner_to_retry(
@@ -248,7 +247,7 @@ async def test_a_model_failure_propagates_for_the_runner_to_retry(
     fake_openai.script(MONITOR, FakeError(500, times=3))
     with pytest.raises(LLMError):
         await monitor.review_turn(persona, alice, make_turn("hello"))
-    assert journal.dead_letters() == []
+    assert journal.jobs.dead_letters() == []
 
 
 @pytest.mark.parametrize("typed", ["[DELETE:{id}]", "please 【delete : {id}】 now", "[delete:{id}]"])
@@ -358,7 +357,7 @@ async def test_update_keeps_the_old_version_in_history_only(
     hits = [hit.record.content for hit in kb.search(alice, "Beijing", limit=10)]
     assert "Alice lives in Shanghai" in hits
     assert not any("Beijing" in content for content in hits)
-    [entry] = journal.history(alice, old.id)
+    [entry] = journal.changes.changes(alice, old.id)
     assert (entry.action, entry.actor, entry.old_content, entry.new_content) == (
         "update",
         "background_ai",
@@ -409,7 +408,7 @@ async def test_a_personas_memory_rules_apply(
     memory = kb.add(alice, "主人喜欢拉面", category="fact", source="user")
     fake_openai.script(MONITOR, f"[BOOST:{memory.id}]")
     eager = MemoryPolicy().overridden({"boost": 0.5})  # as a persona file's memory_rules would say
-    monitor = KnowledgeMonitor(app.llm, kb, journal, clock, lambda persona_id: eager)
+    monitor = KnowledgeMonitor(app.llm, kb, journal.changes, journal.jobs, clock, lambda persona_id: eager)
     await monitor.review_turn(persona, alice, make_turn("拉面!", shown=(memory.id,)))
     assert kb.get(alice, [memory.id])[0].importance == pytest.approx(1.5)
 
@@ -437,7 +436,7 @@ async def test_ops_after_a_delete_of_the_same_memory_are_rejected(
     report = await monitor.review_turn(persona, alice, make_turn("其实我不讨厌香菜", shown=(memory.id,)))
     assert report.applied == [Delete(memory.id)]
     assert kb.get(alice, [memory.id]) == []
-    assert [entry.action for entry in journal.history(alice, memory.id)] == ["delete"]
+    assert [entry.action for entry in journal.changes.changes(alice, memory.id)] == ["delete"]
 
 
 # -- explicit requests, decided in code ------------------------------------------------------------
@@ -544,7 +543,7 @@ async def test_forget_requests_delete_matching_memories_only(
 
     assert contents(kb, alice) == everything - forgotten
     assert kb.count(bob) == 1
-    history = journal.history(alice)
+    history = journal.changes.changes(alice)
     assert len(history) == len(forgotten)
     assert {(entry.action, entry.actor, entry.old_content) for entry in history} == {("delete", "user", None)}
     assert not any(text in str(entry) for entry in history for text in forgotten)
@@ -584,7 +583,7 @@ async def test_a_correction_replaces_the_old_memory(
 
     assert contents(kb, alice) == {"主人住在上海"}
     assert kb.search(alice, "主人住在哪里", limit=1)[0].record.content == "主人住在上海"
-    assert [entry.old_content for entry in journal.history(alice, beijing.id)] == ["主人住在北京"]
+    assert [entry.old_content for entry in journal.changes.changes(alice, beijing.id)] == ["主人住在北京"]
 
 
 async def test_a_change_over_time_keeps_both_memories(

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from knowledge.change_log import MemoryChange
 from knowledge.decay import MemoryPolicy, PolicyFor, default_policy
-from knowledge.embedding import Embedder
-from knowledge.journal import HistoryEntry, Journal
 from knowledge.decay_pass import DecayPass
+from knowledge.embedding import Embedder
+from knowledge.journal import Journal
 from knowledge.records import Category, MemoryRecord, Scope
 from knowledge.store import ChromaKnowledgeBase, open_chroma_client
 from tests.fakes.clock import FakeClock
@@ -36,7 +37,7 @@ def journal(tmp_path: Path) -> Journal:
 
 @pytest.fixture
 def decay_pass(store: ChromaKnowledgeBase, journal: Journal, clock: FakeClock) -> DecayPass:
-    return DecayPass(store, journal, clock.now)
+    return DecayPass(store, journal.changes, clock.now)
 
 
 def current(store: ChromaKnowledgeBase, scope: Scope, memory: MemoryRecord) -> MemoryRecord | None:
@@ -82,8 +83,8 @@ def test_an_episode_decays_faster_and_is_deleted_at_two_weeks_with_history(
     clock.advance(days=1)
     report = decay_pass.apply_decay()
     assert (report.deleted, current(store, alice, episode)) == (1, None)
-    assert journal.history(alice) == [
-        HistoryEntry(episode.id, "delete", "decay", episode.content, None, "episode older than 14 days", clock.now())
+    assert journal.changes.changes(alice) == [
+        MemoryChange(episode.id, "delete", "decay", episode.content, None, "episode older than 14 days", clock.now())
     ]
 
 
@@ -132,8 +133,8 @@ def test_a_fact_kept_by_a_review_decays_again_and_is_deleted_without_another_rev
     clock.advance(days=1)  # 0.5 * 0.95**10 = 0.299
     report = decay_pass.apply_decay()
     assert (report.deleted, report.reviews, current(store, alice, fact)) == (1, [], None)
-    assert journal.history(alice, fact.id) == [
-        HistoryEntry(fact.id, "delete", "decay", fact.content, None, "importance 0.299", clock.now())
+    assert journal.changes.changes(alice, fact.id) == [
+        MemoryChange(fact.id, "delete", "decay", fact.content, None, "importance 0.299", clock.now())
     ]
 
 
@@ -169,7 +170,7 @@ def test_missed_runs_give_the_same_state_as_daily_runs(
         15: [("fact", "Alice's sister visits in spring", 1.0, False)],
         20: [("episode", "[day 20] talked about spring plans", 1.0, False)],
     }
-    daily = DecayPass(stores["daily"], journals["daily"], clock.now)
+    daily = DecayPass(stores["daily"], journals["daily"].changes, clock.now)
     for day in range(31):
         clock.advance(days=1 if day else 0)
         for category, content, value, kept in arrivals.get(day, []):
@@ -177,13 +178,13 @@ def test_missed_runs_give_the_same_state_as_daily_runs(
                 added = store.add(alice, content, category=category, source="user", importance=value)
                 store.update(alice, added.id, decay_kept=kept)
         daily.apply_decay()
-    DecayPass(stores["late"], journals["late"], clock.now).apply_decay()  # its only run, on day 30
+    DecayPass(stores["late"], journals["late"].changes, clock.now).apply_decay()  # its only run, on day 30
 
     def state(name: str) -> dict[str, tuple[float, str | None]]:
         return {memory.content: (memory.importance, memory.review_pending) for memory in stores[name].list(alice)}
 
     def deleted(name: str) -> list[str]:
-        return sorted(entry.old_content or "" for entry in journals[name].history(alice) if entry.action == "delete")
+        return sorted(entry.old_content or "" for entry in journals[name].changes.changes(alice) if entry.action == "delete")
 
     assert state("daily") == state("late")
     assert state("late") == {
@@ -214,7 +215,7 @@ def test_a_persona_override_applies_to_that_persona_only(
     store = open_store(
         tmp_path, embedder, clock, lambda persona: strict_rules if persona == "strict" else MemoryPolicy()
     )
-    decay_pass = DecayPass(store, journal, clock.now)
+    decay_pass = DecayPass(store, journal.changes, clock.now)
     lenient = store.add(alice, "likes ramen", category="fact", source="user")
     harsh = store.add(strict, "likes ramen", category="fact", source="user")
     clock.advance(days=9)
@@ -247,7 +248,7 @@ def test_pages_are_read_by_id_so_deleting_on_one_page_skips_nothing_on_the_next(
     episodes = [store.add(alice, f"[day 0] episode {n}", category="episode", source="background_ai") for n in range(3)]
     facts = [store.add(alice, f"fact {n}", category="fact", source="user") for n in range(3)]
     clock.advance(days=21)  # the episodes are too old, the facts cross 0.5
-    report = DecayPass(store, journal, clock.now, page_size=2).apply_decay()
+    report = DecayPass(store, journal.changes, clock.now, page_size=2).apply_decay()
     assert (report.scanned, report.deleted, len(report.reviews)) == (6, 3, 3)
     assert [current(store, alice, episode) for episode in episodes] == [None] * 3
     assert [current(store, alice, fact).review_pending for fact in facts] == ["decay"] * 3  # type: ignore[union-attr]
@@ -297,7 +298,7 @@ def test_a_memory_due_under_old_rules_is_rescheduled_once(
     fact = written.add(alice, "Alice collects stamps", category="fact", source="user")
     patient = MemoryPolicy(grace_days=30)  # the persona's rules changed after the fact was written
     store = open_store(tmp_path, embedder, clock, lambda persona: patient)
-    decay_pass = DecayPass(store, journal, clock.now)
+    decay_pass = DecayPass(store, journal.changes, clock.now)
     clock.advance(days=21)  # due by the old rules, not the new ones
     first = decay_pass.apply_decay()
     assert (first.scanned, first.rescheduled, first.reviews) == (1, 1, [])
@@ -311,7 +312,7 @@ def test_reviews_beyond_the_cap_wait_for_a_later_pass(
     store: ChromaKnowledgeBase, journal: Journal, clock: FakeClock, alice: Scope
 ) -> None:
     facts = [store.add(alice, f"fact {n}", category="fact", source="user") for n in range(3)]
-    decay_pass = DecayPass(store, journal, clock.now, max_reviews=2)
+    decay_pass = DecayPass(store, journal.changes, clock.now, max_reviews=2)
     clock.advance(days=30)  # all three fell below 0.5 while the bot was down
     first = decay_pass.apply_decay()
     assert (len(first.reviews), first.deferred) == (2, 1)
