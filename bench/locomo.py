@@ -47,6 +47,7 @@ import numpy as np
 
 from knowledge.embedding import Embedder, load_embedder
 from knowledge.history import ConversationHistory
+from knowledge.message_log import MessageLog
 from knowledge.records import Scope
 from knowledge.search_index import QueryEncoder
 from knowledge.working_memory import WorkingMemory
@@ -238,8 +239,8 @@ def run(samples: Sequence[Sample], *, scale: int = 0) -> dict[str, object]:
     ingest_seconds = 0.0
     with tempfile.TemporaryDirectory() as data_dir:
         database = Path(data_dir) / "companion.sqlite3"
-        working_memory = WorkingMemory(database)
-        history = ConversationHistory(working_memory, embedder, database, queries=QueryEncoder(embedder, cache_size=0))
+        working_memory = WorkingMemory(MessageLog(database))
+        history = ConversationHistory(working_memory.log, embedder, database, queries=QueryEncoder(embedder, cache_size=0))
         try:
             for sample in samples:
                 started = time.perf_counter()

@@ -61,10 +61,10 @@ from core.response_handler import MAX_QUERY_CHARS
 from core.system_memories import system_records
 from core.types import ChatMessage, IncomingMessage, Role
 from knowledge.embedding import Embedder, load_embedder
+from knowledge.message_log import MessageRole
 from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope
 from knowledge.store import ChromaKnowledgeBase
-from knowledge.working_memory import MessageRole
 from personas.loader import ModelChoice, Persona
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -457,7 +457,7 @@ def wait_until_idle(limit: float = 120.0) -> None:
 
 def check_persisted(bench: Bench, turns: int) -> None:
     """Every turn stored a user message and a reply, and retrieval returned full result sets."""
-    stored = bench.app.working_memory.count(bench.scope)
+    stored = bench.app.working_memory.log.count(bench.scope)
     if stored != 4 * turns:
         raise RuntimeError(f"expected {4 * turns} stored messages, found {stored}")
     for conversation in ("cli:bench-components", "cli:bench-handle"):

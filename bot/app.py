@@ -28,6 +28,7 @@ from knowledge.decay_pass import DecayPass
 from knowledge.embedding import Embedder, load_embedder
 from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
+from knowledge.message_log import MessageLog
 from knowledge.search_index import QueryEncoder
 from knowledge.store import ChromaKnowledgeBase, open_chroma_client
 from knowledge.working_memory import WorkingMemory
@@ -193,11 +194,11 @@ def build_app(
         cache_scopes=settings.chroma_host is None,
     )
     working_memory = WorkingMemory(
-        data_dir / "companion.sqlite3",
+        MessageLog(data_dir / "companion.sqlite3"),
         window_size=settings.working_memory_size,
         overflow_batch=min(settings.summary_batch, settings.working_memory_size),
     )
-    history = ConversationHistory(working_memory, embedder, data_dir / "companion.sqlite3", queries=queries)
+    history = ConversationHistory(working_memory.log, embedder, data_dir / "companion.sqlite3", queries=queries)
     journal = Journal(data_dir / "companion.sqlite3")
 
     def record_usage(role: Role, model: str, prompt_tokens: int, completion_tokens: int) -> None:

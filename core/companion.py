@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
+from knowledge.message_log import StoredMessage
 from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope, ScoredMemory
 from knowledge.retrieval import FORGETTABLE, SearchResults, memories_about, messages_about, search_scope
 from knowledge.store import KnowledgeBase
-from knowledge.working_memory import StoredMessage
 from personas.loader import Persona, PersonaError, PersonaRegistry
 
 from .clock import Clock

@@ -12,8 +12,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from knowledge.message_log import StoredMessage
 from knowledge.records import MemoryRecord
-from knowledge.working_memory import StoredMessage
 from personas.loader import Persona
 from personas.lorebook import LoreEntry
 

@@ -11,10 +11,11 @@ import logging
 from collections.abc import AsyncIterator, Callable
 
 from knowledge.history import ConversationHistory
+from knowledge.message_log import StoredMessage
 from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope
 from knowledge.store import KnowledgeBase
-from knowledge.working_memory import StoredMessage, WorkingMemory
+from knowledge.working_memory import WorkingMemory
 from personas.loader import Persona
 
 from .clock import Clock

@@ -1,9 +1,10 @@
 """The memory store, retrieval and working memory. Imports nothing from core/ or bot/."""
 
 from .embedding import Embedder, load_embedder
+from .message_log import StoredMessage
 from .records import CATEGORIES, Category, MemoryRecord, Scope, ScoredMemory, Source
 from .store import ChromaKnowledgeBase, KnowledgeBase, open_chroma_client
-from .working_memory import StoredMessage, WorkingMemory
+from .working_memory import WorkingMemory
 
 __all__ = [
     "CATEGORIES",

@@ -8,9 +8,9 @@ import re
 from dataclasses import dataclass
 
 from .history import ConversationHistory, HistoryHit
+from .message_log import StoredMessage
 from .records import Category, MemoryRecord, Scope, ScoredMemory
 from .store import KnowledgeBase
-from .working_memory import StoredMessage
 
 
 @dataclass(frozen=True, slots=True)

@@ -201,9 +201,9 @@ async def test_in_a_shared_group_each_user_sees_and_forgets_only_their_own_memor
     edited = fake_telegram.calls_to("editMessageText")[-1].params
     assert edited["text"].startswith("Done. I forgot 1 memories")
     assert kb.search(ALICE_SCOPE, "ramen") == [] and kb.list(ALICE_SCOPE) == []
-    assert app.working_memory.count(ALICE_SCOPE) == 0
+    assert app.working_memory.log.count(ALICE_SCOPE) == 0
     assert [record.content for record in kb.list(BOB_SCOPE)] == ["Bob plays the cello"]
-    assert app.working_memory.count(BOB_SCOPE) > 0
+    assert app.working_memory.log.count(BOB_SCOPE) > 0
 
 
 async def test_forget_no_keeps_everything(telegram: Application, kb: Any, fake_telegram: FakeBotAPI) -> None:

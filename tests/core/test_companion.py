@@ -142,7 +142,7 @@ async def test_forget_everything_removes_every_layer(
     assert (report.memories, report.messages) == (1, 2)
     assert kb.search(alice, "spiders") == []
     assert companion.history.search(alice, "spiders") == [] and companion.history.indexed_count(alice) == 0
-    assert companion.responses.working_memory.count(alice) == 0
+    assert companion.responses.working_memory.log.count(alice) == 0
     assert [record.content for record in await companion.memories(bob)] == ["Bob is afraid of heights"]
 
 
@@ -165,7 +165,7 @@ async def test_forget_what_also_forgets_the_messages_that_mention_it(
     assert all("Tom" not in hit.record.content for hit in results.memories)
     assert all("Tom" not in hit.message.content for hit in results.messages)
     assert all(hit.relevance <= 0.5 for hit in results.messages)  # not even a neighbour still matches "Tom"
-    assert companion.responses.working_memory.count(alice) == 3
+    assert companion.responses.working_memory.log.count(alice) == 3
 
 
 async def test_forget_typed_in_chat_also_forgets_the_messages_that_mention_it(

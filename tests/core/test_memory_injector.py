@@ -10,7 +10,7 @@ import pytest
 from core.llm import count_message_tokens, count_tokens
 from core.memory_injector import Budget, MemoryInjector, MessageTooLongError, persona_prompt
 from knowledge.records import MemoryRecord, Scope
-from knowledge.working_memory import StoredMessage
+from knowledge.message_log import StoredMessage
 from personas.loader import Persona, PersonaRegistry
 
 AT = datetime(2026, 1, 3, 18, 0, tzinfo=timezone.utc)
