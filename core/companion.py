@@ -17,6 +17,7 @@ from knowledge.retrieval import FORGETTABLE, SearchResults, memories_about, mess
 from knowledge.store import KnowledgeBase
 from personas.loader import Persona, PersonaError, PersonaRegistry
 
+from . import phrasebook
 from .clock import Clock
 from .errors import UserFacingError
 from .knowledge_monitor import Turn
@@ -89,19 +90,11 @@ class Companion:
         """Answer one chat message. Empty or absurdly long input gets a clear answer, not an LLM call."""
         text = message.text.strip()
         if not text:
-            return _notice(message, "I got an empty message. Did you mean to say something?")
+            return _notice(message, phrasebook.EMPTY_MESSAGE)
         if len(text) > MAX_MESSAGE_CHARS:
-            return _notice(
-                message,
-                f"That message is too long for me ({len(text):,} characters; the limit is "
-                f"{MAX_MESSAGE_CHARS:,}). Could you send it in parts?",
-            )
+            return _notice(message, phrasebook.too_long(len(text), MAX_MESSAGE_CHARS))
         if not self._rate_limiter.allow(message.user_id):
-            return _notice(
-                message,
-                f"You're writing faster than I can think (I read up to {self._rate_limiter.per_minute} messages a "
-                "minute). Give me a moment, then send that again?",
-            )
+            return _notice(message, phrasebook.too_fast(self._rate_limiter.per_minute))
         persona = self.persona(message.persona_id)
         scope = Scope(persona.id, message.user_id)
         remember = functools.partial(self._remember, persona, scope, message, group)

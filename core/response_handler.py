@@ -18,6 +18,7 @@ from knowledge.store import KnowledgeBase
 from knowledge.working_memory import WorkingMemory
 from personas.loader import Persona
 
+from . import phrasebook
 from .clock import Clock
 from .errors import LLMError
 from .llm import LLMClient
@@ -29,14 +30,6 @@ log = logging.getLogger(__name__)
 
 # The embedder reads about 512 tokens; a longer query only costs time.
 MAX_QUERY_CHARS = 2000
-
-
-def apology(error: LLMError) -> str:
-    """What the user reads when the model could not answer; their message is already saved."""
-    return (
-        f"Sorry, I can't think straight right now: {error}. "
-        "Your message is saved, so just try again in a moment."
-    )
 
 
 class ResponseHandler:
@@ -156,13 +149,13 @@ class ResponseHandler:
                 yield piece
         except LLMError as error:
             result.completed = False
-            result.notice = apology(error)
+            result.notice = phrasebook.apology(error)
             yield ("\n\n" if parts else "") + result.notice
             return
         text = "".join(parts).strip()
         if not text:
             result.completed = False
-            result.notice = "Sorry, I lost my words for a moment. Your message is saved; say it again?"
+            result.notice = phrasebook.LOST_WORDS
             yield result.notice
             return
         reply = self.working_memory.append(

@@ -16,7 +16,6 @@ from bot.app import App
 from bot.config import ConfigError
 from bot.discord_adapter import (
     ADMINS_ONLY,
-    NOT_ALLOWED,
     NOT_TEXT,
     NOT_YOUR_BUTTON,
     CompanionCog,
@@ -27,6 +26,7 @@ from bot.discord_adapter import (
 from bot.render import DISCORD_LIMIT
 from bot.routing import PersonaChoices, PlaceRules
 from core.errors import UserFacingError
+from core.phrasebook import NOT_ALLOWED
 from knowledge.records import Scope
 from tests.fakes.discord import FakeInteraction, HttpLog, edit, press, record_http, reply_to
 from tests.fakes.openai_server import FakeOpenAIServer

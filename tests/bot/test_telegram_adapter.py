@@ -26,12 +26,12 @@ from bot.telegram_adapter import (
     EXPIRED,
     HELP,
     NEEDS_PRIVATE_CHAT,
-    NOT_ALLOWED,
     SENT_PRIVATELY,
     NOT_TEXT,
     NOT_YOUR_BUTTON,
     build_telegram_application,
 )
+from core.phrasebook import NOT_ALLOWED
 from knowledge.records import Scope
 from tests.fakes.openai_server import FakeError, FakeOpenAIServer
 from tests.fakes.personas import personas_with_a_tutor
