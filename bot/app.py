@@ -172,8 +172,13 @@ def build_app(
     llm: LLMClient | None = None,
     embedder: Embedder | None = None,
     backoff: tuple[float, ...] = DEFAULT_BACKOFF,
+    background: bool = True,
 ) -> App:
-    """Wire settings into a ready `App`; tests pass their own clock, LLM, embedder or retry backoff."""
+    """Wire settings into a ready `App`; tests pass their own clock, LLM, embedder or retry backoff.
+
+    `background=False` submits no monitor, summarizer or review job, so benchmarks can measure what
+    the background costs the reply path.
+    """
     clock = clock or SystemClock()
     data_dir = ensure_writable(settings.data_dir)
     embedder = embedder or load_embedder(settings.embedder)
@@ -236,6 +241,7 @@ def build_app(
         persona=personas.get,
         clock=clock,
         idle_timeout=timedelta(minutes=settings.idle_timeout_minutes),
+        enabled=background,
     )
     companion = Companion(
         personas=personas,

@@ -49,8 +49,11 @@ class MemoryLifecycle:
         persona: Callable[[str], Persona],
         clock: Clock,
         idle_timeout: timedelta = timedelta(minutes=30),
+        enabled: bool = True,
     ) -> None:
+        """`enabled=False` turns the background off: events submit no job (for measuring what it costs)."""
         self.tasks = tasks
+        self.enabled = enabled
         self._history = history
         self._monitor = monitor
         self._summarizer = summarizer
@@ -68,16 +71,22 @@ class MemoryLifecycle:
 
     def turn_finished(self, scope: Scope, turn: Turn) -> None:
         """After a reply was delivered: index its messages, let the monitor look at the turn, summarise overflow."""
+        if not self.enabled:
+            return
         self.tasks.submit(MONITOR_JOB, scope, {"turn": asdict(turn)})
         if self._working_memory.archived(scope.persona_id, turn.conversation_id):
             self.conversation_overflowed(scope, turn.conversation_id)
 
     def conversation_overflowed(self, scope: Scope, conversation_id: str) -> None:
         """Messages left the window (overflow, `/new`, idle): turn them into episodes."""
+        if not self.enabled:
+            return
         self.tasks.submit(SUMMARIZE_JOB, scope, {"conversation_id": conversation_id})
 
     def review(self, scope: Scope, memory_id: str, kind: ReviewKind) -> None:
         """Queue a promote or decay review of one memory."""
+        if not self.enabled:
+            return
         self.tasks.submit(REVIEW_JOB, scope, {"memory_id": memory_id, "kind": kind})
 
     # -- scheduled passes ----------------------------------------------------------------------
