@@ -9,9 +9,8 @@ Two targets of the memory-lifecycle issue are measured on a scripted conversatio
    * ON is the normal app of ``bot.app.build_app``: the KnowledgeMonitor after every turn, the
      ConversationSummarizer whenever messages left the working-memory window, the MemoryReviewer
      whenever the monitor's BOOSTs ask for a promote review.
-   * OFF is the same app with background work disabled **in this bench only**: after building the
-     app, ``turn_finished``, ``conversation_overflowed`` and ``review`` of ``companion.lifecycle`` are
-     replaced on the instance by no-ops, so no job is ever submitted. Nothing in the product changes.
+   * OFF is the same app built with ``build_app(..., background=False)``: the lifecycle's events submit
+     no job, so no background role is ever called.
 
    Both run the same scripted conversation: ``--users`` users (default 3) one after another, each
    ``--turns`` turns (default 100) in its own conversation, sent one after another with ``--think``
@@ -83,6 +82,8 @@ from typing import Any
 
 import numpy as np
 
+from bench import templates
+from bench.stats import summarize
 from bot.app import App, build_app
 from bot.config import Settings
 from core.llm import MESSAGE_OVERHEAD_TOKENS, count_tokens
@@ -106,37 +107,6 @@ ADD_SHARE = 0.5  # turns the monitor ADDs the stated fact
 BOOST_SHARE = 0.35  # turns the monitor BOOSTs a shown memory
 
 # --- the scripted conversation -----------------------------------------------------------------
-
-_POOLS: dict[str, list[str]] = {
-    "name_en": ["Emma", "Liam", "Olivia", "Noah", "Sophia", "Lucas", "Mia", "Ethan", "Grace"],
-    "name_zh": ["小雨", "阿杰", "丽丽", "王磊", "陈晨", "刘洋", "思琪", "浩然", "雅婷"],
-    "city_en": ["Shanghai", "Berlin", "Toronto", "Osaka", "Lisbon", "Melbourne", "Chengdu", "Seattle"],
-    "city_zh": ["上海", "北京", "成都", "杭州", "深圳", "南京", "西安", "厦门"],
-    "relation_en": ["sister", "brother", "mother", "father", "best friend", "roommate", "cousin"],
-    "relation_zh": ["妹妹", "哥哥", "妈妈", "爸爸", "好朋友", "室友", "表姐"],
-    "food_en": ["ramen", "tiramisu", "spicy hotpot", "sushi", "dumplings", "pad thai", "cheesecake"],
-    "food_zh": ["火锅", "小笼包", "麻辣烫", "牛肉面", "烤鸭", "酸菜鱼", "螺蛳粉"],
-    "hobby_en": ["rock climbing", "watercolor painting", "guitar", "pottery", "photography", "chess", "knitting"],
-    "hobby_zh": ["弹钢琴", "打羽毛球", "画水彩", "夜跑", "做手账", "拼乐高", "学日语"],
-    "job_en": ["nurse", "software engineer", "graphic designer", "teacher", "accountant", "architect"],
-    "job_zh": ["护士", "程序员", "设计师", "老师", "会计", "产品经理"],
-    "pet_en": ["a ginger cat named Mochi", "a corgi named Biscuit", "a parrot called Kiwi", "a hamster called Peanut"],
-    "pet_zh": ["一只叫团子的橘猫", "一只叫豆豆的柯基", "一只叫咪咪的布偶猫", "一只叫旺财的柴犬"],
-    "allergen_en": ["peanuts", "shellfish", "cat hair", "pollen", "lactose"],
-    "allergen_zh": ["花生", "海鲜", "猫毛", "花粉", "芒果"],
-    "drink_en": ["black coffee", "oat latte", "green tea", "hot chocolate"],
-    "drink_zh": ["美式咖啡", "豆浆", "绿茶", "奶茶"],
-    "exam_en": ["IELTS", "driving", "CPA", "GRE", "JLPT N2"],
-    "exam_zh": ["雅思", "驾照科目二", "考研", "教师资格证", "日语N2"],
-    "band": ["Coldplay", "五月天", "Radiohead", "周杰伦", "Taylor Swift", "陈奕迅"],
-    "weekday_en": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"],
-    "weekday_zh": ["周一", "周二", "周三", "周四", "周五", "周六", "周日"],
-    "month_en": ["March", "April", "May", "June", "September", "October", "November", "December"],
-    "month_n": [str(month) for month in range(1, 13)],
-    "place_zh": ["西湖", "江边", "植物园", "老城区", "海边", "森林公园"],
-    "late": ["midnight", "1 am", "2 am", "half past one"],
-    "late_zh": ["十二点", "凌晨一点", "凌晨两点", "一点半"],
-}
 
 # (what the user says, the fact it states: what a good monitor would ADD)
 TEMPLATES: list[tuple[str, str]] = [
@@ -241,17 +211,13 @@ class Line:
     fact: str
 
 
-def _slots(rng: random.Random) -> dict[str, str]:
-    return {key: rng.choice(values) for key, values in _POOLS.items()}
-
-
 def script(user_index: int, turns: int) -> list[Line]:
     """The user's `turns` messages, deterministic for a given user."""
     rng = random.Random(SEED + user_index)
     lines = []
     for _ in range(turns):
         message, fact = rng.choice(TEMPLATES)
-        slots = _slots(rng)
+        slots = templates.slots(rng)
         lines.append(Line(message.format(**slots), fact.format(**slots)))
     return lines
 
@@ -387,14 +353,6 @@ def token_report(fake: FakeOpenAIServer, roles: Roles, user_turns: int) -> dict[
 # --- running one mode ----------------------------------------------------------------------------
 
 
-def disable_background(app: App) -> None:
-    """OFF: the lifecycle's events become no-ops on this instance, so no background job is submitted."""
-    lifecycle = app.companion.lifecycle
-    lifecycle.turn_finished = lambda scope, turn: None  # type: ignore[method-assign]
-    lifecycle.conversation_overflowed = lambda scope, conversation_id: None  # type: ignore[method-assign]
-    lifecycle.review = lambda scope, memory_id, kind: None  # type: ignore[method-assign]
-
-
 def role_settings(data_dir: Path, llm_url: str) -> Settings:
     """An app talking to the fake LLM at `llm_url`, each role with its own model name; no rate limit."""
     return Settings(
@@ -418,16 +376,6 @@ def _message(user_index: int, text: str) -> IncomingMessage:
     )
 
 
-def summarize(values: Sequence[float]) -> dict[str, float]:
-    """p50, p95 (linear interpolation), mean and max in ms."""
-    return {
-        "p50": round(float(np.percentile(values, 50)), 2),
-        "p95": round(float(np.percentile(values, 95)), 2),
-        "mean": round(float(np.mean(values)), 2),
-        "max": round(float(np.max(values)), 2),
-    }
-
-
 async def run_mode(
     mode: str, scripts: Sequence[Sequence[Line]], args: argparse.Namespace, embedder: Embedder
 ) -> dict[str, Any]:
@@ -442,9 +390,7 @@ async def run_mode(
     with FakeOpenAIServer() as fake, tempfile.TemporaryDirectory(prefix=f"bench-background-{mode}-") as tmp:
         roles.install(fake)
         fake.delay = 0.0 if paced else args.delay
-        app = build_app(role_settings(Path(tmp), fake.url), embedder=embedder)
-        if mode == "off":
-            disable_background(app)
+        app = build_app(role_settings(Path(tmp), fake.url), embedder=embedder, background=mode != "off")
         await app.start(schedule=False)
         companion = app.companion
         latencies: list[float] = []

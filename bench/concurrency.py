@@ -64,7 +64,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.background import MODELS, Roles, disable_background, role_settings, script, summarize
+from bench.background import MODELS, Roles, role_settings, script
+from bench.stats import summarize
 from bot.app import build_app
 from bot.config import Settings
 from bot.telegram_adapter import build_telegram_application
@@ -175,9 +176,7 @@ async def run(args: argparse.Namespace, embedder: Embedder) -> dict[str, Any]:
         roles.install(llm)
         llm.set_default(MODELS["chat"], tagged_chat(roles))
         llm.delay = args.llm_delay
-        app = build_app(role_settings(Path(data_dir), llm.url), embedder=embedder)
-        if not args.background:
-            disable_background(app)
+        app = build_app(role_settings(Path(data_dir), llm.url), embedder=embedder, background=args.background)
         await app.start(schedule=False)
         traffic = Traffic()
         traffic.listen_to(telegram)

@@ -45,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.stats import summarize
 from knowledge.embedding import Embedder, load_embedder
 from knowledge.history import ConversationHistory
 from knowledge.message_log import MessageLog
@@ -200,11 +201,6 @@ def ingest(
     return scope
 
 
-def percentiles(latencies: Sequence[float]) -> dict[str, float]:
-    """p50 and p95 of timings in milliseconds."""
-    return {name: round(float(np.percentile(latencies, q)), 2) for name, q in (("p50", 50), ("p95", 95))}
-
-
 def timed_search(history: ConversationHistory, scope: Scope, question: str, latencies: list[float]) -> list[str]:
     """The message ids found for `question`, best first; its wall time is appended to `latencies`."""
     started = time.perf_counter()
@@ -262,7 +258,7 @@ def run(samples: Sequence[Sample], *, scale: int = 0) -> dict[str, object]:
     turns = sum(len(sample.turns) for sample in samples)
     return {
         **report_of(results),
-        "latency_ms": percentiles(latencies),
+        "latency_ms": summarize(latencies),
         **scaled,
         "ingest_turns_per_second": round(turns / ingest_seconds, 1),
         "embedder": embedder.name,
@@ -291,7 +287,7 @@ def scaled_latency(
     for sample in samples:
         for question in sample.questions:
             timed_search(history, scope, question.text, latencies)
-    return {"scaled_latency_ms": {**percentiles(latencies), "messages": len(history.messages(scope))}}
+    return {"scaled_latency_ms": {**summarize(latencies), "messages": len(history.messages(scope))}}
 
 
 def print_table(report: dict[str, object], quirks: Counter[str]) -> None:
