@@ -10,7 +10,9 @@ import pytest
 from bot.app import App
 from core.errors import LLMError
 from core.knowledge_monitor import UNREADABLE, KnowledgeMonitor, Turn, restates
+from core.llm import count_message_tokens, count_tokens
 from core.monitor_ops import Add, Boost, Delete, Skip, Update, parse_ops
+from core.types import ChatMessage
 from knowledge.decay import MemoryPolicy
 from knowledge.journal import Journal
 from knowledge.records import Scope
@@ -124,11 +126,13 @@ async def test_prompt_has_the_rules_the_memories_and_the_attributed_turn(
 
     [request] = fake_openai.requests_for(MONITOR)
     system, user = request.messages[0]["content"], request.messages[1]["content"]
-    assert "background memory process" in system
-    assert "主人十天前很紧张" in system and "主人现在很放松" in system  # change over time is not contradiction
-    assert "主人喜欢猫" in system and "weather" in system  # shown is not used
-    assert "[UPDATE:mem_id]" in system and "corrects" in system
-    assert "language" in system and "[SKIP]" in system
+    assert system.startswith("You are the background memory process of 小祥, a companion character.")
+    # change over time is not contradiction
+    assert '"主人十天前很紧张" and "主人现在很放松" are both true: ADD the new state and keep the old one.' in system
+    assert '"主人喜欢猫" shown while the chat is about the weather is NOT used' in system  # shown is not used
+    assert "When 主人 corrects a memory, replace the old one with [UPDATE:mem_id]" in system
+    assert "Write memories in the language 主人 writes in" in system
+    assert system.endswith("Answer with operation lines only, or [SKIP] if nothing needs doing.")
     assert f"[{ramen.id}] 主人喜欢拉面" in user
     assert "[sys_2] (read-only) 小祥最喜欢的食物是草莓大福。" in user
     assert "主人: 今天好累\n小祥: 辛苦啦，要不要吃碗拉面？" in user
@@ -608,4 +612,8 @@ async def test_tokens_are_counted(
 ) -> None:
     fake_openai.script(MONITOR, "[SKIP]")
     report = await monitor.review_turn(persona, alice, make_turn("hello"))
+    [request] = fake_openai.requests_for(MONITOR)
+    prompt = [ChatMessage(message["role"], message["content"]) for message in request.messages]
+    # every message of the prompt as sent, with its framing, and the answer
+    assert report.tokens == sum(count_message_tokens(message) for message in prompt) + count_tokens("[SKIP]")
     assert report.tokens > 200  # the rules alone are a few hundred tokens

@@ -222,10 +222,13 @@ async def test_the_prompt_has_the_memory_its_relatives_and_the_criteria(
 
     promote, decay = fake_openai.requests_for(REVIEWER)
     system, user = promote.messages[0]["content"], promote.messages[1]["content"]
-    assert "birthday" in system and "temporary states" in system and "[SEARCH:keywords]" in system
+    assert "Core: stable long-term facts — name, birthday" in system
+    assert 'Not core: temporary states ("主人今天很累")' in system
+    assert "If you need to see other memories of 主人, write [SEARCH:keywords]" in system
     assert f"[{memory.id}] 主人喜欢拉面" in user and "主人常去一兰拉面" in user
     assert "Bob" not in user
-    assert "replaced" in decay.messages[0]["content"] and "[PROMOTE]" not in decay.messages[0]["content"]
+    assert "Has a newer memory replaced it" in decay.messages[0]["content"]
+    assert "[PROMOTE]" not in decay.messages[0]["content"]
 
 
 async def test_a_model_failure_propagates_and_changes_nothing(
