@@ -76,7 +76,7 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -111,41 +111,41 @@ BOOST_SHARE = 0.35  # turns the monitor BOOSTs a shown memory
 # (what the user says, the fact it states: what a good monitor would ADD)
 TEMPLATES: list[tuple[str, str]] = [
     # English
-    ("Ugh, my {relation_en} {name_en} called again tonight. They're seriously thinking about moving to "
-     "{city_en} for a new job as a {job_en}.",
+    (("Ugh, my {relation_en} {name_en} called again tonight. They're seriously thinking about moving to "
+      "{city_en} for a new job as a {job_en}."),
      "主人's {relation_en} {name_en} is thinking about moving to {city_en} to work as a {job_en}."),
-    ("I tried making {food_en} at home today and honestly it was a disaster, but I still love it more "
-     "than anything.",
+    (("I tried making {food_en} at home today and honestly it was a disaster, but I still love it more "
+      "than anything."),
      "主人 loves {food_en}, even after failing to cook it at home."),
-    ("Guess what, I finally signed up for a {hobby_en} class! The first lesson is next {weekday_en} "
-     "evening and I'm a bit nervous.",
+    (("Guess what, I finally signed up for a {hobby_en} class! The first lesson is next {weekday_en} "
+      "evening and I'm a bit nervous."),
      "主人 signed up for a {hobby_en} class; the first lesson is on a {weekday_en} evening."),
-    ("Work was brutal today. Being a {job_en} means nobody notices when things go right, only when "
-     "they go wrong.",
+    (("Work was brutal today. Being a {job_en} means nobody notices when things go right, only when "
+      "they go wrong."),
      "主人 works as a {job_en} and feels unappreciated at work."),
-    ("My cat, well, {pet_en}, knocked my coffee off the desk this morning right before my video call. "
-     "Classic {weekday_en}.",
+    (("My cat, well, {pet_en}, knocked my coffee off the desk this morning right before my video call. "
+      "Classic {weekday_en}."),
      "主人 has {pet_en}."),
-    ("I'm so tired of checking every menu for {allergen_en}. Being allergic makes eating out with "
-     "friends really stressful.",
+    (("I'm so tired of checking every menu for {allergen_en}. Being allergic makes eating out with "
+      "friends really stressful."),
      "主人 is allergic to {allergen_en}."),
-    ("I'm taking the {exam_en} exam in {month_en} and I haven't even finished half of the practice "
-     "tests yet.",
+    (("I'm taking the {exam_en} exam in {month_en} and I haven't even finished half of the practice "
+      "tests yet."),
      "主人 is taking the {exam_en} exam in {month_en}."),
-    ("It's already {late} and I still can't sleep. I keep thinking about the presentation I have to "
-     "give tomorrow.",
+    (("It's already {late} and I still can't sleep. I keep thinking about the presentation I have to "
+      "give tomorrow."),
      "主人 can't sleep before presentations."),
-    ("Just got tickets to see {band} in {city_en} this {month_en}! I've wanted to see them live since "
-     "high school.",
+    (("Just got tickets to see {band} in {city_en} this {month_en}! I've wanted to see them live since "
+      "high school."),
      "主人 has tickets to see {band} in {city_en} in {month_en}."),
-    ("Nothing special today, just {drink_en} and a long walk after lunch. Sometimes quiet days are "
-     "the best ones.",
+    (("Nothing special today, just {drink_en} and a long walk after lunch. Sometimes quiet days are "
+      "the best ones."),
      "主人 enjoys {drink_en} and a walk after lunch on quiet days."),
-    ("{name_en} from my {hobby_en} group invited me to dinner on {weekday_en}. Should I go? I barely "
-     "know anyone there.",
+    (("{name_en} from my {hobby_en} group invited me to dinner on {weekday_en}. Should I go? I barely "
+      "know anyone there."),
      "主人 was invited to dinner by {name_en} from the {hobby_en} group."),
-    ("So my {relation_en} and I finally talked things through last night, and it went so much better "
-     "than I expected.",
+    (("So my {relation_en} and I finally talked things through last night, and it went so much better "
+      "than I expected."),
      "主人 made up with their {relation_en} after a long talk."),
     # Chinese
     ("今天{relation_zh}{name_zh}打电话来，说想搬去{city_zh}当{job_zh}，我心里有点舍不得。",
@@ -372,7 +372,7 @@ def _message(user_index: int, text: str) -> IncomingMessage:
         user_id=f"cli:bench-bg-user{user_index}",
         speaker_name=SPEAKERS[user_index % len(SPEAKERS)],
         text=text,
-        sent_at=datetime.now(timezone.utc),
+        sent_at=datetime.now(UTC),
     )
 
 

@@ -34,7 +34,7 @@ import random
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +46,7 @@ from knowledge.store import ChromaKnowledgeBase, open_chroma_client
 from tests.fakes.clock import FakeClock
 
 SEED = 20260103
-NOW = datetime(2026, 1, 3, 4, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 3, 4, 0, tzinfo=UTC)
 PERSONA = "xiaoxiang"
 DIM = 384
 MIX: tuple[tuple[Category, float], ...] = (("fact", 0.7), ("episode", 0.2), ("core", 0.1))

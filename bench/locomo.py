@@ -40,7 +40,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -91,7 +91,7 @@ class Sample:
 
 def session_time(text: str) -> datetime:
     """A LoCoMo session date ("1:56 pm on 8 May, 2023") as an aware datetime (UTC)."""
-    return datetime.strptime(text.replace(" on ", " "), "%I:%M %p %d %B, %Y").replace(tzinfo=timezone.utc)
+    return datetime.strptime(text.replace(" on ", " "), "%I:%M %p %d %B, %Y").replace(tzinfo=UTC)
 
 
 def evidence_ids(raw: Iterable[str], known: set[str], quirks: Counter[str]) -> frozenset[str]:

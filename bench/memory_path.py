@@ -47,7 +47,7 @@ import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -243,7 +243,7 @@ def open_bench(data_dir: Path, fake_url: str, embedder: TimedEmbedder) -> Bench:
 
 def seed_facts(bench: Bench, texts: Sequence[str], rng: random.Random) -> None:
     """Store `texts` as facts of the bench scope through the store's batch import (one embedding call per batch)."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for start in range(0, len(texts), SEED_BATCH):
         batch = texts[start : start + SEED_BATCH]
         records = [_fact_record(bench.scope, start + offset, text, now, rng) for offset, text in enumerate(batch)]
@@ -271,7 +271,7 @@ def _fact_record(scope: Scope, index: int, text: str, now: datetime, rng: random
 async def handle_turn(bench: Bench, text: str) -> dict[str, float]:
     """One turn as an adapter makes it: Companion.handle() and the consumed stream (which stores the reply)."""
     message = IncomingMessage(
-        conversation_id=CONVERSATION, user_id=USER_ID, speaker_name=SPEAKER, text=text, sent_at=datetime.now(timezone.utc)
+        conversation_id=CONVERSATION, user_id=USER_ID, speaker_name=SPEAKER, text=text, sent_at=datetime.now(UTC)
     )
     bench.embedder.reset()
     start = time.perf_counter_ns()

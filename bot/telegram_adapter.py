@@ -328,10 +328,9 @@ class TelegramAdapter:
         message = update.message
         assert message is not None and message.text is not None
         command = message.text.split()[0]
-        if self._is_group(message):
-            # A bare /command in a group may be meant for another bot; answer only what is addressed to us.
-            if not command.lower().endswith(f"@{context.bot.username}".lower()):
-                return
+        # A bare /command in a group may be meant for another bot; answer only what is addressed to us.
+        if self._is_group(message) and not command.lower().endswith(f"@{context.bot.username}".lower()):
+            return
         await self._send(message, f"I don't know the command {command}.\n\n{HELP}")
 
     async def not_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TextIO
 
 from core import phrasebook
@@ -104,7 +104,7 @@ class TerminalChat:
             user_id=self.scope.user_id,
             speaker_name=self._user_name,
             text=text,
-            sent_at=datetime.now(timezone.utc),
+            sent_at=datetime.now(UTC),
             persona_id=self._persona_id,
         )
         result = await self._companion.handle(message)

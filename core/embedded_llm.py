@@ -103,7 +103,7 @@ class LlamaCppClient:
                 with self._lock:
                     for piece in pieces():
                         loop.call_soon_threadsafe(queue.put_nowait, piece)
-            except Exception as error:  # handed to the consumer, which re-raises it
+            except Exception as error:  # noqa: BLE001 - handed to the consumer, which re-raises it
                 loop.call_soon_threadsafe(queue.put_nowait, error)
             loop.call_soon_threadsafe(queue.put_nowait, _DONE)
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from knowledge.retrieval import mentions
-from personas.lorebook import LoreEntry, Lorebook
+from personas.lorebook import Lorebook, LoreEntry
 
 from .llm import count_tokens
 

@@ -17,6 +17,7 @@ from knowledge.records import MemoryRecord
 from personas.loader import Persona
 from personas.lorebook import LoreEntry
 
+from . import phrasebook
 from .errors import UserFacingError
 from .llm import MESSAGE_OVERHEAD_TOKENS, count_message_tokens, count_tokens
 from .lore_selection import active_lore
@@ -159,11 +160,9 @@ class MemoryInjector:
         closing = persona.fill(persona.post_history_instructions.strip(), speaker)
         fixed = count_tokens(f"{base}\n\n{closing}") + MESSAGE_OVERHEAD_TOKENS + count_message_tokens(current_message)
         if fixed > self.budget.prompt_tokens:
-            raise MessageTooLongError(
-                f"That message is too long for me to read in one go (about {count_tokens(current.content)} "
-                f"tokens; I can take about {max(self.budget.prompt_tokens - fixed + count_tokens(current.content), 0)}). "
-                "Could you send it in shorter parts?"
-            )
+            tokens = count_tokens(current.content)
+            room = max(self.budget.prompt_tokens - fixed + tokens, 0)
+            raise MessageTooLongError(phrasebook.too_long_to_read(tokens, room))
         title = persona.title_for(speaker)
         ranked = self._ranked(always, retrieved, excerpts, earlier)
         chosen = self._fit(ranked, self.budget.prompt_tokens - fixed, persona, group)

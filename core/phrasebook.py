@@ -30,7 +30,18 @@ def apology(error: LLMError) -> str:
 
 def too_long(length: int, limit: int) -> str:
     """A message refused before it is stored: far longer than any chat message."""
-    return f"That message is too long for me ({length:,} characters; the limit is {limit:,}). Could you send it in parts?"
+    return (
+        f"That message is too long for me ({length:,} characters; the limit is {limit:,}). "
+        "Could you send it in parts?"
+    )
+
+
+def too_long_to_read(tokens: int, room: int) -> str:
+    """A message that, with the persona around it, does not fit the model's context; it is stored all the same."""
+    return (
+        f"That message is too long for me to read in one go (about {tokens} tokens; I can take about {room}). "
+        "Could you send it in shorter parts?"
+    )
 
 
 def too_fast(per_minute: int) -> str:

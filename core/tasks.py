@@ -123,7 +123,7 @@ class BackgroundTasks:
                     await handler(job)
             except asyncio.CancelledError:
                 raise
-            except Exception as error:  # any failure is retried, then dead-lettered: never lost
+            except Exception as error:  # noqa: BLE001 - any failure is retried, then dead-lettered: never lost
                 attempts += 1
                 if not await self._retry_or_give_up(job, attempts, error):
                     return

@@ -208,7 +208,8 @@ class ConversationHistory:
             [vector] = self._embedder.embed_passages([spoken(edited)[:MAX_EMBEDDED_CHARS]])
             with self._db.transaction() as db:
                 db.execute(
-                    "INSERT OR REPLACE INTO message_vectors (message_id, persona_id, user_id, vector) VALUES (?, ?, ?, ?)",
+                    "INSERT OR REPLACE INTO message_vectors (message_id, persona_id, user_id, vector)"
+                    " VALUES (?, ?, ?, ?)",
                     (edited.id, edited.persona_id, edited.user_id, np.asarray(vector, np.float32).tobytes()),
                 )
             self._cache.drop(Scope(edited.persona_id, edited.user_id))  # its neighbours' context changed too

@@ -6,7 +6,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,4 +52,4 @@ class SQLiteDatabase:
 
 def iso(moment: datetime) -> str:
     """A moment as stored: ISO 8601 in UTC."""
-    return moment.astimezone(timezone.utc).isoformat()
+    return moment.astimezone(UTC).isoformat()

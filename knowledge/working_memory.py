@@ -8,7 +8,7 @@ it are not deleted: they become `archived` until the summarizer turns them into 
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .message_log import MessageLog, MessageRole, StoredMessage
 
@@ -49,7 +49,7 @@ class WorkingMemory:
             role=role,
             speaker_name=speaker_name,
             content=content,
-            sent_at=sent_at.astimezone(timezone.utc),
+            sent_at=sent_at.astimezone(UTC),
         )
         with self._db.transaction() as db:
             db.execute(
@@ -118,7 +118,7 @@ class WorkingMemory:
         rows = self._db.query(
             "SELECT persona_id, conversation_id FROM messages WHERE state = 'window'"
             " GROUP BY persona_id, conversation_id HAVING MAX(sent_at) < ?",
-            (before.astimezone(timezone.utc).isoformat(),),
+            (before.astimezone(UTC).isoformat(),),
         )
         return [(persona_id, conversation_id) for persona_id, conversation_id in rows]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -68,7 +68,7 @@ def test_malformed_evidence_is_repaired_or_dropped_and_counted() -> None:
     known = {"D8:6", "D9:17", "D11:26"}
     assert evidence_ids(["D8:6; D9:17", "D:11:26", "D", "D10:19"], known, quirks) == known
     assert quirks == {"evidence ids repaired": 3, "evidence ids dropped": 2}
-    assert session_time("1:56 pm on 8 May, 2023") == datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+    assert session_time("1:56 pm on 8 May, 2023") == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
 
 def test_the_benchmark_runs_the_product_path_end_to_end(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -31,8 +31,10 @@ def test_piped_chat_answers_each_line_and_handles_commands(runner: CliRunner, fa
         "Hi Alice!",
         "Ramen, of course.",
         "I don't remember anything about you yet.",
-        "Unknown command /bogus. Commands: /new (start afresh), /memory (what I remember), "
-        "/forget (forget everything), /forget <what> (forget memories about it), /quit",
+        (
+            "Unknown command /bogus. Commands: /new (start afresh), /memory (what I remember), "
+            "/forget (forget everything), /forget <what> (forget memories about it), /quit"
+        ),
     ]
 
 
@@ -191,7 +193,7 @@ def test_history_and_dead_letters_are_listable(runner: CliRunner) -> None:
 
 def test_maintenance_runs_the_decay_pass_once(runner: CliRunner) -> None:
     app = build_app(load_settings())
-    alice, long_ago = Scope("xiaoxiang", "cli:alice"), datetime.now(timezone.utc) - timedelta(days=15)
+    alice, long_ago = Scope("xiaoxiang", "cli:alice"), datetime.now(UTC) - timedelta(days=15)
     app.companion.knowledge.add(alice, "Alice likes tea", category="fact", source="user")
     old_episode = MemoryRecord("mem_old", alice, "[long ago] talked about tea", "episode", 1.0, long_ago, long_ago, "user")
     app.companion.knowledge.add_records([old_episode])

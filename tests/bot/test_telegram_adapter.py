@@ -9,8 +9,8 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,9 +26,9 @@ from bot.telegram_adapter import (
     EXPIRED,
     HELP,
     NEEDS_PRIVATE_CHAT,
-    SENT_PRIVATELY,
     NOT_TEXT,
     NOT_YOUR_BUTTON,
+    SENT_PRIVATELY,
     build_telegram_application,
 )
 from core.phrasebook import NOT_ALLOWED

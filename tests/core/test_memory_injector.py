@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from core.llm import count_message_tokens, count_tokens
 from core.memory_injector import Budget, MemoryInjector, MessageTooLongError, persona_prompt
-from knowledge.records import MemoryRecord, Scope
 from knowledge.message_log import StoredMessage
+from knowledge.records import MemoryRecord, Scope
 from personas.loader import Persona, PersonaRegistry
 
-AT = datetime(2026, 1, 3, 18, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 1, 3, 18, 0, tzinfo=UTC)
 SCOPE = Scope("xiaoxiang", "cli:alice")
 PERSONA = PersonaRegistry().get("xiaoxiang")
 PERSONA_TOKENS = count_tokens(persona_prompt(PERSONA))
@@ -137,8 +137,8 @@ def test_lore_takes_at_most_a_share_of_a_small_budget() -> None:
 
 
 def test_card_fields_are_placed_and_macros_filled_for_the_speaker() -> None:
-    from tests.fakes.cards import card_v2
     from personas.card import persona_from_card
+    from tests.fakes.cards import card_v2
 
     persona = persona_from_card(card_v2(), source="marin.json")
     injector = MemoryInjector(Budget(context_window=8192, reply_tokens=512))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from core import phrasebook
 from knowledge.message_log import StoredMessage
 from knowledge.records import MemoryRecord, Scope
 
-AT = datetime(2026, 1, 3, 18, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 1, 3, 18, 0, tzinfo=UTC)
 
 
 def memory(content: str, category: str, importance: float) -> MemoryRecord:

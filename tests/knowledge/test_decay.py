@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -23,7 +23,7 @@ from knowledge.decay import (
 )
 from knowledge.records import Category, MemoryRecord, Scope
 
-NOW = datetime(2026, 3, 1, 4, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 1, 4, 0, tzinfo=UTC)
 POLICY = MemoryPolicy()
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +14,7 @@ from knowledge.message_log import MessageLog, MessageRole
 from knowledge.records import Scope
 from knowledge.working_memory import WorkingMemory
 
-START = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+START = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
 
 @pytest.fixture

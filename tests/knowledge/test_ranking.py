@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from knowledge.ranking import RankingWeights, rank_for_prompt, rank_score
 from knowledge.records import MemoryRecord, Scope, ScoredMemory
 
-NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def hit(relevance: float, importance: float, idle_days: float, memory_id: str = "mem_1") -> ScoredMemory:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from knowledge.message_log import MessageLog
 from knowledge.records import Scope
 from knowledge.working_memory import WorkingMemory
 
-AT = datetime(2026, 1, 3, 18, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 1, 3, 18, 0, tzinfo=UTC)
 
 
 def say(memory: WorkingMemory, text: str, *, user: str = "cli:alice", role: str = "user", conversation: str = "c1"):
