@@ -25,6 +25,8 @@ chat: install
 	$(BIN)/companion chat
 
 test: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
 
 bench: install

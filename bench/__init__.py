@@ -1,0 +1,4 @@
+"""Benchmarks, run from the repository root: `python -m bench.memory_path` and the others (README).
+
+Modules are imported by their own path (`from bench.stats import summarize`); this file re-exports nothing.
+"""

@@ -9,9 +9,8 @@ Two targets of the memory-lifecycle issue are measured on a scripted conversatio
    * ON is the normal app of ``bot.app.build_app``: the KnowledgeMonitor after every turn, the
      ConversationSummarizer whenever messages left the working-memory window, the MemoryReviewer
      whenever the monitor's BOOSTs ask for a promote review.
-   * OFF is the same app with background work disabled **in this bench only**: after building the
-     app, ``turn_finished``, ``conversation_overflowed`` and ``review`` of ``companion.lifecycle`` are
-     replaced on the instance by no-ops, so no job is ever submitted. Nothing in the product changes.
+   * OFF is the same app built with ``build_app(..., background=False)``: the lifecycle's events submit
+     no job, so no background role is ever called.
 
    Both run the same scripted conversation: ``--users`` users (default 3) one after another, each
    ``--turns`` turns (default 100) in its own conversation, sent one after another with ``--think``
@@ -77,12 +76,14 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench import templates
+from bench.stats import summarize
 from bot.app import App, build_app
 from bot.config import Settings
 from core.llm import MESSAGE_OVERHEAD_TOKENS, count_tokens
@@ -107,104 +108,123 @@ BOOST_SHARE = 0.35  # turns the monitor BOOSTs a shown memory
 
 # --- the scripted conversation -----------------------------------------------------------------
 
-_POOLS: dict[str, list[str]] = {
-    "name_en": ["Emma", "Liam", "Olivia", "Noah", "Sophia", "Lucas", "Mia", "Ethan", "Grace"],
-    "name_zh": ["小雨", "阿杰", "丽丽", "王磊", "陈晨", "刘洋", "思琪", "浩然", "雅婷"],
-    "city_en": ["Shanghai", "Berlin", "Toronto", "Osaka", "Lisbon", "Melbourne", "Chengdu", "Seattle"],
-    "city_zh": ["上海", "北京", "成都", "杭州", "深圳", "南京", "西安", "厦门"],
-    "relation_en": ["sister", "brother", "mother", "father", "best friend", "roommate", "cousin"],
-    "relation_zh": ["妹妹", "哥哥", "妈妈", "爸爸", "好朋友", "室友", "表姐"],
-    "food_en": ["ramen", "tiramisu", "spicy hotpot", "sushi", "dumplings", "pad thai", "cheesecake"],
-    "food_zh": ["火锅", "小笼包", "麻辣烫", "牛肉面", "烤鸭", "酸菜鱼", "螺蛳粉"],
-    "hobby_en": ["rock climbing", "watercolor painting", "guitar", "pottery", "photography", "chess", "knitting"],
-    "hobby_zh": ["弹钢琴", "打羽毛球", "画水彩", "夜跑", "做手账", "拼乐高", "学日语"],
-    "job_en": ["nurse", "software engineer", "graphic designer", "teacher", "accountant", "architect"],
-    "job_zh": ["护士", "程序员", "设计师", "老师", "会计", "产品经理"],
-    "pet_en": ["a ginger cat named Mochi", "a corgi named Biscuit", "a parrot called Kiwi", "a hamster called Peanut"],
-    "pet_zh": ["一只叫团子的橘猫", "一只叫豆豆的柯基", "一只叫咪咪的布偶猫", "一只叫旺财的柴犬"],
-    "allergen_en": ["peanuts", "shellfish", "cat hair", "pollen", "lactose"],
-    "allergen_zh": ["花生", "海鲜", "猫毛", "花粉", "芒果"],
-    "drink_en": ["black coffee", "oat latte", "green tea", "hot chocolate"],
-    "drink_zh": ["美式咖啡", "豆浆", "绿茶", "奶茶"],
-    "exam_en": ["IELTS", "driving", "CPA", "GRE", "JLPT N2"],
-    "exam_zh": ["雅思", "驾照科目二", "考研", "教师资格证", "日语N2"],
-    "band": ["Coldplay", "五月天", "Radiohead", "周杰伦", "Taylor Swift", "陈奕迅"],
-    "weekday_en": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"],
-    "weekday_zh": ["周一", "周二", "周三", "周四", "周五", "周六", "周日"],
-    "month_en": ["March", "April", "May", "June", "September", "October", "November", "December"],
-    "month_n": [str(month) for month in range(1, 13)],
-    "place_zh": ["西湖", "江边", "植物园", "老城区", "海边", "森林公园"],
-    "late": ["midnight", "1 am", "2 am", "half past one"],
-    "late_zh": ["十二点", "凌晨一点", "凌晨两点", "一点半"],
-}
-
 # (what the user says, the fact it states: what a good monitor would ADD)
 TEMPLATES: list[tuple[str, str]] = [
     # English
-    ("Ugh, my {relation_en} {name_en} called again tonight. They're seriously thinking about moving to "
-     "{city_en} for a new job as a {job_en}.",
-     "主人's {relation_en} {name_en} is thinking about moving to {city_en} to work as a {job_en}."),
-    ("I tried making {food_en} at home today and honestly it was a disaster, but I still love it more "
-     "than anything.",
-     "主人 loves {food_en}, even after failing to cook it at home."),
-    ("Guess what, I finally signed up for a {hobby_en} class! The first lesson is next {weekday_en} "
-     "evening and I'm a bit nervous.",
-     "主人 signed up for a {hobby_en} class; the first lesson is on a {weekday_en} evening."),
-    ("Work was brutal today. Being a {job_en} means nobody notices when things go right, only when "
-     "they go wrong.",
-     "主人 works as a {job_en} and feels unappreciated at work."),
-    ("My cat, well, {pet_en}, knocked my coffee off the desk this morning right before my video call. "
-     "Classic {weekday_en}.",
-     "主人 has {pet_en}."),
-    ("I'm so tired of checking every menu for {allergen_en}. Being allergic makes eating out with "
-     "friends really stressful.",
-     "主人 is allergic to {allergen_en}."),
-    ("I'm taking the {exam_en} exam in {month_en} and I haven't even finished half of the practice "
-     "tests yet.",
-     "主人 is taking the {exam_en} exam in {month_en}."),
-    ("It's already {late} and I still can't sleep. I keep thinking about the presentation I have to "
-     "give tomorrow.",
-     "主人 can't sleep before presentations."),
-    ("Just got tickets to see {band} in {city_en} this {month_en}! I've wanted to see them live since "
-     "high school.",
-     "主人 has tickets to see {band} in {city_en} in {month_en}."),
-    ("Nothing special today, just {drink_en} and a long walk after lunch. Sometimes quiet days are "
-     "the best ones.",
-     "主人 enjoys {drink_en} and a walk after lunch on quiet days."),
-    ("{name_en} from my {hobby_en} group invited me to dinner on {weekday_en}. Should I go? I barely "
-     "know anyone there.",
-     "主人 was invited to dinner by {name_en} from the {hobby_en} group."),
-    ("So my {relation_en} and I finally talked things through last night, and it went so much better "
-     "than I expected.",
-     "主人 made up with their {relation_en} after a long talk."),
+    (
+        (
+            "Ugh, my {relation_en} {name_en} called again tonight. They're seriously thinking about moving to "
+            "{city_en} for a new job as a {job_en}."
+        ),
+        "主人's {relation_en} {name_en} is thinking about moving to {city_en} to work as a {job_en}.",
+    ),
+    (
+        (
+            "I tried making {food_en} at home today and honestly it was a disaster, but I still love it more "
+            "than anything."
+        ),
+        "主人 loves {food_en}, even after failing to cook it at home.",
+    ),
+    (
+        (
+            "Guess what, I finally signed up for a {hobby_en} class! The first lesson is next {weekday_en} "
+            "evening and I'm a bit nervous."
+        ),
+        "主人 signed up for a {hobby_en} class; the first lesson is on a {weekday_en} evening.",
+    ),
+    (
+        ("Work was brutal today. Being a {job_en} means nobody notices when things go right, only when they go wrong."),
+        "主人 works as a {job_en} and feels unappreciated at work.",
+    ),
+    (
+        (
+            "My cat, well, {pet_en}, knocked my coffee off the desk this morning right before my video call. "
+            "Classic {weekday_en}."
+        ),
+        "主人 has {pet_en}.",
+    ),
+    (
+        (
+            "I'm so tired of checking every menu for {allergen_en}. Being allergic makes eating out with "
+            "friends really stressful."
+        ),
+        "主人 is allergic to {allergen_en}.",
+    ),
+    (
+        ("I'm taking the {exam_en} exam in {month_en} and I haven't even finished half of the practice tests yet."),
+        "主人 is taking the {exam_en} exam in {month_en}.",
+    ),
+    (
+        (
+            "It's already {late} and I still can't sleep. I keep thinking about the presentation I have to "
+            "give tomorrow."
+        ),
+        "主人 can't sleep before presentations.",
+    ),
+    (
+        (
+            "Just got tickets to see {band} in {city_en} this {month_en}! I've wanted to see them live since "
+            "high school."
+        ),
+        "主人 has tickets to see {band} in {city_en} in {month_en}.",
+    ),
+    (
+        ("Nothing special today, just {drink_en} and a long walk after lunch. Sometimes quiet days are the best ones."),
+        "主人 enjoys {drink_en} and a walk after lunch on quiet days.",
+    ),
+    (
+        (
+            "{name_en} from my {hobby_en} group invited me to dinner on {weekday_en}. Should I go? I barely "
+            "know anyone there."
+        ),
+        "主人 was invited to dinner by {name_en} from the {hobby_en} group.",
+    ),
+    (
+        (
+            "So my {relation_en} and I finally talked things through last night, and it went so much better "
+            "than I expected."
+        ),
+        "主人 made up with their {relation_en} after a long talk.",
+    ),
     # Chinese
-    ("今天{relation_zh}{name_zh}打电话来，说想搬去{city_zh}当{job_zh}，我心里有点舍不得。",
-     "主人的{relation_zh}{name_zh}打算搬去{city_zh}当{job_zh}。"),
-    ("刚下班，晚上想去吃{food_zh}，可是一个人去又觉得有点孤单，你说我要不要叫上同事？",
-     "主人喜欢吃{food_zh}。"),
-    ("我最近开始{hobby_zh}了，每个{weekday_zh}晚上练一个小时，感觉压力小了很多。",
-     "主人每个{weekday_zh}晚上{hobby_zh}，用来减压。"),
-    ("好累啊，已经{late_zh}了还在改方案，当{job_zh}真的太辛苦了，明天还要早起开会。",
-     "主人是{job_zh}，经常加班到很晚。"),
-    ("家里的{pet_zh}今天生病了，带去医院花了好多钱，不过医生说没什么大问题。",
-     "主人养了{pet_zh}。"),
-    ("我{month_n}月要考{exam_zh}，现在每天复习到很晚，总担心自己准备得不够。",
-     "主人{month_n}月要考{exam_zh}。"),
-    ("周末和朋友去了{place_zh}散步，天气特别好，拍了很多照片，好久没这么放松了。",
-     "主人周末喜欢去{place_zh}散步拍照。"),
-    ("我对{allergen_zh}过敏，今天差点吃错东西，还好同事及时提醒了我。",
-     "主人对{allergen_zh}过敏。"),
-    ("最近一直在听{band}的歌，听说他们下个月要来{city_zh}开演唱会，好想去！",
-     "主人喜欢{band}，想去{city_zh}看演唱会。"),
-    ("每天早上不喝{drink_zh}就没精神，今天忘了买，整个上午都迷迷糊糊的。",
-     "主人每天早上都要喝{drink_zh}。"),
+    (
+        "今天{relation_zh}{name_zh}打电话来，说想搬去{city_zh}当{job_zh}，我心里有点舍不得。",
+        "主人的{relation_zh}{name_zh}打算搬去{city_zh}当{job_zh}。",
+    ),
+    ("刚下班，晚上想去吃{food_zh}，可是一个人去又觉得有点孤单，你说我要不要叫上同事？", "主人喜欢吃{food_zh}。"),
+    (
+        "我最近开始{hobby_zh}了，每个{weekday_zh}晚上练一个小时，感觉压力小了很多。",
+        "主人每个{weekday_zh}晚上{hobby_zh}，用来减压。",
+    ),
+    (
+        "好累啊，已经{late_zh}了还在改方案，当{job_zh}真的太辛苦了，明天还要早起开会。",
+        "主人是{job_zh}，经常加班到很晚。",
+    ),
+    ("家里的{pet_zh}今天生病了，带去医院花了好多钱，不过医生说没什么大问题。", "主人养了{pet_zh}。"),
+    ("我{month_n}月要考{exam_zh}，现在每天复习到很晚，总担心自己准备得不够。", "主人{month_n}月要考{exam_zh}。"),
+    (
+        "周末和朋友去了{place_zh}散步，天气特别好，拍了很多照片，好久没这么放松了。",
+        "主人周末喜欢去{place_zh}散步拍照。",
+    ),
+    ("我对{allergen_zh}过敏，今天差点吃错东西，还好同事及时提醒了我。", "主人对{allergen_zh}过敏。"),
+    (
+        "最近一直在听{band}的歌，听说他们下个月要来{city_zh}开演唱会，好想去！",
+        "主人喜欢{band}，想去{city_zh}看演唱会。",
+    ),
+    ("每天早上不喝{drink_zh}就没精神，今天忘了买，整个上午都迷迷糊糊的。", "主人每天早上都要喝{drink_zh}。"),
     # code-mixed
-    ("今天的 weekly meeting 又开了两个小时，manager {name_en} 一直在挑刺，I'm so done with this week.",
-     "主人的 manager {name_en} 很严格，开会经常挑刺。"),
-    ("周末想去{city_zh}玩两天，any ideas for food? 我想吃{food_zh}但是怕排队太久。",
-     "主人打算周末去{city_zh}玩，想吃{food_zh}。"),
-    ("我终于把 {hobby_en} 的第一个作品完成了！虽然不完美 but I'm really proud of it.",
-     "主人完成了第一个{hobby_en}作品，很自豪。"),
+    (
+        "今天的 weekly meeting 又开了两个小时，manager {name_en} 一直在挑刺，I'm so done with this week.",
+        "主人的 manager {name_en} 很严格，开会经常挑刺。",
+    ),
+    (
+        "周末想去{city_zh}玩两天，any ideas for food? 我想吃{food_zh}但是怕排队太久。",
+        "主人打算周末去{city_zh}玩，想吃{food_zh}。",
+    ),
+    (
+        "我终于把 {hobby_en} 的第一个作品完成了！虽然不完美 but I'm really proud of it.",
+        "主人完成了第一个{hobby_en}作品，很自豪。",
+    ),
 ]
 
 CHAT_REPLIES_ZH = [
@@ -241,17 +261,13 @@ class Line:
     fact: str
 
 
-def _slots(rng: random.Random) -> dict[str, str]:
-    return {key: rng.choice(values) for key, values in _POOLS.items()}
-
-
 def script(user_index: int, turns: int) -> list[Line]:
     """The user's `turns` messages, deterministic for a given user."""
     rng = random.Random(SEED + user_index)
     lines = []
     for _ in range(turns):
         message, fact = rng.choice(TEMPLATES)
-        slots = _slots(rng)
+        slots = templates.slots(rng)
         lines.append(Line(message.format(**slots), fact.format(**slots)))
     return lines
 
@@ -387,14 +403,6 @@ def token_report(fake: FakeOpenAIServer, roles: Roles, user_turns: int) -> dict[
 # --- running one mode ----------------------------------------------------------------------------
 
 
-def disable_background(app: App) -> None:
-    """OFF: the lifecycle's events become no-ops on this instance, so no background job is submitted."""
-    lifecycle = app.companion.lifecycle
-    lifecycle.turn_finished = lambda scope, turn: None  # type: ignore[method-assign]
-    lifecycle.conversation_overflowed = lambda scope, conversation_id: None  # type: ignore[method-assign]
-    lifecycle.review = lambda scope, memory_id, kind: None  # type: ignore[method-assign]
-
-
 def role_settings(data_dir: Path, llm_url: str) -> Settings:
     """An app talking to the fake LLM at `llm_url`, each role with its own model name; no rate limit."""
     return Settings(
@@ -414,18 +422,8 @@ def _message(user_index: int, text: str) -> IncomingMessage:
         user_id=f"cli:bench-bg-user{user_index}",
         speaker_name=SPEAKERS[user_index % len(SPEAKERS)],
         text=text,
-        sent_at=datetime.now(timezone.utc),
+        sent_at=datetime.now(UTC),
     )
-
-
-def summarize(values: Sequence[float]) -> dict[str, float]:
-    """p50, p95 (linear interpolation), mean and max in ms."""
-    return {
-        "p50": round(float(np.percentile(values, 50)), 2),
-        "p95": round(float(np.percentile(values, 95)), 2),
-        "mean": round(float(np.mean(values)), 2),
-        "max": round(float(np.max(values)), 2),
-    }
 
 
 async def run_mode(
@@ -442,9 +440,7 @@ async def run_mode(
     with FakeOpenAIServer() as fake, tempfile.TemporaryDirectory(prefix=f"bench-background-{mode}-") as tmp:
         roles.install(fake)
         fake.delay = 0.0 if paced else args.delay
-        app = build_app(role_settings(Path(tmp), fake.url), embedder=embedder)
-        if mode == "off":
-            disable_background(app)
+        app = build_app(role_settings(Path(tmp), fake.url), embedder=embedder, background=mode != "off")
         await app.start(schedule=False)
         companion = app.companion
         latencies: list[float] = []
@@ -504,7 +500,7 @@ def _check(mode: str, app: App, tokens: dict[str, Any], user_turns: int) -> None
         return
     if roles["monitor"]["calls"] != user_turns:
         raise RuntimeError(f"[{mode}] {roles['monitor']['calls']} monitor calls for {user_turns} turns")
-    if app.journal.pending_jobs() or app.journal.dead_letters():
+    if app.journal.jobs.pending_jobs() or app.journal.jobs.dead_letters():
         raise RuntimeError(f"[{mode}] jobs left pending or dead-lettered after drain()")
 
 

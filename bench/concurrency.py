@@ -64,7 +64,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.background import MODELS, Roles, disable_background, role_settings, script, summarize
+from bench.background import MODELS, Roles, role_settings, script
+from bench.stats import summarize
 from bot.app import build_app
 from bot.config import Settings
 from bot.telegram_adapter import build_telegram_application
@@ -175,9 +176,7 @@ async def run(args: argparse.Namespace, embedder: Embedder) -> dict[str, Any]:
         roles.install(llm)
         llm.set_default(MODELS["chat"], tagged_chat(roles))
         llm.delay = args.llm_delay
-        app = build_app(role_settings(Path(data_dir), llm.url), embedder=embedder)
-        if not args.background:
-            disable_background(app)
+        app = build_app(role_settings(Path(data_dir), llm.url), embedder=embedder, background=args.background)
         await app.start(schedule=False)
         traffic = Traffic()
         traffic.listen_to(telegram)
@@ -190,7 +189,7 @@ async def run(args: argparse.Namespace, embedder: Embedder) -> dict[str, Any]:
             drain_started = time.perf_counter()
             await app.companion.tasks.drain()
             drain = time.perf_counter() - drain_started
-            dead_letters = len(app.journal.dead_letters())
+            dead_letters = len(app.journal.jobs.dead_letters())
         finally:
             await app.aclose()
         monitor_calls = len(llm.requests_for(MODELS["monitor"]))
@@ -202,9 +201,7 @@ def report(
 ) -> dict[str, Any]:
     sent = len(traffic.sent_at)
     answered = [tag for tag in traffic.sent_at if traffic.replied_at.get(tag)]
-    added_ms = [
-        (traffic.replied_at[tag][0] - traffic.sent_at[tag] - args.llm_delay) * 1000 for tag in answered
-    ]
+    added_ms = [(traffic.replied_at[tag][0] - traffic.sent_at[tag] - args.llm_delay) * 1000 for tag in answered]
     throughput = len(answered) / wall
     ideal_wall = _start(args.users - 1, args) + args.messages * args.llm_delay + (args.messages - 1) * args.think
     ideal = args.users * args.messages / ideal_wall

@@ -1,9 +1,9 @@
-"""Benchmark of the daily decay pass (`MemoryManager.apply_decay`) over a large store.
+"""Benchmark of the daily decay pass (`DecayPass.apply_decay`) over a large store.
 
 What is measured:
 
 * a fresh embedded chromadb (``PersistentClient`` in a ``tempfile.TemporaryDirectory``) and a
-  SQLite journal, wrapped by the real ``ChromaKnowledgeBase`` and ``MemoryManager``;
+  SQLite journal, wrapped by the real ``ChromaKnowledgeBase`` and ``DecayPass``;
 * the store is seeded with N memories (default 100,000) spread over 1,000 scopes of one persona:
   70% facts (10% of them already kept once by a decay review, at 0.5), 20% episodes, 10% core;
   ``last_access`` uniform over the past 40 days, all drawn from a seeded ``random.Random``; each is
@@ -34,19 +34,19 @@ import random
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 
+from knowledge.decay_pass import DecayPass, DecayReport
 from knowledge.journal import Journal
-from knowledge.memory_manager import DecayReport, MemoryManager
 from knowledge.records import Category, MemoryRecord, Scope
 from knowledge.store import ChromaKnowledgeBase, open_chroma_client
 from tests.fakes.clock import FakeClock
 
 SEED = 20260103
-NOW = datetime(2026, 1, 3, 4, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 3, 4, 0, tzinfo=UTC)
 PERSONA = "xiaoxiang"
 DIM = 384
 MIX: tuple[tuple[Category, float], ...] = (("fact", 0.7), ("episode", 0.2), ("core", 0.1))
@@ -116,10 +116,10 @@ def run(memories: int, scopes: int) -> tuple[float, dict[str, DecayReport]]:
         started = time.perf_counter()
         store.add_records(records)
         seed_seconds = time.perf_counter() - started
-        manager = MemoryManager(store, journal, clock.now)
-        reports = {"catch_up": manager.apply_decay(), "same_moment": manager.apply_decay()}
+        decay_pass = DecayPass(store, journal.changes, clock.now)
+        reports = {"catch_up": decay_pass.apply_decay(), "same_moment": decay_pass.apply_decay()}
         clock.advance(days=1)
-        reports["next_day"] = manager.apply_decay()
+        reports["next_day"] = decay_pass.apply_decay()
         journal.close()
     return seed_seconds, reports
 

@@ -40,13 +40,15 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 
+from bench.stats import summarize
 from knowledge.embedding import Embedder, load_embedder
 from knowledge.history import ConversationHistory
+from knowledge.message_log import MessageLog
 from knowledge.records import Scope
 from knowledge.search_index import QueryEncoder
 from knowledge.working_memory import WorkingMemory
@@ -89,7 +91,7 @@ class Sample:
 
 def session_time(text: str) -> datetime:
     """A LoCoMo session date ("1:56 pm on 8 May, 2023") as an aware datetime (UTC)."""
-    return datetime.strptime(text.replace(" on ", " "), "%I:%M %p %d %B, %Y").replace(tzinfo=timezone.utc)
+    return datetime.strptime(text.replace(" on ", " "), "%I:%M %p %d %B, %Y").replace(tzinfo=UTC)
 
 
 def evidence_ids(raw: Iterable[str], known: set[str], quirks: Counter[str]) -> frozenset[str]:
@@ -133,9 +135,7 @@ def load_samples(path: Path) -> tuple[list[Sample], Counter[str]]:
                 questions.append(Question(qa["question"], int(qa["category"]), evidence))
             else:
                 quirks["questions without evidence skipped"] += 1
-        samples.append(
-            Sample(raw["sample_id"], conversation["speaker_a"], conversation["speaker_b"], turns, questions)
-        )
+        samples.append(Sample(raw["sample_id"], conversation["speaker_a"], conversation["speaker_b"], turns, questions))
     return samples, quirks
 
 
@@ -199,11 +199,6 @@ def ingest(
     return scope
 
 
-def percentiles(latencies: Sequence[float]) -> dict[str, float]:
-    """p50 and p95 of timings in milliseconds."""
-    return {name: round(float(np.percentile(latencies, q)), 2) for name, q in (("p50", 50), ("p95", 95))}
-
-
 def timed_search(history: ConversationHistory, scope: Scope, question: str, latencies: list[float]) -> list[str]:
     """The message ids found for `question`, best first; its wall time is appended to `latencies`."""
     started = time.perf_counter()
@@ -238,8 +233,10 @@ def run(samples: Sequence[Sample], *, scale: int = 0) -> dict[str, object]:
     ingest_seconds = 0.0
     with tempfile.TemporaryDirectory() as data_dir:
         database = Path(data_dir) / "companion.sqlite3"
-        working_memory = WorkingMemory(database)
-        history = ConversationHistory(working_memory, embedder, database, queries=QueryEncoder(embedder, cache_size=0))
+        working_memory = WorkingMemory(MessageLog(database))
+        history = ConversationHistory(
+            working_memory.log, embedder, database, queries=QueryEncoder(embedder, cache_size=0)
+        )
         try:
             for sample in samples:
                 started = time.perf_counter()
@@ -252,8 +249,10 @@ def run(samples: Sequence[Sample], *, scale: int = 0) -> dict[str, object]:
                 for question in sample.questions:
                     ranked = [dia_ids[found] for found in timed_search(history, scope, question.text, latencies)]
                     results.append((sample.sample_id, question.category, question_metrics(ranked, question.evidence)))
-                print(f"  {sample.sample_id}: {len(sample.turns)} turns, {len(sample.questions)} questions",
-                      file=sys.stderr)
+                print(
+                    f"  {sample.sample_id}: {len(sample.turns)} turns, {len(sample.questions)} questions",
+                    file=sys.stderr,
+                )
             scaled = scaled_latency(samples, scale, working_memory, history) if scale else {}
         finally:
             history.close()
@@ -261,7 +260,7 @@ def run(samples: Sequence[Sample], *, scale: int = 0) -> dict[str, object]:
     turns = sum(len(sample.turns) for sample in samples)
     return {
         **report_of(results),
-        "latency_ms": percentiles(latencies),
+        "latency_ms": summarize(latencies),
         **scaled,
         "ingest_turns_per_second": round(turns / ingest_seconds, 1),
         "embedder": embedder.name,
@@ -290,7 +289,7 @@ def scaled_latency(
     for sample in samples:
         for question in sample.questions:
             timed_search(history, scope, question.text, latencies)
-    return {"scaled_latency_ms": {**percentiles(latencies), "messages": len(history.messages(scope))}}
+    return {"scaled_latency_ms": {**summarize(latencies), "messages": len(history.messages(scope))}}
 
 
 def print_table(report: dict[str, object], quirks: Counter[str]) -> None:

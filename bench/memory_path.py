@@ -1,4 +1,4 @@
-"""Benchmark of the memory path of one chat turn: retrieve, inject, persist.
+"""Benchmark of the memory path of one chat turn: the product's own turn, timed from the outside.
 
 What is measured, per store size (default 1,000 and 10,000 memories, all in ONE scope):
 
@@ -7,23 +7,23 @@ What is measured, per store size (default 1,000 and 10,000 memories, all in ONE 
   ``OpenAIClient`` talking real HTTP to ``tests.fakes.openai_server.FakeOpenAIServer``, which
   answers at once;
 * the scope is seeded with N ``fact`` memories, mixed English / Chinese / code-mixed, generated
-  from templates with a seeded ``random.Random`` (same texts, ids, importances and ages on every run);
-* every turn uses a different template-generated query. After ``--warmup`` untimed turns,
-  ``--turns`` turns are timed twice over, interleaved:
+  from ``bench.templates`` with a seeded ``random.Random`` (same texts, ids, importances and ages
+  on every run);
+* every turn is ``Companion.handle()`` with a different template-generated query, plus consuming
+  the streamed reply (which stores it and hands the turn to the background): exactly what an
+  adapter does. Nothing of the pipeline is called directly. Two boundaries are wrapped to time their
+  share: the LLM client (request to last chunk of the stream) and the embedder (every query
+  embedding of the turn: memories and past messages share one). "memory path" = turn - LLM:
+  storing both messages, retrieval of memories and of past messages, ranking, the prompt.
 
-  1. **components** -- the steps of ``ResponseHandler.reply`` called one by one, each timed
-     (``working_memory.append`` of the user message, ``knowledge.list`` of core memories and
-     ``knowledge.search`` -- query embedding included -- each through ``asyncio.to_thread`` as
-     the handler does, ranking, the window read, ``MemoryInjector.build``, the streamed LLM call,
-     ``working_memory.append`` of the reply). "memory path" = that turn's wall time minus its LLM call.
-  2. **handle** -- ``Companion.handle()`` plus consuming the streamed reply (which is what
-     persists the assistant message): the real turn including the fake LLM's HTTP round trip.
-     The LLM client is wrapped to time its stream, so "memory path" is also given as turn minus LLM.
+After ``--warmup`` untimed turns, ``--turns`` turns are timed. The background work a turn starts
+(the monitor, which also indexes the turn's messages for the past-message search, and summaries)
+is drained, untimed, before the next turn: ``bench.background`` measures what it costs the reply.
 
-Figures are p50 / p95 / mean in milliseconds. The fake answers a short fixed reply with no delay, so
-the LLM figure is the HTTP + SSE + client overhead only. Nothing is cached across runs: every size
-gets its own new store, seeded from scratch (10k memories take ~2 minutes, embedding bound); only
-the embedding model itself is loaded once per process.
+Figures are p50 / p95 / mean / max in milliseconds. The fake answers a short fixed reply with no
+delay, so the LLM figure is the HTTP + SSE + client overhead only. Nothing is cached across runs:
+every size gets its own new store, seeded from scratch (10k memories take ~2 minutes, embedding
+bound); only the embedding model itself is loaded once per process.
 
 Run from the repository root::
 
@@ -45,74 +45,41 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
+from bench.stats import cpu_model, summarize
+from bench.templates import slots
 from bot.app import App, build_app, build_llm
 from bot.config import Settings
 from core.llm import LLMClient, ModelSettings
-from core.memory_injector import Budget, MemoryInjector
-from core.response_handler import MAX_QUERY_CHARS, system_records
 from core.types import ChatMessage, IncomingMessage, Role
 from knowledge.embedding import Embedder, load_embedder
 from knowledge.records import MemoryRecord, Scope
-from knowledge.retrieval import rank_for_prompt
 from knowledge.store import ChromaKnowledgeBase
-from knowledge.working_memory import MessageRole
-from personas.loader import ModelChoice, Persona
+from personas.loader import ModelChoice
 from tests.fakes.openai_server import FakeOpenAIServer
 
 SEED = 20240611
 FAKE_MODEL = "fake-model"
+FAKE_MONITOR = "fake-monitor"  # the background monitor: [SKIP], so no memory is added while timing
 FAKE_REPLY = "好呀～主人今天也辛苦了！I remember that, tell me more?"
 USER_ID = "cli:bench-user"
 SPEAKER = "Alice"
+CONVERSATION = "cli:bench-handle"
 SEED_BATCH = 256  # passages embedded and added to chromadb per call
+RETRIEVED_HEADER = "## What you remember that may matter now"
 
 Samples = dict[str, list[float]]
 Summary = dict[str, dict[str, float]]
-T = TypeVar("T")
 
 
 # --- deterministic content ----------------------------------------------------------------------
-
-_POOLS: dict[str, list[str]] = {
-    "name_en": ["Emma", "Liam", "Olivia", "Noah", "Sophia", "Lucas", "Mia", "Ethan", "Chloe", "Daniel", "Grace"],
-    "name_zh": ["小雨", "阿杰", "丽丽", "王磊", "陈晨", "刘洋", "张伟", "思琪", "浩然", "雅婷", "子涵", "一鸣"],
-    "city_en": ["Shanghai", "Berlin", "Toronto", "Osaka", "Lisbon", "Melbourne", "Chengdu", "Seattle", "Hangzhou"],
-    "city_zh": ["上海", "北京", "成都", "杭州", "深圳", "广州", "南京", "西安", "重庆", "苏州", "厦门", "武汉"],
-    "relation_en": ["sister", "brother", "mother", "father", "best friend", "roommate", "manager", "cousin"],
-    "relation_zh": ["妹妹", "哥哥", "妈妈", "爸爸", "好朋友", "室友", "领导", "表姐", "奶奶", "同事"],
-    "food_en": ["ramen", "tiramisu", "spicy hotpot", "sushi", "dumplings", "pad thai", "croissants", "cheesecake"],
-    "food_zh": ["火锅", "小笼包", "麻辣烫", "草莓蛋糕", "牛肉面", "煎饼果子", "烤鸭", "酸菜鱼", "螺蛳粉"],
-    "hobby_en": ["rock climbing", "watercolor painting", "playing the guitar", "baking sourdough", "photography",
-                 "long-distance running", "chess", "knitting", "learning Japanese", "gardening"],
-    "hobby_zh": ["弹钢琴", "打羽毛球", "画水彩", "拍照", "夜跑", "做手账", "拼乐高", "学日语", "养多肉", "写毛笔字"],
-    "job_en": ["nurse", "software engineer", "graphic designer", "high-school teacher", "accountant", "barista",
-               "PhD student", "product manager", "architect", "translator"],
-    "job_zh": ["护士", "程序员", "设计师", "老师", "会计", "研究生", "产品经理", "建筑师", "翻译", "销售"],
-    "pet_en": ["a ginger cat named Mochi", "a corgi named Biscuit", "two goldfish", "a parrot called Kiwi",
-               "a rescue greyhound named Luna", "a hamster called Peanut"],
-    "pet_zh": ["一只叫团子的橘猫", "一只叫豆豆的柯基", "两条金鱼", "一只叫咪咪的布偶猫", "一只仓鼠", "一只叫旺财的柴犬"],
-    "allergen_en": ["peanuts", "shellfish", "cat hair", "pollen", "penicillin", "lactose"],
-    "allergen_zh": ["花生", "海鲜", "猫毛", "花粉", "芒果", "牛奶"],
-    "drink_en": ["black coffee", "oat latte", "green tea", "a fruit smoothie", "hot chocolate"],
-    "drink_zh": ["美式咖啡", "豆浆", "绿茶", "奶茶", "蜂蜜水"],
-    "exam_en": ["IELTS", "driving", "CPA", "GRE", "JLPT N2", "piano grade 8"],
-    "exam_zh": ["雅思", "驾照科目二", "考研", "教师资格证", "日语N2", "注册会计师"],
-    "band": ["Coldplay", "五月天", "Radiohead", "周杰伦", "Taylor Swift", "陈奕迅", "Arctic Monkeys", "告五人"],
-    "weekday_en": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"],
-    "weekday_zh": ["周一", "周二", "周三", "周四", "周五", "周六", "周日"],
-    "month_en": ["January", "February", "March", "April", "May", "June", "July", "August", "September",
-                 "October", "November", "December"],
-    "color_zh": ["白色", "黑色", "墨绿色", "浅蓝色", "红色"],
-    "place_zh": ["西湖", "江边", "植物园", "老城区", "海边", "森林公园"],
-}
 
 FACT_TEMPLATES: list[str] = [
     # English
@@ -172,24 +139,6 @@ QUERY_TEMPLATES: list[str] = [
 ]
 
 
-def _slots(rng: random.Random) -> dict[str, str]:
-    """One random value for every template slot."""
-    slots = {key: rng.choice(values) for key, values in _POOLS.items()}
-    slots["food_en2"] = rng.choice([food for food in _POOLS["food_en"] if food != slots["food_en"]])
-    slots["food_zh2"] = rng.choice([food for food in _POOLS["food_zh"] if food != slots["food_zh"]])
-    slots.update(
-        user=SPEAKER,
-        year=str(rng.randint(2012, 2024)),
-        hour=str(rng.randint(5, 9)),
-        n=str(rng.randint(1, 14)),
-        day=str(rng.randint(1, 28)),
-        month_n=str(rng.randint(1, 12)),
-        late=rng.choice(["midnight", "1 am", "2 am", "half past one"]),
-        late_zh=rng.choice(["十二点", "凌晨一点", "凌晨两点", "一点半"]),
-    )
-    return slots
-
-
 def unique_texts(templates: Sequence[str], count: int, rng: random.Random) -> list[str]:
     """`count` distinct texts from `templates`, deterministic for a given `rng` state."""
     texts: dict[str, None] = {}
@@ -198,11 +147,11 @@ def unique_texts(templates: Sequence[str], count: int, rng: random.Random) -> li
         attempts += 1
         if attempts > count * 50:
             raise RuntimeError(f"templates cannot produce {count} distinct texts")
-        texts[rng.choice(templates).format(**_slots(rng))] = None
+        texts[rng.choice(templates).format(**slots(rng, SPEAKER))] = None
     return list(texts)
 
 
-# --- timing wrappers -----------------------------------------------------------------------------
+# --- timing wrappers: the boundaries of the turn, not its steps ---------------------------------
 
 
 def _ms_since(start: int) -> float:
@@ -210,18 +159,21 @@ def _ms_since(start: int) -> float:
 
 
 class TimedEmbedder:
-    """The real embedder, remembering how long the last query embedding took."""
+    """The real embedder, adding up how long query embeddings took since the last `reset`."""
 
     def __init__(self, inner: Embedder) -> None:
         self._inner = inner
         self.name = inner.name
         self.dim = inner.dim
-        self.last_query_ms = 0.0
+        self.query_ms = 0.0
+
+    def reset(self) -> None:
+        self.query_ms = 0.0
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         start = time.perf_counter_ns()
         vectors = self._inner.embed_queries(texts)
-        self.last_query_ms = _ms_since(start)
+        self.query_ms += _ms_since(start)
         return vectors
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
@@ -229,23 +181,23 @@ class TimedEmbedder:
 
 
 class TimedLLM:
-    """The real LLM client, remembering how long the last streamed reply took (request to last chunk)."""
+    """The real LLM client, remembering the last chat prompt and how long its stream took (request to last chunk)."""
 
     def __init__(self, inner: LLMClient) -> None:
         self._inner = inner
         self.last_stream_ms = 0.0
+        self.last_prompt: list[ChatMessage] = []
 
     def settings(self, role: Role) -> ModelSettings:
         return self._inner.settings(role)
 
-    async def complete(
-        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None
-    ) -> str:
+    async def complete(self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None) -> str:
         return await self._inner.complete(messages, role=role, choice=choice)
 
     async def stream(
         self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None
     ) -> AsyncIterator[str]:
+        self.last_prompt = list(messages)
         start = time.perf_counter_ns()
         async for piece in self._inner.stream(messages, role=role, choice=choice):
             yield piece
@@ -257,55 +209,41 @@ class TimedLLM:
             await close()
 
 
-async def _timed(samples: dict[str, float], stage: str, call: Awaitable[T]) -> T:
-    start = time.perf_counter_ns()
-    value = await call
-    samples[stage] = _ms_since(start)
-    return value
-
-
 # --- the benchmark -------------------------------------------------------------------------------
 
 
 @dataclass
 class Bench:
-    """One app over one seeded store, and the pieces the component loop calls directly."""
+    """One app over one seeded store, with its LLM and embedder wrapped."""
 
     app: App
-    persona: Persona
     scope: Scope
     knowledge: ChromaKnowledgeBase
-    injector: MemoryInjector
     llm: TimedLLM
     embedder: TimedEmbedder
-    retrieval_limit: int
-    retrieved_counts: list[int] = field(default_factory=list)
 
 
 def open_bench(data_dir: Path, fake_url: str, embedder: TimedEmbedder) -> Bench:
     # No rate limit: the bench sends hundreds of turns a minute from one user.
-    settings = Settings(data_dir=data_dir, openai_base_url=fake_url, chat_model=FAKE_MODEL, rate_limit_per_minute=0)
+    settings = Settings(
+        data_dir=data_dir,
+        openai_base_url=fake_url,
+        chat_model=FAKE_MODEL,
+        monitor_model=FAKE_MONITOR,
+        rate_limit_per_minute=0,
+    )
     llm = TimedLLM(build_llm(settings))  # the OpenAIClient build_app would make, wrapped to be timed
     app = build_app(settings, llm=llm, embedder=embedder)
-    persona = app.companion.persona()
     knowledge = app.companion.knowledge
     assert isinstance(knowledge, ChromaKnowledgeBase)
-    chat = llm.settings("chat")
     return Bench(
-        app=app,
-        persona=persona,
-        scope=Scope(persona.id, USER_ID),
-        knowledge=knowledge,
-        injector=MemoryInjector(Budget(chat.context_window, chat.max_tokens)),  # as build_app makes it
-        llm=llm,
-        embedder=embedder,
-        retrieval_limit=settings.retrieval_limit,
+        app=app, scope=Scope(app.companion.persona().id, USER_ID), knowledge=knowledge, llm=llm, embedder=embedder
     )
 
 
 def seed_facts(bench: Bench, texts: Sequence[str], rng: random.Random) -> None:
     """Store `texts` as facts of the bench scope through the store's batch import (one embedding call per batch)."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for start in range(0, len(texts), SEED_BATCH):
         batch = texts[start : start + SEED_BATCH]
         records = [_fact_record(bench.scope, start + offset, text, now, rng) for offset, text in enumerate(batch)]
@@ -330,116 +268,48 @@ def _fact_record(scope: Scope, index: int, text: str, now: datetime, rng: random
     )
 
 
-def _message(conversation_id: str, text: str) -> IncomingMessage:
-    return IncomingMessage(
-        conversation_id=conversation_id,
-        user_id=USER_ID,
-        speaker_name=SPEAKER,
-        text=text,
-        sent_at=datetime.now(timezone.utc),
-    )
-
-
-def _persist(bench: Bench, conversation: str, *, role: MessageRole, speaker: str, text: str, sent_at: datetime) -> None:
-    bench.app.working_memory.append(
-        bench.persona.id, conversation, role=role, user_id=USER_ID, speaker_name=speaker, content=text, sent_at=sent_at
-    )
-
-
-async def _recall(bench: Bench, text: str, t: dict[str, float]) -> tuple[list[MemoryRecord], list[MemoryRecord]]:
-    """ResponseHandler._recall, step by step: two thread hops (core list, search), then ranking."""
-    start = time.perf_counter_ns()
-    core = await _timed(t, "list_core", asyncio.to_thread(bench.knowledge.list, bench.scope, categories=["core"]))
-    search = asyncio.to_thread(
-        bench.knowledge.search,
-        bench.scope,
-        text[:MAX_QUERY_CHARS],
-        limit=bench.retrieval_limit,
-        categories=["fact", "episode"],
-    )
-    hits = await _timed(t, "search", search)
-    t["query_embedding"] = bench.embedder.last_query_ms
-    always = system_records(bench.persona) + core
-    retrieved = [hit.record for hit in rank_for_prompt(hits, bench.app.companion.clock.now())]
-    t["retrieve"] = _ms_since(start)
-    bench.retrieved_counts.append(len(retrieved))
-    return always, retrieved
-
-
-async def component_turn(bench: Bench, text: str) -> dict[str, float]:
-    """ResponseHandler.reply's steps in its order, called directly and timed one by one."""
-    t: dict[str, float] = {}
-    conversation, now = "cli:bench-components", bench.app.companion.clock.now
-    turn_start = time.perf_counter_ns()
-
-    start = time.perf_counter_ns()
-    _persist(bench, conversation, role="user", speaker=SPEAKER, text=text, sent_at=now())
-    t["persist_user"] = _ms_since(start)
-
-    always, retrieved = await _recall(bench, text, t)
-
-    start = time.perf_counter_ns()
-    window = bench.app.working_memory.window(bench.persona.id, conversation)
-    t["window_read"] = _ms_since(start)
-
-    start = time.perf_counter_ns()
-    prompt = bench.injector.build(bench.persona, window=window, always=always, retrieved=retrieved, group=False)
-    t["inject"] = _ms_since(start)
-
-    reply = "".join([piece async for piece in bench.llm.stream(prompt.messages, role="chat")]).strip()
-    t["llm"] = bench.llm.last_stream_ms
-
-    start = time.perf_counter_ns()
-    _persist(bench, conversation, role="assistant", speaker=bench.persona.name, text=reply, sent_at=now())
-    t["persist_assistant"] = _ms_since(start)
-
-    t["turn"] = _ms_since(turn_start)
-    t["memory_path"] = t["turn"] - t["llm"]
-    return t
-
-
 async def handle_turn(bench: Bench, text: str) -> dict[str, float]:
-    """The real turn: Companion.handle() and the consumed stream (which stores the reply)."""
+    """One turn as an adapter makes it: Companion.handle() and the consumed stream (which stores the reply)."""
+    message = IncomingMessage(
+        conversation_id=CONVERSATION, user_id=USER_ID, speaker_name=SPEAKER, text=text, sent_at=datetime.now(UTC)
+    )
+    bench.embedder.reset()
     start = time.perf_counter_ns()
-    result = await bench.app.companion.handle(_message("cli:bench-handle", text))
+    result = await bench.app.companion.handle(message)
     reply = await result.text()
     total = _ms_since(start)
-    if not result.completed or not reply:
+    if not result.completed or not reply or result.stored is None:
         raise RuntimeError(f"the turn did not complete: {result.notice}")
-    return {"turn": total, "llm": bench.llm.last_stream_ms, "memory_path": total - bench.llm.last_stream_ms}
-
-
-def summarize(samples: Samples) -> Summary:
-    """p50, p95 (linear interpolation) and mean of every stage, in ms."""
+    llm = bench.llm.last_stream_ms
     return {
-        stage: {
-            "p50": round(float(np.percentile(values, 50)), 3),
-            "p95": round(float(np.percentile(values, 95)), 3),
-            "mean": round(float(np.mean(values)), 3),
-        }
-        for stage, values in samples.items()
+        "turn": total,
+        "llm": llm,
+        "memory_path": total - llm,
+        "query_embedding": bench.embedder.query_ms,
+        "memories_in_prompt": memories_in_prompt(bench.llm.last_prompt),
     }
 
 
-async def run_turns(bench: Bench, queries: Sequence[str], warmup: int) -> tuple[Samples, Samples]:
-    """Alternate component and handle turns; the first `warmup` of each are not recorded.
+def memories_in_prompt(prompt: Sequence[ChatMessage]) -> float:
+    """How many retrieved facts and episodes the chat prompt carried."""
+    system = prompt[0].content
+    if RETRIEVED_HEADER not in system:
+        return 0
+    section = system.split(RETRIEVED_HEADER, 1)[1].split("\n\n", 1)[0]
+    return sum(1 for line in section.splitlines() if line.startswith("- "))
 
-    The background work a handled turn starts (monitor, summarizer) is drained, untimed, before the
-    next turn: this bench measures the memory path itself; `bench.background` measures what the
-    background costs the reply path.
-    """
-    components: Samples = defaultdict(list)
-    handled: Samples = defaultdict(list)
-    for index in range(len(queries) // 2):
-        parts = await component_turn(bench, queries[2 * index])
-        whole = await handle_turn(bench, queries[2 * index + 1])
+
+async def run_turns(bench: Bench, queries: Sequence[str], warmup: int) -> Samples:
+    """One turn per query; the first `warmup` are not recorded. The background is drained after each, untimed."""
+    samples: Samples = defaultdict(list)
+    for index, query in enumerate(queries):
+        figures = await handle_turn(bench, query)
         await bench.app.companion.tasks.drain()
         if index < warmup:
             continue
-        for target, figures in ((components, parts), (handled, whole)):
-            for stage, value in figures.items():
-                target[stage].append(value)
-    return components, handled
+        for stage, value in figures.items():
+            samples[stage].append(value)
+    return samples
 
 
 def wait_until_idle(limit: float = 120.0) -> None:
@@ -455,22 +325,19 @@ def wait_until_idle(limit: float = 120.0) -> None:
 
 
 def check_persisted(bench: Bench, turns: int) -> None:
-    """Every turn stored a user message and a reply, and retrieval returned full result sets."""
-    stored = bench.app.working_memory.count(bench.scope)
-    if stored != 4 * turns:
-        raise RuntimeError(f"expected {4 * turns} stored messages, found {stored}")
-    for conversation in ("cli:bench-components", "cli:bench-handle"):
-        last = bench.app.working_memory.window(bench.persona.id, conversation)[-1]
-        if last.role != "assistant" or last.content != FAKE_REPLY:
-            raise RuntimeError(f"the last reply of {conversation} was not persisted")
-    if min(bench.retrieved_counts) < bench.retrieval_limit:
-        raise RuntimeError("a search returned fewer memories than the retrieval limit")
+    """Every turn stored a user message and a reply, and every prompt carried retrieved memories."""
+    stored = bench.app.working_memory.log.count(bench.scope)
+    if stored != 2 * turns:
+        raise RuntimeError(f"expected {2 * turns} stored messages, found {stored}")
+    last = bench.app.working_memory.window(bench.scope.persona_id, CONVERSATION)[-1]
+    if last.role != "assistant" or last.content != FAKE_REPLY:
+        raise RuntimeError("the last reply was not persisted")
 
 
 async def bench_size(size: int, args: argparse.Namespace, embedder: TimedEmbedder, fake_url: str) -> dict[str, Any]:
     rng = random.Random(SEED)
     facts = unique_texts(FACT_TEMPLATES, size, rng)
-    queries = unique_texts(QUERY_TEMPLATES, 2 * (args.warmup + args.turns), random.Random(SEED + 1))
+    queries = unique_texts(QUERY_TEMPLATES, args.warmup + args.turns, random.Random(SEED + 1))
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         bench = open_bench(Path(tmp), fake_url, embedder)
         try:
@@ -483,37 +350,29 @@ async def bench_size(size: int, args: argparse.Namespace, embedder: TimedEmbedde
             wait_until_idle()
             print(f"[{size:,} memories] {args.warmup} warm-up + {args.turns} timed turns...", file=sys.stderr)
             start = time.perf_counter()
-            components, handled = await run_turns(bench, queries, args.warmup)
+            samples = await run_turns(bench, queries, args.warmup)
             turns_seconds = time.perf_counter() - start
             check_persisted(bench, args.warmup + args.turns)
+            if min(samples["memories_in_prompt"]) < 1:
+                raise RuntimeError("a prompt carried no retrieved memory")
         finally:
             await bench.app.aclose()
     return {
         "memories": size,
         "seed_s": round(seed_seconds, 2),
         "turns_s": round(turns_seconds, 2),
-        "components": summarize(components),
-        "handle": summarize(handled),
+        "handle": {stage: summarize(values, digits=3) for stage, values in samples.items()},
     }
 
 
 # --- report --------------------------------------------------------------------------------------
 
-ROWS: list[tuple[str, str, str]] = [
-    ("components", "persist_user", "persist user msg (append)"),
-    ("components", "retrieve", "retrieve: list(core)+search+rank"),
-    ("components", "list_core", "  knowledge.list(core)"),
-    ("components", "search", "  knowledge.search"),
-    ("components", "query_embedding", "    of which query embedding"),
-    ("components", "window_read", "window read"),
-    ("components", "inject", "inject (MemoryInjector.build)"),
-    ("components", "persist_assistant", "persist reply (append)"),
-    ("components", "memory_path", "MEMORY PATH = turn - LLM"),
-    ("components", "llm", "LLM stream, fake HTTP"),
-    ("components", "turn", "turn (components)"),
-    ("handle", "turn", "TURN incl. fake LLM HTTP"),
-    ("handle", "llm", "  LLM stream, fake HTTP"),
-    ("handle", "memory_path", "MEMORY PATH = turn - LLM"),
+ROWS: list[tuple[str, str]] = [
+    ("turn", "TURN: handle() + consumed stream"),
+    ("llm", "  LLM stream, fake HTTP"),
+    ("memory_path", "MEMORY PATH = turn - LLM"),
+    ("query_embedding", "  of which query embedding"),
+    ("memories_in_prompt", "retrieved memories in the prompt"),
 ]
 
 
@@ -521,21 +380,10 @@ def print_table(results: Sequence[dict[str, Any]]) -> None:
     label_width = 34
     header = f"{'ms':<{label_width}}" + "".join(f" | {r['memories']:>7,} mem: p50    p95   mean" for r in results)
     print(header)
-    section = ""
-    for loop, stage, label in ROWS:
-        if loop != section:
-            section = loop
-            title = (
-                "components: ResponseHandler steps called directly"
-                if loop == "components"
-                else "handle: Companion.handle() + consume stream"
-            )
-            print("-" * len(header))
-            print(title)
-        cells = "".join(
-            f" | {'':>12}{r[loop][stage]['p50']:6.2f} {r[loop][stage]['p95']:6.2f} {r[loop][stage]['mean']:6.2f}"
-            for r in results
-        )
+    print("-" * len(header))
+    for stage, label in ROWS:
+        figures = [r["handle"][stage] for r in results]
+        cells = "".join(f" | {'':>12}{f['p50']:6.2f} {f['p95']:6.2f} {f['mean']:6.2f}" for f in figures)
         print(f"{label:<{label_width}}{cells}")
     print("-" * len(header))
     for r in results:
@@ -566,9 +414,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     embedder = TimedEmbedder(load_embedder(Settings.model_fields["embedder"].default))
     with FakeOpenAIServer() as fake:
         fake.set_default(FAKE_MODEL, FAKE_REPLY)
+        fake.set_default(FAKE_MONITOR, "[SKIP]")
         results = asyncio.run(run(args, embedder, fake.url))
     runtime = time.perf_counter() - started
-    print(f"memory path of one turn; embedder {embedder.name}; {args.turns} timed turns after {args.warmup} warm-up")
+    print(
+        f"memory path of one turn; embedder {embedder.name}; {args.turns} timed turns after {args.warmup} warm-up; "
+        f"CPU {cpu_model()}"
+    )
     print_table(results)
     print(f"total runtime {runtime:.1f} s")
     if args.json:
@@ -580,6 +432,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "warmup": args.warmup,
             "python": platform.python_version(),
             "machine": platform.machine(),
+            "cpu": cpu_model(),
             "runtime_s": round(runtime, 1),
             "results": results,
         }

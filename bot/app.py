@@ -5,16 +5,15 @@ from __future__ import annotations
 import asyncio
 import tempfile
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from datetime import timedelta
-
 from core.clock import Clock, SystemClock
 from core.companion import Companion
-from core.errors import UserFacingError
 from core.conversation_summarizer import ConversationSummarizer
 from core.embedded_llm import EMBEDDED_MODEL_NAME, LlamaCppClient
+from core.errors import UserFacingError
 from core.knowledge_monitor import KnowledgeMonitor
 from core.llm import LLMClient, ModelSettings, OpenAIClient, UsageSink
 from core.memory_injector import Budget, MemoryInjector
@@ -26,10 +25,11 @@ from core.scheduler import Scheduler
 from core.tasks import DEFAULT_BACKOFF, BackgroundTasks
 from core.types import ROLES, Role
 from knowledge.decay import MemoryPolicy, PolicyFor
+from knowledge.decay_pass import DecayPass
 from knowledge.embedding import Embedder, load_embedder
 from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
-from knowledge.memory_manager import MemoryManager
+from knowledge.message_log import MessageLog
 from knowledge.search_index import QueryEncoder
 from knowledge.store import ChromaKnowledgeBase, open_chroma_client
 from knowledge.working_memory import WorkingMemory
@@ -38,7 +38,6 @@ from personas.loader import PERSONA_DIR, PersonaRegistry
 from .config import ConfigError, Settings
 from .routing import PersonaChoices, Router
 
-
 EMBEDDED_REPLY_TOKENS = 200
 EMBEDDED_MODEL_NOTICE = (
     "Using the embedded demo model (SmolLM2-135M, offline, tiny): it runs anywhere but its replies are "
@@ -46,8 +45,8 @@ EMBEDDED_MODEL_NOTICE = (
     "OpenAI-compatible endpoint: set OPENAI_BASE_URL (and OPENAI_API_KEY, COMPANION_CHAT_MODEL)."
 )
 EXPLICIT_MEMORY_NOTICE = (
-    "Memory without a model (COMPANION_MEMORY_MODE=explicit): say \"remember ...\" / \"记住…\" or "
-    "\"forget ...\" / \"忘掉…\" and it is done; episodes quote what you said; every message stays searchable."
+    'Memory without a model (COMPANION_MEMORY_MODE=explicit): say "remember ..." / "记住…" or '
+    '"forget ..." / "忘掉…" and it is done; episodes quote what you said; every message stays searchable.'
 )
 
 
@@ -192,8 +191,13 @@ def build_app(
     llm: LLMClient | None = None,
     embedder: Embedder | None = None,
     backoff: tuple[float, ...] = DEFAULT_BACKOFF,
+    background: bool = True,
 ) -> App:
-    """Wire settings into a ready `App`; tests pass their own clock, LLM, embedder or retry backoff."""
+    """Wire settings into a ready `App`; tests pass their own clock, LLM, embedder or retry backoff.
+
+    `background=False` submits no monitor, summarizer or review job, so benchmarks can measure what
+    the background costs the reply path.
+    """
     clock = clock or SystemClock()
     data_dir = ensure_writable(settings.data_dir)
     embedder = embedder or load_embedder(settings.embedder)
@@ -214,15 +218,15 @@ def build_app(
         cache_scopes=settings.chroma_host is None,
     )
     working_memory = WorkingMemory(
-        data_dir / "companion.sqlite3",
+        MessageLog(data_dir / "companion.sqlite3"),
         window_size=settings.working_memory_size,
         overflow_batch=min(settings.summary_batch, settings.working_memory_size),
     )
-    history = ConversationHistory(working_memory, embedder, data_dir / "companion.sqlite3", queries=queries)
+    history = ConversationHistory(working_memory.log, embedder, data_dir / "companion.sqlite3", queries=queries)
     journal = Journal(data_dir / "companion.sqlite3")
 
     def record_usage(role: Role, model: str, prompt_tokens: int, completion_tokens: int) -> None:
-        journal.record_usage(role, model, prompt_tokens, completion_tokens, at=clock.now())
+        journal.usage.record(role, model, prompt_tokens, completion_tokens, at=clock.now())
 
     llm = llm or build_llm(settings, usage=record_usage)
     chat = llm.settings("chat")
@@ -237,11 +241,12 @@ def build_app(
         retrieval_limit=settings.retrieval_limit,
     )
     lifecycle = MemoryLifecycle(
-        tasks=BackgroundTasks(journal, clock, backoff=backoff, concurrency=settings.background_workers),
+        tasks=BackgroundTasks(journal.jobs, clock, backoff=backoff, concurrency=settings.background_workers),
         monitor=KnowledgeMonitor(
             llm,
             knowledge,
-            journal,
+            journal.changes,
+            journal.jobs,
             clock,
             policy_for,
             max_ops=settings.monitor_max_ops,
@@ -249,13 +254,16 @@ def build_app(
             use_model=settings.background_uses_model,
         ),
         summarizer=ConversationSummarizer(llm, knowledge, working_memory, use_model=settings.background_uses_model),
-        reviewer=MemoryReviewer(llm, knowledge, journal, clock, policy_for, use_model=settings.background_uses_model),
-        memory_manager=MemoryManager(knowledge, journal, clock.now),
+        reviewer=MemoryReviewer(
+            llm, knowledge, journal.changes, clock, policy_for, use_model=settings.background_uses_model
+        ),
+        decay_pass=DecayPass(knowledge, journal.changes, clock.now),
         working_memory=working_memory,
         history=history,
         persona=personas.get,
         clock=clock,
         idle_timeout=timedelta(minutes=settings.idle_timeout_minutes),
+        enabled=background,
     )
     companion = Companion(
         personas=personas,

@@ -62,9 +62,7 @@ def user_id_for(name: str) -> str:
 def scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """`--persona` and `--user`, which name one scope; the persona may be left to the default (read-only use)."""
     command = _user_option(command)
-    return click.option(
-        "--persona", "persona_id", help="Persona id (default: COMPANION_DEFAULT_PERSONA)."
-    )(command)
+    return click.option("--persona", "persona_id", help="Persona id (default: COMPANION_DEFAULT_PERSONA).")(command)
 
 
 def changing_scope_options(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -18,6 +18,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from core import phrasebook
 from core.companion import Companion
 from core.errors import CompanionError, UserFacingError
 from core.types import IncomingMessage
@@ -27,14 +28,11 @@ from .app import App
 from .ordering import TurnOrder
 from .render import DISCORD_LIMIT, split_message
 from .routing import Router
-from .terminal import format_memories
 
 log = logging.getLogger(__name__)
 
 NO_MENTIONS = discord.AllowedMentions.none()
 NOT_TEXT = "I can only read text for now; images, files and stickers don't reach me. Could you write it?"
-NOT_ALLOWED = "Sorry, I can't talk with you here: the person who runs me hasn't allowed it."
-SOMETHING_BROKE = "Sorry, something went wrong on my side. Please try again in a moment."
 ADMINS_ONLY = "Only people who can manage this server can choose my persona."
 NOT_YOUR_BUTTON = "These buttons belong to whoever asked; use /forget yourself to forget what I know about you."
 EXPIRED = "This question has expired; use /forget again."
@@ -125,7 +123,7 @@ class CompanionCog(commands.Cog):
         direct = not places
         if not self.router.rules.allows(message.author.id, places, direct=direct):
             if direct:
-                await message.channel.send(NOT_ALLOWED)
+                await message.channel.send(phrasebook.NOT_ALLOWED)
             return
         if not (direct or self._addressed(message) or self.router.rules.every_message_in(places)):
             return
@@ -152,7 +150,7 @@ class CompanionCog(commands.Cog):
                 reply = str(error)
             except Exception:
                 log.exception("answering a Discord message failed")
-                reply = SOMETHING_BROKE
+                reply = phrasebook.SOMETHING_BROKE
             await self._send(message, reply)
 
     @commands.Cog.listener()
@@ -206,7 +204,7 @@ class CompanionCog(commands.Cog):
         channel = interaction.channel
         places = places_of(channel)  # type: ignore[arg-type]
         if not self.router.rules.allows(interaction.user.id, places, direct=not places):
-            await interaction.response.send_message(NOT_ALLOWED, ephemeral=True)
+            await interaction.response.send_message(phrasebook.NOT_ALLOWED, ephemeral=True)
             return
         persona_id = self.router.persona_for(places)
         greeting = await self.companion.new_conversation(persona_id, conversation_of(channel))  # type: ignore[arg-type]
@@ -215,7 +213,7 @@ class CompanionCog(commands.Cog):
     @app_commands.command(name="memory", description="What I remember about you (only you see it)")
     async def memory(self, interaction: discord.Interaction) -> None:
         records = await self.companion.memories(self._scope(interaction))
-        pages = MemoryPages(interaction.user.id, split_message(format_memories(records), PAGE_CHARS))
+        pages = MemoryPages(interaction.user.id, split_message(phrasebook.memory_listing(records), PAGE_CHARS))
         await interaction.response.send_message(**pages.current(), ephemeral=True)
 
     @app_commands.command(name="forget", description="Forget everything about you, or only what is about something")
@@ -223,16 +221,14 @@ class CompanionCog(commands.Cog):
     async def forget(self, interaction: discord.Interaction, what: str | None = None) -> None:
         scope = self._scope(interaction)
         if not what:
-            question = "Shall I forget everything I know about you? This cannot be undone."
             view = ForgetConfirmation(self.companion, scope, interaction, ids=None)
-            await interaction.response.send_message(question, view=view, ephemeral=True)
+            await interaction.response.send_message(phrasebook.forget_everything_question(), view=view, ephemeral=True)
             return
         found = await self.companion.memories_about(scope, what)
         if not found:
-            await interaction.response.send_message(f"I don't remember anything about {what!r}.", ephemeral=True)
+            await interaction.response.send_message(phrasebook.nothing_about(what), ephemeral=True)
             return
-        listing = "\n".join(f"- {record.content}" for record in found)
-        question = split_message(f"I remember this:\n{listing}", PAGE_CHARS)[0] + f"\n\nForget these {len(found)}?"
+        question = split_message(phrasebook.remembered(found), PAGE_CHARS)[0] + f"\n\nForget these {len(found)}?"
         view = ForgetConfirmation(self.companion, scope, interaction, ids=[record.id for record in found])
         await interaction.response.send_message(question, view=view, ephemeral=True)
 
@@ -282,7 +278,7 @@ class CompanionCog(commands.Cog):
             text = str(original)
         else:
             log.error("a Discord command failed", exc_info=original)
-            text = SOMETHING_BROKE
+            text = phrasebook.SOMETHING_BROKE
         send = interaction.followup.send if interaction.response.is_done() else interaction.response.send_message
         await send(text, ephemeral=True)
 
@@ -306,7 +302,7 @@ class MemoryPages(_OwnedView):
 
     def __init__(self, owner_id: int, pages: Sequence[str]) -> None:
         super().__init__(owner_id)
-        self.pages = list(pages) or ["I don't remember anything about you yet."]
+        self.pages = list(pages) or [phrasebook.NOTHING_REMEMBERED]
         self.index = 0
         if len(self.pages) == 1:
             self.clear_items()
@@ -331,7 +327,9 @@ class MemoryPages(_OwnedView):
 class ForgetConfirmation(_OwnedView):
     """Yes / No for `/forget` (everything, when `ids` is None) and `/forget <what>` (those ids)."""
 
-    def __init__(self, companion: Companion, scope: Scope, asked: discord.Interaction, *, ids: list[str] | None) -> None:
+    def __init__(
+        self, companion: Companion, scope: Scope, asked: discord.Interaction, *, ids: list[str] | None
+    ) -> None:
         super().__init__(asked.user.id)
         self.companion = companion
         self.scope = scope
@@ -350,13 +348,13 @@ class ForgetConfirmation(_OwnedView):
         await interaction.response.defer()  # forgetting may take longer than Discord waits for an answer
         if self.ids is None:
             report = await self.companion.forget_everything(self.scope)
-            text = f"Done. I forgot {report.memories} memories and {report.messages} messages about you."
+            text = phrasebook.forgot_everything(report.memories, report.messages)
         else:
             forgotten = await self.companion.forget_memories(self.scope, self.ids)
-            text = f"Done. I forgot {forgotten} memories."
+            text = phrasebook.forgot(forgotten)
         await interaction.edit_original_response(content=text, view=None)
 
     @discord.ui.button(label="No, keep it", style=discord.ButtonStyle.secondary)
     async def no(self, interaction: discord.Interaction, button: discord.ui.Button[ForgetConfirmation]) -> None:
         self.stop()
-        await interaction.response.edit_message(content="Okay, I won't forget anything.", view=None)
+        await interaction.response.edit_message(content=phrasebook.FORGETTING_NOTHING, view=None)

@@ -73,7 +73,9 @@ def _one(app: App, scope: Scope, memory_id: str) -> MemoryRecord:
 @click.option("--category", type=click.Choice(FILE_CATEGORIES), help="Only this category.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON with every field.")
 @click.pass_context
-def memory_list(ctx: click.Context, persona_id: str | None, user_name: str, category: str | None, as_json: bool) -> None:
+def memory_list(
+    ctx: click.Context, persona_id: str | None, user_name: str, category: str | None, as_json: bool
+) -> None:
     """List the memories of one scope, most important first."""
 
     async def show(app: App, scope: Scope) -> None:
@@ -95,10 +97,21 @@ def memory_list(ctx: click.Context, persona_id: str | None, user_name: str, cate
 @click.argument("query")
 @click.option("--limit", default=10, show_default=True, type=click.IntRange(1, 100))
 @click.option("--history", "with_history", is_flag=True, help="Search the past messages of the scope too.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON, with the relevance (fused) and similarity (meaning) of each hit.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON, with the relevance (fused) and similarity (meaning) of each hit.",
+)
 @click.pass_context
 def memory_search(
-    ctx: click.Context, persona_id: str | None, user_name: str, query: str, limit: int, with_history: bool, as_json: bool
+    ctx: click.Context,
+    persona_id: str | None,
+    user_name: str,
+    query: str,
+    limit: int,
+    with_history: bool,
+    as_json: bool,
 ) -> None:
     """Find the memories a message like QUERY would recall, best first (and with --history, past messages)."""
 
@@ -114,8 +127,12 @@ def memory_search(
                 for hit in hits
             ]
             found += [
-                {**jsonable(asdict(hit.message)), "category": "message", "relevance": round(hit.relevance, 4),
-                 "similarity": round(hit.similarity, 4)}
+                {
+                    **jsonable(asdict(hit.message)),
+                    "category": "message",
+                    "relevance": round(hit.relevance, 4),
+                    "similarity": round(hit.similarity, 4),
+                }
                 for hit in messages
             ]
             _echo_json(found)
@@ -126,7 +143,9 @@ def memory_search(
             click.echo(f"{hit.relevance:4.2f}  {_line(hit.record)}")
         for found in messages:
             message = found.message
-            click.echo(f"{found.relevance:4.2f}  [{message.sent_at:%Y-%m-%d %H:%M}] {message.speaker_name}: {message.content}")
+            click.echo(
+                f"{found.relevance:4.2f}  [{message.sent_at:%Y-%m-%d %H:%M}] {message.speaker_name}: {message.content}"
+            )
 
     _in_scope(ctx, persona_id, user_name, show)
 
@@ -141,7 +160,7 @@ def memory_show(ctx: click.Context, persona_id: str | None, user_name: str, memo
 
     async def show(app: App, scope: Scope) -> None:
         record = _one(app, scope, memory_id)
-        history = app.journal.history(scope, memory_id)
+        history = app.journal.changes.changes(scope, memory_id)
         if as_json:
             _echo_json({**record.to_dict(), "history": [jsonable(asdict(entry)) for entry in history]})
             return
@@ -208,7 +227,9 @@ def memory_forget(
             if not yes:
                 click.confirm(f"Forget every memory, message and history row of {scope}?", abort=True)
             report = await app.companion.forget_everything(scope)
-            click.echo(f"Forgot {report.memories} memories, {report.messages} messages, {report.journal_rows} journal rows.")
+            click.echo(
+                f"Forgot {report.memories} memories, {report.messages} messages, {report.journal_rows} journal rows."
+            )
             return
         found = {record.id for record in app.companion.knowledge.get(scope, memory_ids)}
         for missing in (memory_id for memory_id in memory_ids if memory_id not in found):
@@ -228,10 +249,14 @@ def _render(app: App, scope: Scope, records: list[MemoryRecord], as_json: bool) 
 
 @memory.command("export")
 @scope_options
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="File to write (default: stdout).")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="File to write (default: stdout)."
+)
 @click.option("--json", "as_json", is_flag=True, help="JSON with every field (default: MEMORY.md; also for *.json).")
 @click.pass_context
-def memory_export(ctx: click.Context, persona_id: str | None, user_name: str, output: Path | None, as_json: bool) -> None:
+def memory_export(
+    ctx: click.Context, persona_id: str | None, user_name: str, output: Path | None, as_json: bool
+) -> None:
     """Write a scope's memories as MEMORY.md (readable, editable) or JSON; an existing file is kept as .bak."""
 
     async def export(app: App, scope: Scope) -> None:
@@ -288,7 +313,9 @@ def memory_import(
             raise click.ClickException("with --replace every block must be readable: fix the blocks above first")
         stored = await asyncio.to_thread(app.companion.knowledge.list, scope, categories=FILE_CATEGORIES)
         now = app.companion.clock.now()
-        plan = plan_import(stored, parsed, scope, now=now, policy=app.policy_for(scope.persona_id), replace_all=replace_all)
+        plan = plan_import(
+            stored, parsed, scope, now=now, policy=app.policy_for(scope.persona_id), replace_all=replace_all
+        )
         summary = (
             f"{len(plan.updates)} updated, {len(plan.additions)} added, {len(plan.deletions)} deleted, "
             f"{plan.unchanged} unchanged"
@@ -318,8 +345,8 @@ def memory_stats(ctx: click.Context, persona_id: str | None, user_name: str, as_
             "memories": len(records),
             "by_category": dict(Counter(record.category for record in records)),
             "importance": _histogram(records),
-            "dead_letters": len(app.journal.dead_letters(scope)),
-            "token_usage_all_scopes": [asdict(usage) for usage in app.journal.token_usage()],
+            "dead_letters": len(app.journal.jobs.dead_letters(scope)),
+            "token_usage_all_scopes": [asdict(usage) for usage in app.journal.usage.totals()],
         }
         if as_json:
             _echo_json(stats)
@@ -359,11 +386,13 @@ def _print_stats(stats: dict[str, Any]) -> None:
 @click.option("--id", "memory_id", help="Only the changes of this memory.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def memory_history(ctx: click.Context, persona_id: str | None, user_name: str, memory_id: str | None, as_json: bool) -> None:
+def memory_history(
+    ctx: click.Context, persona_id: str | None, user_name: str, memory_id: str | None, as_json: bool
+) -> None:
     """Show how a scope's memories changed (old -> new, who, when)."""
 
     async def show(app: App, scope: Scope) -> None:
-        entries = app.journal.history(scope, memory_id)
+        entries = app.journal.changes.changes(scope, memory_id)
         if as_json:
             _echo_json([jsonable(asdict(entry)) for entry in entries])
             return
@@ -388,7 +417,7 @@ def memory_dead_letters(ctx: click.Context, persona_id: str | None, user_name: s
 
     async def show(app: App) -> None:
         scope = scope_of(app, persona_id, user_name) if user_name else None
-        letters = app.journal.dead_letters(scope)
+        letters = app.journal.jobs.dead_letters(scope)
         if as_json:
             _echo_json([{**jsonable(asdict(letter)), "scope": str(letter.scope)} for letter in letters])
             return

@@ -39,6 +39,7 @@ from telegram.ext import (
     filters,
 )
 
+from core import phrasebook
 from core.errors import UserFacingError
 from core.types import IncomingMessage
 from knowledge.records import Scope
@@ -47,7 +48,6 @@ from .app import App
 from .per_chat_update_processor import PerChatUpdateProcessor
 from .render import TELEGRAM_LIMIT, split_message
 from .routing import Router
-from .terminal import format_memories
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +67,9 @@ COMMANDS = (
 )
 SENT_PRIVATELY = "I've answered you in a private message."
 NEEDS_PRIVATE_CHAT = "I can't message you privately yet: open a private chat with me, press Start, and ask there."
-NOT_ALLOWED = "Sorry, I can't talk with you here: the person who runs me hasn't allowed it."
 NOT_TEXT = "I can only read text messages for now; stickers, photos and files don't reach me. Could you write it?"
 EXPIRED = "This question has expired; send /forget again."
 NOT_YOUR_BUTTON = "This button belongs to whoever asked; send /forget yourself to forget what I know about you."
-SOMETHING_BROKE = "Sorry, something went wrong on my side. Please try again in a moment."
 TYPING_REFRESH = 4.5  # seconds; Telegram shows "typing" for about five seconds per action
 # Callback data (at most 64 bytes): the answer, the id of the user who asked, and for `/forget <what>`
 # the key of the memory ids shown to them.
@@ -136,9 +134,7 @@ class TelegramAdapter:
         application.add_handler(MessageHandler(new_messages & filters.COMMAND, self.unknown_command))
         application.add_handler(MessageHandler(new_messages & filters.TEXT, self.text))
         application.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE & filters.TEXT, self.edited))
-        application.add_handler(
-            MessageHandler(new_messages & ~filters.TEXT & ~filters.StatusUpdate.ALL, self.not_text)
-        )
+        application.add_handler(MessageHandler(new_messages & ~filters.TEXT & ~filters.StatusUpdate.ALL, self.not_text))
         application.add_error_handler(self._on_error)
 
     # --- helpers -------------------------------------------------------------
@@ -188,7 +184,7 @@ class TelegramAdapter:
         if self._router.rules.allows(user_id, [message.chat.id], direct=private):
             return True
         if private:
-            await self._send(message, NOT_ALLOWED)
+            await self._send(message, phrasebook.NOT_ALLOWED)
         return False
 
     @staticmethod
@@ -243,7 +239,7 @@ class TelegramAdapter:
         message, user = update.message, update.effective_user
         assert message is not None and user is not None
         records = await self._companion.memories(self._scope(user.id, message.chat.id))
-        await self._privately(message, context.bot, user.id, format_memories(records))
+        await self._privately(message, context.bot, user.id, phrasebook.memory_listing(records))
 
     async def forget(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message, user = update.message, update.effective_user
@@ -260,7 +256,7 @@ class TelegramAdapter:
             ]
         )
         await message.reply_text(
-            f"{user.full_name}, shall I forget everything I know about you? This cannot be undone.",
+            phrasebook.forget_everything_question(user.full_name),
             reply_markup=keyboard,
             do_quote=self._is_group(message),
         )
@@ -283,7 +279,7 @@ class TelegramAdapter:
         scope = self._scope(user_id, message.chat.id)
         found = await self._companion.memories_about(scope, what)
         if not found:
-            await self._send(message, f"I don't remember anything about {what!r}.")
+            await self._send(message, phrasebook.nothing_about(what))
             return
         key = secrets.token_hex(8)
         self._pending[key] = (scope, [record.id for record in found])
@@ -295,8 +291,7 @@ class TelegramAdapter:
                 ]
             ]
         )
-        listing = "\n".join(f"- {record.content}" for record in found)
-        question = f"I remember this:\n{listing}\n\nForget these {len(found)} memories?"
+        question = f"{phrasebook.remembered(found)}\n\nForget these {len(found)} memories?"
         await self._privately(message, bot, user_id, question, keyboard)
 
     async def forget_answer(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -311,7 +306,7 @@ class TelegramAdapter:
         await query.answer()
         pending = self._pending.pop(key, None) if key else None
         if answer == "no":
-            await query.edit_message_text("Okay, I won't forget anything.")
+            await query.edit_message_text(phrasebook.FORGETTING_NOTHING)
             return
         if answer == "some":
             if pending is None or pending[0].user_id != f"telegram:{owner}":
@@ -319,23 +314,21 @@ class TelegramAdapter:
                 return
             # the scope asked about, even when the question was answered in another chat than the group's
             forgotten = await self._companion.forget_memories(*pending)
-            await query.edit_message_text(f"Done. I forgot {forgotten} memories.")
+            await query.edit_message_text(phrasebook.forgot(forgotten))
             return
         assert query.message is not None
         report = await self._companion.forget_everything(self._scope(owner, query.message.chat.id))
         await query.edit_message_text(
-            f"Done. I forgot {report.memories} memories and {report.messages} messages about "
-            f"{query.from_user.full_name}."
+            phrasebook.forgot_everything(report.memories, report.messages, about=query.from_user.full_name)
         )
 
     async def unknown_command(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.message
         assert message is not None and message.text is not None
         command = message.text.split()[0]
-        if self._is_group(message):
-            # A bare /command in a group may be meant for another bot; answer only what is addressed to us.
-            if not command.lower().endswith(f"@{context.bot.username}".lower()):
-                return
+        # A bare /command in a group may be meant for another bot; answer only what is addressed to us.
+        if self._is_group(message) and not command.lower().endswith(f"@{context.bot.username}".lower()):
+            return
         await self._send(message, f"I don't know the command {command}.\n\n{HELP}")
 
     async def not_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -385,7 +378,7 @@ class TelegramAdapter:
             text = str(error)
         else:
             log.error("handling a Telegram update failed", exc_info=error)
-            text = SOMETHING_BROKE
+            text = phrasebook.SOMETHING_BROKE
         try:
             await self._send(update.effective_message, text)
         except Exception:

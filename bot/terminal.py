@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TextIO
 
+from core import phrasebook
 from core.companion import Companion
 from core.errors import UserFacingError
 from core.types import IncomingMessage
-from knowledge.records import MemoryRecord, Scope
+from knowledge.records import Scope
 
 HELP = (
     "Commands: /new (start afresh), /memory (what I remember), /forget (forget everything), "
@@ -18,14 +19,6 @@ HELP = (
 )
 CONFIRMATIONS = {"yes", "y", "是", "确认"}
 ReadLine = Callable[[str], Awaitable[str | None]]
-
-
-def format_memories(records: list[MemoryRecord]) -> str:
-    """`/memory` as plain text, most important first."""
-    if not records:
-        return "I don't remember anything about you yet."
-    lines = [f"[{record.category}] {record.content}  (importance {record.importance:.2f})" for record in records]
-    return "What I remember about you:\n" + "\n".join(lines)
 
 
 class TerminalChat:
@@ -73,7 +66,7 @@ class TerminalChat:
         if command == "/new":
             self._say(await self._companion.new_conversation(self._persona_id, self.conversation_id))
         elif command == "/memory":
-            self._say(format_memories(await self._companion.memories(self.scope)))
+            self._say(phrasebook.memory_listing(await self._companion.memories(self.scope)))
         elif command == "/forget":
             what = line.strip()[len("/forget") :].strip()
             await (self._forget_about(what) if what else self._forget())
@@ -87,23 +80,23 @@ class TerminalChat:
     async def _forget(self) -> None:
         answer = await self._read_line("Forget everything about you, for good? Type 'yes' to confirm: ")
         if (answer or "").strip().lower() not in CONFIRMATIONS:
-            self._say("Okay, I won't forget anything.")
+            self._say(phrasebook.FORGETTING_NOTHING)
             return
         report = await self._companion.forget_everything(self.scope)
-        self._say(f"Done. I forgot {report.memories} memories and {report.messages} messages about you.")
+        self._say(phrasebook.forgot_everything(report.memories, report.messages))
 
     async def _forget_about(self, what: str) -> None:
         found = await self._companion.memories_about(self.scope, what)
         if not found:
-            self._say(f"I don't remember anything about {what!r}.")
+            self._say(phrasebook.nothing_about(what))
             return
-        self._say("I remember this:\n" + "\n".join(f"- {record.content}" for record in found))
+        self._say(phrasebook.remembered(found))
         answer = await self._read_line("Forget these? Type 'yes' to confirm: ")
         if (answer or "").strip().lower() not in CONFIRMATIONS:
-            self._say("Okay, I won't forget anything.")
+            self._say(phrasebook.FORGETTING_NOTHING)
             return
         forgotten = await self._companion.forget_memories(self.scope, [record.id for record in found])
-        self._say(f"Done. I forgot {forgotten} memories.")
+        self._say(phrasebook.forgot(forgotten))
 
     async def _chat(self, text: str) -> None:
         message = IncomingMessage(
@@ -111,7 +104,7 @@ class TerminalChat:
             user_id=self.scope.user_id,
             speaker_name=self._user_name,
             text=text,
-            sent_at=datetime.now(timezone.utc),
+            sent_at=datetime.now(UTC),
             persona_id=self._persona_id,
         )
         result = await self._companion.handle(message)

@@ -3,26 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
+from knowledge.message_log import StoredMessage
+from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope, ScoredMemory
-from knowledge.retrieval import (
-    FORGETTABLE,
-    SearchResults,
-    memories_about,
-    messages_about,
-    rank_for_prompt,
-    search_scope,
-)
+from knowledge.retrieval import FORGETTABLE, SearchResults, memories_about, messages_about, search_scope
 from knowledge.store import KnowledgeBase
-from knowledge.working_memory import StoredMessage
 from personas.loader import Persona, PersonaError, PersonaRegistry
 
+from . import phrasebook
 from .clock import Clock
 from .errors import UserFacingError
 from .knowledge_monitor import Turn
@@ -31,7 +26,7 @@ from .memory_lifecycle import MemoryLifecycle
 from .rate_limit import RateLimiter
 from .response_handler import ResponseHandler
 from .tasks import BackgroundTasks
-from .types import IncomingMessage, TurnResult
+from .types import IncomingMessage, StoredTurn, TurnResult
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +71,7 @@ class Companion:
         self.journal = journal
         self.clock = clock
         self.default_persona = default_persona
-        self.editor = MemoryEditor(knowledge, journal, clock)
+        self.editor = MemoryEditor(knowledge, journal.changes, clock)
         self._rate_limiter = rate_limiter or RateLimiter(clock, per_minute=0)
 
     @property
@@ -95,49 +90,29 @@ class Companion:
         """Answer one chat message. Empty or absurdly long input gets a clear answer, not an LLM call."""
         text = message.text.strip()
         if not text:
-            return _notice(message, "I got an empty message. Did you mean to say something?")
+            return _notice(message, phrasebook.EMPTY_MESSAGE)
         if len(text) > MAX_MESSAGE_CHARS:
-            return _notice(
-                message,
-                f"That message is too long for me ({len(text):,} characters; the limit is "
-                f"{MAX_MESSAGE_CHARS:,}). Could you send it in parts?",
-            )
+            return _notice(message, phrasebook.too_long(len(text), MAX_MESSAGE_CHARS))
         if not self._rate_limiter.allow(message.user_id):
-            return _notice(
-                message,
-                f"You're writing faster than I can think (I read up to {self._rate_limiter.per_minute} messages a "
-                "minute). Give me a moment, then send that again?",
-            )
+            return _notice(message, phrasebook.too_fast(self._rate_limiter.per_minute))
         persona = self.persona(message.persona_id)
         scope = Scope(persona.id, message.user_id)
-        result = await self.responses.reply(persona, scope, message, group=group)
-        if not isinstance(result.reply, str):
-            result.reply = self._then_remember(result.reply, result, persona, scope, message, group)
-        return result
+        remember = functools.partial(self._remember, persona, scope, message, group)
+        return await self.responses.reply(persona, scope, message, group=group, on_stored=remember)
 
-    async def _then_remember(
-        self,
-        reply: AsyncIterator[str],
-        result: TurnResult,
-        persona: Persona,
-        scope: Scope,
-        message: IncomingMessage,
-        group: bool,
-    ) -> AsyncIterator[str]:
-        """Pass the reply through; once it is delivered and stored, hand the turn to the background."""
-        async for piece in reply:
-            yield piece
-        if "reply_id" not in result.metadata:
-            return  # no answer was stored (an apology): nothing for the monitor to judge
+    def _remember(
+        self, persona: Persona, scope: Scope, message: IncomingMessage, group: bool, stored: StoredTurn
+    ) -> None:
+        """Hand a turn whose reply was delivered and stored to the background."""
         turn = Turn(
             user_text=message.text,
-            reply_text=str(result.metadata["reply_text"]),
+            reply_text=stored.reply_text,
             speaker_name=message.speaker_name,
             persona_name=persona.name,
             user_title=persona.title_for(message.speaker_name),
-            shown_ids=tuple(result.metadata["shown_ids"]),  # type: ignore[arg-type]
+            shown_ids=stored.shown_ids,
             conversation_id=message.conversation_id,
-            message_ids=(str(result.metadata["message_id"]), str(result.metadata["reply_id"])),
+            message_ids=(stored.message_id, stored.reply_id),
             group=group,
         )
         self.lifecycle.turn_finished(scope, turn)

@@ -12,9 +12,10 @@ import asyncio
 import weakref
 from collections.abc import Sequence
 
+from knowledge.message_log import StoredMessage
 from knowledge.records import MemoryRecord, Scope
 from knowledge.store import KnowledgeBase
-from knowledge.working_memory import StoredMessage, WorkingMemory
+from knowledge.working_memory import WorkingMemory
 from personas.loader import Persona
 
 from .errors import CompanionError

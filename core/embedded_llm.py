@@ -118,9 +118,7 @@ class LlamaCppClient:
             **({"stream_options": {"include_usage": True}} if stream else {}),
         }
 
-    async def complete(
-        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None
-    ) -> str:
+    async def complete(self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None) -> str:
         def run() -> str:
             self.load()
             answer = self._server.handle_chat_completions(self._request(messages, role, choice, stream=False))
@@ -152,7 +150,7 @@ class LlamaCppClient:
             try:
                 self.load()
                 self._server.handle_chat_completions(self._request(messages, role, choice, stream=True), on_chunk)
-            except Exception as error:  # handed to the consumer, which re-raises it
+            except Exception as error:  # noqa: BLE001 - handed to the consumer, which re-raises it
                 loop.call_soon_threadsafe(queue.put_nowait, error)
             loop.call_soon_threadsafe(queue.put_nowait, _DONE)
 
@@ -167,7 +165,6 @@ class LlamaCppClient:
         finally:
             abandoned.set()
             await producer
-
 
     def _report(self, role: Role, answer: dict[str, Any]) -> None:
         usage = answer.get("usage")

@@ -17,9 +17,10 @@ from datetime import datetime
 from typing import Literal
 
 from knowledge import decay
+from knowledge.change_log import ChangeLog
 from knowledge.decay import MemoryPolicy, PolicyFor
 from knowledge.history import ConversationHistory
-from knowledge.journal import DeadLetter, Journal
+from knowledge.job_queue import DeadLetter, JobQueue
 from knowledge.records import MemoryRecord, ReviewKind, Scope
 from knowledge.retrieval import DEFAULT_FORGET_SIMILARITY, memories_about, messages_about
 from knowledge.store import KnowledgeBase
@@ -28,7 +29,7 @@ from personas.loader import ModelChoice, Persona
 from .clock import Clock
 from .llm import LLMClient, count_message_tokens, count_tokens
 from .monitor_ops import Add, Boost, Delete, Op, ParseResult, Skip, Update, op_text, parse_ops, squash_tags
-from .response_handler import system_records
+from .system_memories import system_records
 from .types import ChatMessage
 
 __all__ = [
@@ -227,7 +228,6 @@ def restates(new: str, old: str) -> bool:
 # -- the monitor ---------------------------------------------------------------------------------
 
 
-
 @dataclass
 class _TurnState:
     """What the checks of one turn's ops need to know about the ops before them."""
@@ -251,7 +251,8 @@ class KnowledgeMonitor:
         self,
         llm: LLMClient,
         knowledge: KnowledgeBase,
-        journal: Journal,
+        changes: ChangeLog,
+        dead_letters: JobQueue,
         clock: Clock,
         policy_for: PolicyFor,  # a persona's rules: the same the store applies
         max_ops: int = 10,
@@ -267,7 +268,8 @@ class KnowledgeMonitor:
         self._llm = llm
         self._history = history
         self._knowledge = knowledge
-        self._journal = journal
+        self._changes = changes
+        self._dead_letters = dead_letters
         self._clock = clock
         self._policy_for = policy_for
         self.max_ops = max_ops
@@ -287,7 +289,7 @@ class KnowledgeMonitor:
         parsed, outputs = await self._ask(messages, report, persona.models.get("monitor"))
         if not parsed.ops:
             payload = {"turn": asdict(turn), "output": outputs}
-            report.dead_letter = self._journal.dead_letter(
+            report.dead_letter = self._dead_letters.dead_letter(
                 "monitor", scope, payload=payload, error=UNREADABLE, at=self._clock.now()
             )
             return report
@@ -362,9 +364,15 @@ class KnowledgeMonitor:
         doomed = memories_about(self._knowledge, scope, phrase, min_similarity=self.forget_similarity)
         for record in doomed:
             # the history says that something was forgotten, never what: that is the point of forgetting
-            self._journal.record_change(
-                scope, record.id, action="delete", actor="user", old_content=None, new_content=None,
-                at=self._clock.now(), detail="forgotten at the user's request",
+            self._changes.record_change(
+                scope,
+                record.id,
+                action="delete",
+                actor="user",
+                old_content=None,
+                new_content=None,
+                at=self._clock.now(),
+                detail="forgotten at the user's request",
             )
             self._knowledge.delete(scope, [record.id])
             report.applied.append(Delete(record.id))
@@ -439,9 +447,14 @@ class KnowledgeMonitor:
         old = state.shown[op.memory_id]
         if _normalized(old.content) == _normalized(op.content):
             return "content unchanged"
-        self._journal.record_change(
-            state.scope, old.id, action="update", actor="background_ai", old_content=old.content,
-            new_content=op.content, at=state.now,
+        self._changes.record_change(
+            state.scope,
+            old.id,
+            action="update",
+            actor="background_ai",
+            old_content=old.content,
+            new_content=op.content,
+            at=state.now,
         )
         updated = self._knowledge.update(state.scope, old.id, content=op.content, last_access=state.now)
         if updated is None:
@@ -450,22 +463,12 @@ class KnowledgeMonitor:
         return None
 
     def _boost(self, state: _TurnState, record: MemoryRecord) -> str | None:
-        importance = decay.boosted(record, state.policy)
-        promote = decay.needs_promote_review(record, importance, state.policy)
-        updated = self._knowledge.update(
-            state.scope,
-            record.id,
-            importance=importance,
-            last_access=state.now,
-            hits=record.hits + 1,
-            # back above the decay-review line: a later fall is reviewed again
-            decay_kept=False if importance >= state.policy.decay_review_below else None,
-            review_pending="promote" if promote else None,
-        )
+        change = decay.after_boost(record, state.now, state.policy)
+        updated = self._knowledge.update(state.scope, record.id, **change.as_update())
         if updated is None:
             return "memory no longer exists"
         state.boosted.add(record.id)
-        if promote:
+        if change.review_pending == "promote":
             state.report.reviews.append((record.id, "promote"))
         if record.id in state.shown:
             state.shown[record.id] = updated
@@ -473,9 +476,14 @@ class KnowledgeMonitor:
 
     def _delete(self, state: _TurnState, op: Delete) -> str | None:
         record = state.shown.pop(op.memory_id)
-        self._journal.record_change(
-            state.scope, record.id, action="delete", actor="background_ai", old_content=record.content,
-            new_content=None, at=state.now,
+        self._changes.record_change(
+            state.scope,
+            record.id,
+            action="delete",
+            actor="background_ai",
+            old_content=record.content,
+            new_content=None,
+            at=state.now,
         )
         self._knowledge.delete(state.scope, [record.id])
         state.deleted.add(record.id)

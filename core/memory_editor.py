@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from knowledge.journal import HistoryEntry, Journal
+from knowledge.change_log import ChangeLog, MemoryChange
 from knowledge.memory_file import ImportPlan, MemoryEdit
 from knowledge.records import MemoryRecord, Scope
 from knowledge.store import KnowledgeBase
@@ -20,9 +20,9 @@ from .clock import Clock
 class MemoryEditor:
     """Applies edits, imports and deletions to the memories of one scope at a time."""
 
-    def __init__(self, knowledge: KnowledgeBase, journal: Journal, clock: Clock) -> None:
+    def __init__(self, knowledge: KnowledgeBase, changes: ChangeLog, clock: Clock) -> None:
         self._knowledge = knowledge
-        self._journal = journal
+        self._changes = changes
         self._clock = clock
 
     def edit(self, edit: MemoryEdit, *, actor: str = "operator", detail: str = "") -> MemoryRecord | None:
@@ -31,9 +31,14 @@ class MemoryEditor:
         A new importance counts from now, as a boost does: the memory is treated as just used.
         """
         scope, now = edit.record.scope, self._clock.now()
-        self._journal.record_change(
-            scope, edit.record.id, action="edit", actor=actor, old_content=edit.record.content,
-            new_content=edit.content if edit.content is not None else edit.record.content, at=now,
+        self._changes.record_change(
+            scope,
+            edit.record.id,
+            action="edit",
+            actor=actor,
+            old_content=edit.record.content,
+            new_content=edit.content if edit.content is not None else edit.record.content,
+            at=now,
             detail=detail or _describe(edit),
         )
         return self._knowledge.update(
@@ -49,8 +54,8 @@ class MemoryEditor:
         """Delete these memories of `scope` (ids of other scopes do nothing); returns how many went."""
         records = self._knowledge.get(scope, ids)
         now = self._clock.now()
-        self._journal.record_changes(
-            (scope, HistoryEntry(record.id, "delete", actor, None, None, f"forgotten at the {actor}'s request", now))
+        self._changes.record_changes(
+            (scope, MemoryChange(record.id, "delete", actor, None, None, f"forgotten at the {actor}'s request", now))
             for record in records
         )
         return self._knowledge.delete(scope, [record.id for record in records])
@@ -60,8 +65,8 @@ class MemoryEditor:
         for edit in plan.updates:
             self.edit(edit, detail=f"imported from {source}: {_describe(edit)}")
         now = self._clock.now()
-        self._journal.record_changes(
-            (scope, HistoryEntry(record.id, "add", "operator", None, record.content, f"imported from {source}", now))
+        self._changes.record_changes(
+            (scope, MemoryChange(record.id, "add", "operator", None, record.content, f"imported from {source}", now))
             for record in plan.additions
         )
         self._knowledge.add_records(plan.additions)

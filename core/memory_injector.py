@@ -12,18 +12,20 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from knowledge.message_log import StoredMessage
 from knowledge.records import MemoryRecord
-from knowledge.working_memory import StoredMessage
 from personas.loader import Persona
 from personas.lorebook import LoreEntry
 
+from . import phrasebook
 from .errors import UserFacingError
-from .lorebook import active_lore
 from .llm import MESSAGE_OVERHEAD_TOKENS, count_message_tokens, count_tokens
+from .lore_selection import active_lore
 from .types import ChatMessage
 
 # Recent messages outrank retrieved memories: a reply that loses the thread is worse than one
-# that forgets an old fact. Past messages found in the history come next, older messages last.
+# that forgets an old fact. Past messages found by the conversation history's search come next,
+# older messages of the window last.
 RECENT_MESSAGES_FIRST = 4
 _ORIGINAL_MACRO = re.compile(r"\{\{original\}\}", re.IGNORECASE)
 # Lore may take at most this share of the prompt, whatever its book allows: memories and the
@@ -63,7 +65,7 @@ class Prompt:
 class _Item:
     memory: MemoryRecord | None = None
     message: StoredMessage | None = None  # a message of the current conversation
-    excerpt: StoredMessage | None = None  # a past message found in the history
+    excerpt: StoredMessage | None = None  # a past message found by the conversation history's search
 
     @property
     def line(self) -> str:
@@ -103,7 +105,7 @@ def persona_prompt(persona: Persona, user_name: str | None = None, lore: Sequenc
     # A card's {{original}} stands for the default instructions; ours are always kept, at the end.
     system_prompt = _ORIGINAL_MACRO.sub("", fill(persona.system_prompt)).strip()
     lines = [system_prompt] if system_prompt else []
-    lines.append(f"You are {persona.name}, a companion character. You call the person you talk to \"{title}\".")
+    lines.append(f'You are {persona.name}, a companion character. You call the person you talk to "{title}".')
     lines += [entry.content for entry in lore if entry.position != "after_char"]
     for heading, text in (
         ("Who you are", persona.description),
@@ -149,7 +151,7 @@ class MemoryInjector:
         """
         if not window:
             raise ValueError("the window must end with the message being answered")
-        *history, current = window
+        *earlier, current = window  # the window's earlier messages, and the one being answered
         speaker = current.speaker_name
         base = persona_prompt(persona, speaker, self._lore(persona, window, speaker))
         current_message = self._chat_message(current, persona, group)
@@ -158,16 +160,14 @@ class MemoryInjector:
         closing = persona.fill(persona.post_history_instructions.strip(), speaker)
         fixed = count_tokens(f"{base}\n\n{closing}") + MESSAGE_OVERHEAD_TOKENS + count_message_tokens(current_message)
         if fixed > self.budget.prompt_tokens:
-            raise MessageTooLongError(
-                f"That message is too long for me to read in one go (about {count_tokens(current.content)} "
-                f"tokens; I can take about {max(self.budget.prompt_tokens - fixed + count_tokens(current.content), 0)}). "
-                "Could you send it in shorter parts?"
-            )
+            tokens = count_tokens(current.content)
+            room = max(self.budget.prompt_tokens - fixed + tokens, 0)
+            raise MessageTooLongError(phrasebook.too_long_to_read(tokens, room))
         title = persona.title_for(speaker)
-        ranked = self._ranked(always, retrieved, excerpts, history)
+        ranked = self._ranked(always, retrieved, excerpts, earlier)
         chosen = self._fit(ranked, self.budget.prompt_tokens - fixed, persona, group)
         while True:
-            prompt = self._assemble(base, closing, chosen, current_message, title, persona, group, ranked, history)
+            prompt = self._assemble(base, closing, chosen, current_message, title, persona, group, ranked, earlier)
             if prompt.tokens <= self.budget.prompt_tokens or not chosen:
                 return prompt
             chosen = chosen[:-1]  # token counts are not exactly additive; shed the lowest-ranked item
@@ -188,9 +188,9 @@ class MemoryInjector:
         always: Sequence[MemoryRecord],
         retrieved: Sequence[MemoryRecord],
         excerpts: Sequence[StoredMessage],
-        history: Sequence[StoredMessage],
+        earlier: Sequence[StoredMessage],
     ) -> list[_Item]:
-        newest_first = [_Item(message=message) for message in reversed(history)]
+        newest_first = [_Item(message=message) for message in reversed(earlier)]
         always_ids = {memory.id for memory in always}
         return [
             *(_Item(memory=memory) for memory in always),
@@ -228,7 +228,7 @@ class MemoryInjector:
         persona: Persona,
         group: bool,
         ranked: list[_Item],
-        history: Sequence[StoredMessage],
+        earlier: Sequence[StoredMessage],
     ) -> Prompt:
         memories = [item for item in chosen if item.memory is not None]
         messages = {item.message.id for item in chosen if item.message is not None}
@@ -244,10 +244,10 @@ class MemoryInjector:
             system += "\n\n## Earlier messages that may matter now\n" + "\n".join(quoted)
         if closing:
             system += f"\n\n{closing}"
-        kept_history = [message for message in history if message.id in messages]
+        kept = [message for message in earlier if message.id in messages]
         prompt_messages = [
             ChatMessage("system", system),
-            *(self._chat_message(message, persona, group) for message in kept_history),
+            *(self._chat_message(message, persona, group) for message in kept),
             current,
         ]
         chosen_ids = {item.memory.id for item in memories if item.memory}
@@ -255,7 +255,7 @@ class MemoryInjector:
             messages=prompt_messages,
             tokens=sum(count_message_tokens(message) for message in prompt_messages),
             dropped_memories=[item.memory for item in ranked if item.memory and item.memory.id not in chosen_ids],
-            dropped_messages=len(history) - len(kept_history),
+            dropped_messages=len(earlier) - len(kept),
         )
 
     @staticmethod

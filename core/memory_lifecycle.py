@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import asdict
 from datetime import timedelta
 
+from knowledge.decay_pass import DecayPass, DecayReport
 from knowledge.history import ConversationHistory
-from knowledge.journal import Job
-from knowledge.memory_manager import DecayReport, MemoryManager
+from knowledge.job_queue import Job
 from knowledge.records import ReviewKind, Scope
 from knowledge.working_memory import WorkingMemory
 from personas.loader import Persona
@@ -43,19 +43,22 @@ class MemoryLifecycle:
         monitor: KnowledgeMonitor,
         summarizer: ConversationSummarizer,
         reviewer: MemoryReviewer,
-        memory_manager: MemoryManager,
+        decay_pass: DecayPass,
         working_memory: WorkingMemory,
         history: ConversationHistory,
         persona: Callable[[str], Persona],
         clock: Clock,
         idle_timeout: timedelta = timedelta(minutes=30),
+        enabled: bool = True,
     ) -> None:
+        """`enabled=False` turns the background off: events submit no job (for measuring what it costs)."""
         self.tasks = tasks
+        self.enabled = enabled
         self._history = history
         self._monitor = monitor
         self._summarizer = summarizer
         self._reviewer = reviewer
-        self._memory_manager = memory_manager
+        self._decay_pass = decay_pass
         self._working_memory = working_memory
         self._persona = persona
         self._clock = clock
@@ -68,23 +71,29 @@ class MemoryLifecycle:
 
     def turn_finished(self, scope: Scope, turn: Turn) -> None:
         """After a reply was delivered: index its messages, let the monitor look at the turn, summarise overflow."""
+        if not self.enabled:
+            return
         self.tasks.submit(MONITOR_JOB, scope, {"turn": asdict(turn)})
         if self._working_memory.archived(scope.persona_id, turn.conversation_id):
             self.conversation_overflowed(scope, turn.conversation_id)
 
     def conversation_overflowed(self, scope: Scope, conversation_id: str) -> None:
         """Messages left the window (overflow, `/new`, idle): turn them into episodes."""
+        if not self.enabled:
+            return
         self.tasks.submit(SUMMARIZE_JOB, scope, {"conversation_id": conversation_id})
 
     def review(self, scope: Scope, memory_id: str, kind: ReviewKind) -> None:
         """Queue a promote or decay review of one memory."""
+        if not self.enabled:
+            return
         self.tasks.submit(REVIEW_JOB, scope, {"memory_id": memory_id, "kind": kind})
 
     # -- scheduled passes ----------------------------------------------------------------------
 
     async def run_decay(self) -> DecayReport:
         """The decay pass over every scope, then a review job for each memory that asked for one."""
-        report = await asyncio.to_thread(self._memory_manager.apply_decay)
+        report = await asyncio.to_thread(self._decay_pass.apply_decay)
         for scope, memory_id in report.reviews:
             self.review(scope, memory_id, "decay")
         log.info(

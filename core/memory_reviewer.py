@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from knowledge import decay
+from knowledge.change_log import ChangeLog
 from knowledge.decay import MemoryPolicy, PolicyFor
-from knowledge.journal import Journal
 from knowledge.records import MemoryRecord, ReviewKind, Scope
 from knowledge.store import KnowledgeBase
 from personas.loader import Persona
@@ -104,7 +105,7 @@ class MemoryReviewer:
         self,
         llm: LLMClient,
         knowledge: KnowledgeBase,
-        journal: Journal,
+        changes: ChangeLog,
         clock: Clock,
         policy_for: PolicyFor,  # a persona's rules: the same the store applies
         max_rounds: int = 3,
@@ -115,7 +116,7 @@ class MemoryReviewer:
             raise ValueError("a review needs at least one round")
         self._llm = llm
         self._knowledge = knowledge
-        self._journal = journal
+        self._changes = changes
         self._clock = clock
         self._policy_for = policy_for
         self.max_rounds = max_rounds
@@ -183,33 +184,24 @@ class MemoryReviewer:
         return "\n\n".join(blocks)
 
     def _apply(self, scope: Scope, record: MemoryRecord, decision: ReviewDecision, policy: MemoryPolicy) -> None:
-        """The effects of DESIGN §3.4, with history for every change of content or fate."""
-        now = self._clock.now()
+        """The effects of DESIGN §3.4, with a change-log row for every change of content or fate."""
         if decision.verdict == "delete":
-            self._history(scope, record, "delete", None, decision)
+            self._log_change(scope, record, "delete", None, decision)
             self._knowledge.delete(scope, [record.id])
-        elif decision.verdict == "promote":
-            self._history(scope, record, "promote", record.content, decision)
-            self._knowledge.update(scope, record.id, category="core", review_pending="")
-        elif decision.kind == "promote":
-            # not reviewed again while it stays above the line: only a boost across it asks again
-            self._knowledge.update(scope, record.id, review_pending="")
-        else:
-            self._history(scope, record, "keep", record.content, decision)
-            self._knowledge.update(
-                scope,
-                record.id,
-                # a boost since the review was queued must not be undone by the reset
-                importance=max(record.importance, policy.decay_keep_importance),
-                last_access=now,
-                decay_kept=True,
-                review_pending="",
-            )
+            return
+        if decision.verdict == "gone":  # `review` never gets here with it; the check narrows the type
+            return
+        if decision.verdict == "promote":
+            self._log_change(scope, record, "promote", record.content, decision)
+        elif decision.kind == "decay":
+            self._log_change(scope, record, "keep", record.content, decision)
+        change = decay.after_review(record, decision.kind, decision.verdict, self._clock.now(), policy)
+        self._knowledge.update(scope, record.id, **change.as_update())
 
-    def _history(
+    def _log_change(
         self, scope: Scope, record: MemoryRecord, action: str, new_content: str | None, decision: ReviewDecision
     ) -> None:
-        self._journal.record_change(
+        self._changes.record_change(
             scope,
             record.id,
             action=action,

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import TypeAlias
 
+
 @dataclass(frozen=True)
 class Add:
     """[ADD] content: a new fact about the user."""

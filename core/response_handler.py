@@ -8,54 +8,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from datetime import datetime, timezone
+from collections.abc import AsyncIterator, Callable
 
 from knowledge.history import ConversationHistory
+from knowledge.message_log import StoredMessage
+from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope
-from knowledge.retrieval import rank_for_prompt
 from knowledge.store import KnowledgeBase
-from knowledge.working_memory import StoredMessage, WorkingMemory
+from knowledge.working_memory import WorkingMemory
 from personas.loader import Persona
 
+from . import phrasebook
 from .clock import Clock
 from .errors import LLMError
 from .llm import LLMClient
 from .memory_injector import MemoryInjector, MessageTooLongError, Prompt
-from .types import IncomingMessage, TurnResult
+from .system_memories import system_records
+from .types import IncomingMessage, StoredTurn, TurnResult
 
 log = logging.getLogger(__name__)
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # The embedder reads about 512 tokens; a longer query only costs time.
 MAX_QUERY_CHARS = 2000
-
-
-def system_records(persona: Persona) -> list[MemoryRecord]:
-    """The persona's own `system` memories as records, shared by all of its users."""
-    scope = Scope(persona.id, "persona")
-    return [
-        MemoryRecord(
-            id=f"sys_{index}",
-            scope=scope,
-            content=content,
-            category="system",
-            importance=3.0,
-            created_at=_EPOCH,
-            last_access=_EPOCH,
-            source="system",
-            verified=True,
-        )
-        for index, content in enumerate(persona.system_memories, start=1)
-    ]
-
-
-def apology(error: LLMError) -> str:
-    """What the user reads when the model could not answer; their message is already saved."""
-    return (
-        f"Sorry, I can't think straight right now: {error}. "
-        "Your message is saved, so just try again in a moment."
-    )
 
 
 class ResponseHandler:
@@ -83,8 +57,20 @@ class ResponseHandler:
         self._history = history
         self._excerpt_limit = excerpt_limit
 
-    async def reply(self, persona: Persona, scope: Scope, message: IncomingMessage, *, group: bool) -> TurnResult:
-        """Store the message, build the prompt, and return the streamed reply."""
+    async def reply(
+        self,
+        persona: Persona,
+        scope: Scope,
+        message: IncomingMessage,
+        *,
+        group: bool,
+        on_stored: Callable[[StoredTurn], None] = lambda stored: None,
+    ) -> TurnResult:
+        """Store the message, build the prompt, and return the streamed reply.
+
+        Once the stream has been consumed and the answer stored, `on_stored` gets what the turn stored
+        (also kept as `TurnResult.stored`); an apology stores no answer and hands nothing over.
+        """
         stored = self.working_memory.append(
             persona.id,
             message.conversation_id,
@@ -104,27 +90,25 @@ class ResponseHandler:
             )
         except MessageTooLongError as error:
             return TurnResult(message.conversation_id, reply=str(error), notice=str(error), completed=False)
-        result = TurnResult(message.conversation_id, reply="")
         dropped = {record.id for record in prompt.dropped_memories}
-        result.metadata.update(
-            message_id=stored.id,
-            prompt_tokens=prompt.tokens,
-            # what the chat model actually saw, so the monitor can judge which memories were used
-            shown_ids=[
-                record.id for record in [*always, *retrieved] if record.category != "system" and record.id not in dropped
-            ],
+        # what the chat model actually saw, so the monitor can judge which memories were used
+        shown_ids = tuple(
+            record.id for record in [*always, *retrieved] if record.category != "system" and record.id not in dropped
         )
-        result.reply = self._stream(persona, scope, stored, prompt, result)
+        result = TurnResult(message.conversation_id, reply="")
+        result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_stored)
         return result
 
-    async def _recall(
-        self, persona: Persona, scope: Scope, text: str
-    ) -> tuple[list[MemoryRecord], list[MemoryRecord]]:
+    async def _recall(self, persona: Persona, scope: Scope, text: str) -> tuple[list[MemoryRecord], list[MemoryRecord]]:
         """System and core memories (always shown) and the facts and episodes relevant to `text`."""
         try:
             core = await asyncio.to_thread(self._knowledge.list, scope, categories=["core"])
             hits = await asyncio.to_thread(
-                self._knowledge.search, scope, text[:MAX_QUERY_CHARS], limit=self._retrieval_limit, categories=["fact", "episode"]
+                self._knowledge.search,
+                scope,
+                text[:MAX_QUERY_CHARS],
+                limit=self._retrieval_limit,
+                categories=["fact", "episode"],
             )
         except Exception:  # a broken store must not cost the user their reply
             log.exception("memory retrieval failed for %s; replying without memories", scope)
@@ -151,7 +135,14 @@ class ResponseHandler:
         return [hit.message for hit in hits]
 
     async def _stream(
-        self, persona: Persona, scope: Scope, stored: StoredMessage, prompt: Prompt, result: TurnResult
+        self,
+        persona: Persona,
+        scope: Scope,
+        stored: StoredMessage,
+        prompt: Prompt,
+        shown_ids: tuple[str, ...],
+        result: TurnResult,
+        on_stored: Callable[[StoredTurn], None],
     ) -> AsyncIterator[str]:
         parts: list[str] = []
         try:
@@ -160,13 +151,13 @@ class ResponseHandler:
                 yield piece
         except LLMError as error:
             result.completed = False
-            result.notice = apology(error)
+            result.notice = phrasebook.apology(error)
             yield ("\n\n" if parts else "") + result.notice
             return
         text = "".join(parts).strip()
         if not text:
             result.completed = False
-            result.notice = "Sorry, I lost my words for a moment. Your message is saved; say it again?"
+            result.notice = phrasebook.LOST_WORDS
             yield result.notice
             return
         reply = self.working_memory.append(
@@ -178,4 +169,5 @@ class ResponseHandler:
             content=text,
             sent_at=self._clock.now(),
         )
-        result.metadata.update(reply_id=reply.id, reply_text=text)
+        result.stored = StoredTurn(message_id=stored.id, reply_id=reply.id, reply_text=text, shown_ids=shown_ids)
+        on_stored(result.stored)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
@@ -29,7 +29,7 @@ def _standard_weekdays(cron: str) -> str:
 def decay_trigger(cron: str) -> CronTrigger:
     """The decay job's trigger from a standard crontab line (default daily at 04:00 UTC)."""
     try:
-        return CronTrigger.from_crontab(_standard_weekdays(cron), timezone=timezone.utc)
+        return CronTrigger.from_crontab(_standard_weekdays(cron), timezone=UTC)
     except ValueError as error:
         raise ValueError(f"invalid decay cron {cron!r}: {error}") from error
 
@@ -43,14 +43,12 @@ class Scheduler:
     """Runs the maintenance jobs inside the bot process."""
 
     def __init__(self) -> None:
-        self._scheduler = AsyncIOScheduler(timezone=timezone.utc)
+        self._scheduler = AsyncIOScheduler(timezone=UTC)
 
     def add(self, name: str, trigger: BaseTrigger, job: Callable[[], Awaitable[object]]) -> None:
         """Register `job` under `name`; a second registration of the name replaces the first."""
         # A run that overlaps the previous one is skipped (max_instances=1); a late run is merged.
-        self._scheduler.add_job(
-            job, trigger, id=name, name=name, replace_existing=True, max_instances=1, coalesce=True
-        )
+        self._scheduler.add_job(job, trigger, id=name, name=name, replace_existing=True, max_instances=1, coalesce=True)
 
     def add_maintenance(
         self,
@@ -62,7 +60,7 @@ class Scheduler:
     ) -> None:
         """The two standing jobs: daily decay and summarising conversations that went quiet."""
         self.add(DECAY_JOB, decay_trigger(decay_cron), decay)
-        self.add(IDLE_JOB, IntervalTrigger(seconds=idle_check.total_seconds(), timezone=timezone.utc), summarize_idle)
+        self.add(IDLE_JOB, IntervalTrigger(seconds=idle_check.total_seconds(), timezone=UTC), summarize_idle)
 
     def jobs(self) -> dict[str, BaseTrigger]:
         """The registered jobs by name."""

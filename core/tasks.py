@@ -1,6 +1,6 @@
 """BackgroundTasks: post-turn work that never blocks a reply and is never lost.
 
-Every job is written to the journal before it runs, so a restart resumes it. Jobs of one scope
+Every job is written to the job queue before it runs, so a restart resumes it. Jobs of one scope
 run one at a time in the order they were submitted (two turns of one user never apply memory
 operations concurrently); different scopes run side by side up to a limit. A job that raises is
 retried with backoff; when it runs out of attempts it becomes a visible dead letter.
@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from knowledge.journal import Job, Journal
+from knowledge.job_queue import Job, JobQueue
 from knowledge.records import Scope
 
 from .clock import Clock
@@ -30,13 +30,13 @@ class BackgroundTasks:
 
     def __init__(
         self,
-        journal: Journal,
+        jobs: JobQueue,
         clock: Clock,
         *,
         backoff: Sequence[float] = DEFAULT_BACKOFF,
         concurrency: int = 4,
     ) -> None:
-        self._journal = journal
+        self._jobs = jobs
         self._clock = clock
         self._backoff = tuple(backoff)
         self._handlers: dict[str, JobHandler] = {}
@@ -57,13 +57,13 @@ class BackgroundTasks:
         """Store a job and start it in the background; returns at once."""
         if kind not in self._handlers:
             raise ValueError(f"no handler registered for {kind!r} jobs")
-        job = self._journal.enqueue(kind, scope, payload, at=self._clock.now())
+        job = self._jobs.enqueue(kind, scope, payload, at=self._clock.now())
         self._schedule(job)
         return job
 
     def resume(self) -> int:
         """Schedule the jobs a previous process left pending; returns how many."""
-        pending = self._journal.pending_jobs()
+        pending = self._jobs.pending_jobs()
         for job in pending:
             self._schedule(job)
         if pending:
@@ -85,7 +85,7 @@ class BackgroundTasks:
             await asyncio.gather(*list(self._workers.values()), return_exceptions=True)
 
     async def aclose(self, *, grace: float = 10.0) -> None:
-        """Let running work finish for up to `grace` seconds; what is left stays pending in the journal."""
+        """Let running work finish for up to `grace` seconds; what is left stays pending in the job queue."""
         self._closing = True
         try:
             await asyncio.wait_for(self.drain(), timeout=grace)
@@ -97,7 +97,7 @@ class BackgroundTasks:
 
     def _schedule(self, job: Job) -> None:
         if self._closing:
-            return  # stays pending in the journal
+            return  # stays pending in the job queue
         self._queues.setdefault(job.scope, []).append(job)
         if job.scope not in self._workers:
             self._workers[job.scope] = asyncio.create_task(self._work(job.scope), name=f"jobs:{job.scope}")
@@ -123,23 +123,23 @@ class BackgroundTasks:
                     await handler(job)
             except asyncio.CancelledError:
                 raise
-            except Exception as error:  # any failure is retried, then dead-lettered: never lost
+            except Exception as error:  # noqa: BLE001 - any failure is retried, then dead-lettered: never lost
                 attempts += 1
                 if not await self._retry_or_give_up(job, attempts, error):
                     return
             else:
-                self._journal.complete(job.id)
+                self._jobs.complete(job.id)
                 return
 
     async def _retry_or_give_up(self, job: Job, attempts: int, error: Exception) -> bool:
         reason = f"{type(error).__name__}: {error}"
         now = self._clock.now()
         if attempts >= self.max_attempts:
-            letter = self._journal.give_up(job, error=reason, at=now)
+            letter = self._jobs.give_up(job, error=reason, at=now)
             log.error("%s job %s failed %d times; dead letter %s", job.kind, job.id, attempts, letter.id)
             return False
         delay = self._backoff[attempts - 1]
         log.warning("%s job %s failed (%s); retrying in %.0fs", job.kind, job.id, reason, delay)
-        self._journal.retry_later(job.id, error=reason, not_before=now + timedelta(seconds=delay))
+        self._jobs.retry_later(job.id, error=reason, not_before=now + timedelta(seconds=delay))
         await asyncio.sleep(delay)
         return True

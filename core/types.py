@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -35,15 +35,29 @@ class IncomingMessage:
     source_id: str | None = None  # the platform's unique message id ("discord:123"), for later edits and deletes
 
 
+@dataclass(frozen=True, slots=True)
+class StoredTurn:
+    """What an answered turn stored: the background's input, handed over once the reply is saved."""
+
+    message_id: str  # the user's message in working memory
+    reply_id: str  # the reply in working memory
+    reply_text: str
+    shown_ids: tuple[str, ...]  # memories the chat model saw (no system memories, none the budget dropped)
+
+
 @dataclass(slots=True)
 class TurnResult:
-    """What the companion answers to one message; adapters render it for their platform."""
+    """What the companion answers to one message; adapters render it for their platform.
+
+    A streamed reply is stored once the stream has been consumed to its end; `stored` then says what
+    was stored (None while streaming, and for apologies and notices, which store no answer).
+    """
 
     conversation_id: str
     reply: AsyncIterator[str] | str
     notice: str | None = None  # something the user should know (an error, a trimmed message)
     completed: bool = True  # False when the reply is an apology instead of an answer
-    metadata: dict[str, object] = field(default_factory=dict)
+    stored: StoredTurn | None = None
 
     async def text(self) -> str:
         """The whole reply, consuming the stream if there is one."""

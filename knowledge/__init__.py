@@ -1,22 +1,5 @@
-"""The memory store, retrieval and working memory. Imports nothing from core/ or bot/."""
+"""Storage, retrieval and decay: memories, messages, the journal. Imports nothing from core/ or bot/.
 
-from .embedding import Embedder, load_embedder
-from .records import CATEGORIES, Category, MemoryRecord, Scope, ScoredMemory, Source
-from .store import ChromaKnowledgeBase, KnowledgeBase, open_chroma_client
-from .working_memory import StoredMessage, WorkingMemory
-
-__all__ = [
-    "CATEGORIES",
-    "Category",
-    "ChromaKnowledgeBase",
-    "Embedder",
-    "KnowledgeBase",
-    "MemoryRecord",
-    "Scope",
-    "ScoredMemory",
-    "Source",
-    "StoredMessage",
-    "WorkingMemory",
-    "load_embedder",
-    "open_chroma_client",
-]
+Modules are imported by their own path (`from knowledge.store import ChromaKnowledgeBase`); this file re-exports
+nothing.
+"""

@@ -13,9 +13,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
-from .records import MemoryRecord, ReviewKind
+from .records import Category, MemoryRecord, ReviewKind
 
 DAY = timedelta(days=1)
 
@@ -170,4 +170,53 @@ def needs_promote_review(record: MemoryRecord, boosted_to: float, policy: Memory
         record.category == "fact"
         and not record.review_pending
         and record.importance < policy.promote_review_at <= boosted_to
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """What a lifecycle event writes to a memory, as arguments of the store's `update` (None: unchanged)."""
+
+    importance: float | None = None  # the new base, counted from `last_access`
+    last_access: datetime | None = None
+    hits: int | None = None
+    category: Category | None = None
+    decay_kept: bool | None = None
+    review_pending: ReviewKind | Literal[""] | None = None  # "": no review pending any more
+
+    def as_update(self) -> dict[str, Any]:
+        """The changed fields, as keyword arguments of `KnowledgeBase.update`."""
+        return {
+            field.name: getattr(self, field.name) for field in fields(self) if getattr(self, field.name) is not None
+        }
+
+
+def after_boost(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> StateChange:
+    """A BOOST: more importance from now on, one more hit, and a promote review if it crossed the line."""
+    importance = boosted(record, policy)
+    return StateChange(
+        importance=importance,
+        last_access=now,
+        hits=record.hits + 1,
+        # back above the decay-review line: a later fall is reviewed again
+        decay_kept=False if importance >= policy.decay_review_below else None,
+        review_pending="promote" if needs_promote_review(record, importance, policy) else None,
+    )
+
+
+def after_review(
+    record: MemoryRecord, kind: ReviewKind, verdict: Literal["promote", "keep"], now: datetime, policy: MemoryPolicy
+) -> StateChange:
+    """What a review that keeps the memory writes (DESIGN §3.4); a deletion writes nothing."""
+    if verdict == "promote":
+        return StateChange(category="core", review_pending="")
+    if kind == "promote":
+        # not reviewed again while it stays above the line: only a boost across it asks again
+        return StateChange(review_pending="")
+    return StateChange(
+        # a boost since the review was queued must not be undone by the reset
+        importance=max(record.importance, policy.decay_keep_importance),
+        last_access=now,
+        decay_kept=True,
+        review_pending="",
     )

@@ -1,6 +1,6 @@
 """Searchable conversation history (seed 002's "level 2"): every message of a scope's past conversations.
 
-Working memory keeps every message in SQLite (the window, then archived and summarized rows). This
+The message log keeps every message in SQLite (the window, then archived and summarized rows). This
 module embeds each one, keeps the vectors beside the messages, and searches a scope's messages with
 the same hybrid engine as memories (`search_index.py`). A message belongs to the scope its row names:
 the user who wrote it, or for a reply the user it answered. So in a group chat no one's words can be
@@ -28,11 +28,11 @@ import numpy as np
 
 from .embedding import Embedder
 from .lexical import Terms, combined, terms_of
+from .message_log import MessageLog, StoredMessage
 from .records import Scope
 from .scope_cache import ScopeCache
 from .search_index import Query, QueryEncoder, SearchIndex
 from .sqlite import SQLiteDatabase
-from .working_memory import StoredMessage, WorkingMemory
 
 PREVIOUS_WEIGHT = 0.5
 NEXT_WEIGHT = 0.25
@@ -137,14 +137,14 @@ class ConversationHistory:
 
     def __init__(
         self,
-        working_memory: WorkingMemory,
+        log: MessageLog,
         embedder: Embedder,
         path: Path,
         *,
         queries: QueryEncoder | None = None,
     ) -> None:
-        """`path`: the SQLite file of working memory, where the vectors are kept beside the messages."""
-        self._working_memory = working_memory
+        """`path`: the SQLite file of the message log, where the vectors are kept beside the messages."""
+        self._log = log
         self._embedder = embedder
         self._queries = queries or QueryEncoder(embedder)
         self._db = SQLiteDatabase(path, _SCHEMA)
@@ -157,7 +157,7 @@ class ConversationHistory:
         """Embed and index every message stored since the last call; returns how many."""
         indexed = 0
         with self._indexing:
-            while batch := self._working_memory.messages_after(self._last_seq(), INDEX_BATCH):
+            while batch := self._log.messages_after(self._last_seq(), INDEX_BATCH):
                 messages = [message for _, message in batch]
                 vectors = self._embedder.embed_passages([spoken(message)[:MAX_EMBEDDED_CHARS] for message in messages])
                 self._store(messages, vectors, last_seq=batch[-1][0])
@@ -172,12 +172,12 @@ class ConversationHistory:
 
     def messages(self, scope: Scope) -> list[StoredMessage]:
         """Every stored message of the scope, oldest first."""
-        return self._working_memory.messages_of(scope)
+        return self._log.messages_of(scope)
 
     def forget(self, scope: Scope) -> int:
         """Delete every message of the scope, and its index; returns how many messages went."""
         with self._writing:
-            deleted = self._working_memory.forget(scope)
+            deleted = self._log.forget(scope)
             with self._db.transaction() as db:
                 db.execute("DELETE FROM message_vectors WHERE persona_id = ? AND user_id = ?", _scope_key(scope))
             self._cache.drop(scope)
@@ -189,7 +189,7 @@ class ConversationHistory:
         if not wanted:
             return 0
         with self._writing:
-            deleted = self._working_memory.forget_messages(scope, wanted)
+            deleted = self._log.forget_messages(scope, wanted)
             marks = ",".join("?" * len(wanted))
             with self._db.transaction() as db:
                 db.execute(
@@ -202,13 +202,14 @@ class ConversationHistory:
     def edit(self, source_id: str, content: str) -> StoredMessage | None:
         """A message edited on its platform: the new words are kept and indexed again; None if unknown."""
         with self._writing:
-            edited = self._working_memory.edit(source_id, content)
+            edited = self._log.edit(source_id, content)
             if edited is None:
                 return None
             [vector] = self._embedder.embed_passages([spoken(edited)[:MAX_EMBEDDED_CHARS]])
             with self._db.transaction() as db:
                 db.execute(
-                    "INSERT OR REPLACE INTO message_vectors (message_id, persona_id, user_id, vector) VALUES (?, ?, ?, ?)",
+                    "INSERT OR REPLACE INTO message_vectors (message_id, persona_id, user_id, vector)"
+                    " VALUES (?, ?, ?, ?)",
                     (edited.id, edited.persona_id, edited.user_id, np.asarray(vector, np.float32).tobytes()),
                 )
             self._cache.drop(Scope(edited.persona_id, edited.user_id))  # its neighbours' context changed too
@@ -216,7 +217,7 @@ class ConversationHistory:
 
     def delete(self, source_id: str) -> bool:
         """A message deleted on its platform leaves the conversation and the index."""
-        message = self._working_memory.by_source(source_id)
+        message = self._log.by_source(source_id)
         if message is None:
             return False
         return self.forget_messages(Scope(message.persona_id, message.user_id), [message.id]) > 0
@@ -235,7 +236,7 @@ class ConversationHistory:
     def _store(self, messages: Sequence[StoredMessage], vectors: np.ndarray, *, last_seq: int) -> None:
         with self._writing:
             # A message forgotten while it was being embedded must not come back as a vector.
-            alive = self._working_memory.existing(message.id for message in messages)
+            alive = self._log.existing(message.id for message in messages)
             kept = [(message, vector) for message, vector in zip(messages, vectors) if message.id in alive]
             with self._db.transaction() as db:
                 db.executemany(
@@ -256,7 +257,7 @@ class ConversationHistory:
             "SELECT message_id, vector FROM message_vectors WHERE persona_id = ? AND user_id = ?", _scope_key(scope)
         )
         vectors = {message_id: np.frombuffer(blob, dtype=np.float32) for message_id, blob in rows}
-        indexed = [message for message in self._working_memory.messages_of(scope) if message.id in vectors]
+        indexed = [message for message in self._log.messages_of(scope) if message.id in vectors]
         return _ScopeHistory(self._embedder.dim, indexed, vectors)
 
     def _last_seq(self) -> int:

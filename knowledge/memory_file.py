@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from .decay import MemoryPolicy, current_importance
@@ -80,7 +80,7 @@ class ImportPlan:
 
 
 def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _escaped(line: str) -> str:
@@ -106,8 +106,10 @@ def render_markdown(records: Sequence[MemoryRecord], scope: Scope, *, now: datet
             if (record.importance < archive_below and record.category == "fact") == archived:
                 lines += [
                     "",
-                    f"### [{record.id}] {record.category} | {record.importance:.{IMPORTANCE_DECIMALS}f} | "
-                    f"{_utc(record.last_access):{_TIME_FORMAT}} | {record.hits}",
+                    (
+                        f"### [{record.id}] {record.category} | {record.importance:.{IMPORTANCE_DECIMALS}f} | "
+                        f"{_utc(record.last_access):{_TIME_FORMAT}} | {record.hits}"
+                    ),
                     *(_escaped(line) for line in record.content.splitlines()),
                 ]
     return "\n".join(lines) + "\n"
@@ -178,8 +180,10 @@ def _parse_markdown(text: str) -> MemoryFile:
         elif (match := _COMMENT.match(stripped)) and (not blocks or not blocks[-1][1]):  # not inside a memory
             meta[match["key"].strip().lower()] = match["value"]
         elif blocks:
-            blocks[-1][2].append(line[1:] if line.startswith("\\") else line)
-    parsed = MemoryFile(scope=_scope_of(meta.get("persona"), meta.get("user")), exported_at=_moment(meta.get("exported")))
+            blocks[-1][2].append(line.removeprefix("\\"))
+    parsed = MemoryFile(
+        scope=_scope_of(meta.get("persona"), meta.get("user")), exported_at=_moment(meta.get("exported"))
+    )
     for number, header, content in blocks:
         if not header:
             continue
@@ -196,7 +200,9 @@ def _markdown_entry(header: str, content: str) -> MemoryEntry:
         raise ValueError("the header must look like '### [id] category | importance | last access | hits'")
     fields = [part.strip() for part in match["fields"].split("|")]
     if len(fields) != 4:
-        raise ValueError(f"the header has {len(fields)} fields after the id; expected 4 (category | importance | last access | hits)")
+        raise ValueError(
+            f"the header has {len(fields)} fields after the id; expected 4 (category | importance | last access | hits)"
+        )
     category, importance, last_access, hits = fields
     if not content:
         raise ValueError("the memory has no text")
@@ -343,4 +349,3 @@ def _new_record(entry: MemoryEntry, scope: Scope, now: datetime) -> MemoryRecord
         source="user",
         hits=entry.hits,
     )
-

@@ -1,45 +1,16 @@
-"""Retrieval on top of the hybrid engine: ranking memories for a prompt (relevance, importance and
-recency together), one search over memories and history, and what `/forget <what>` matches."""
+"""What a search of one scope finds for commands: memories and past messages together
+(`search_scope`), and the ones `/forget <what>` matches. The engine itself is `search_index.py`;
+how hits are ordered in a prompt is `ranking.py`."""
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
-from datetime import datetime
 
 from .history import ConversationHistory, HistoryHit
+from .message_log import StoredMessage
 from .records import Category, MemoryRecord, Scope, ScoredMemory
 from .store import KnowledgeBase
-from .working_memory import StoredMessage
-
-
-@dataclass(frozen=True, slots=True)
-class RankingWeights:
-    """How much each signal counts; the three weights add up to 1."""
-
-    relevance: float = 0.6
-    importance: float = 0.25
-    recency: float = 0.15
-    recency_half_life_days: float = 14.0
-    importance_ceiling: float = 3.0  # importance at which a memory counts fully (the core threshold)
-
-
-def rank_score(hit: ScoredMemory, now: datetime, weights: RankingWeights = RankingWeights()) -> float:
-    """One number in 0..1 for ordering hits in a prompt: higher comes first."""
-    record = hit.record
-    importance = min(max(record.importance, 0.0) / weights.importance_ceiling, 1.0)
-    age_days = max((now - record.last_access).total_seconds(), 0.0) / 86400
-    recency = math.exp(-math.log(2) * age_days / weights.recency_half_life_days)
-    relevance = min(max(hit.relevance, 0.0), 1.0)
-    return weights.relevance * relevance + weights.importance * importance + weights.recency * recency
-
-
-def rank_for_prompt(
-    hits: list[ScoredMemory], now: datetime, weights: RankingWeights = RankingWeights()
-) -> list[ScoredMemory]:
-    """Hits ordered by `rank_score`, best first."""
-    return sorted(hits, key=lambda hit: rank_score(hit, now, weights), reverse=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,6 @@ from .lexical import terms_of
 from .records import CATEGORIES, Category, MemoryRecord, Scope, ScoredMemory
 from .search_index import Query, SearchIndex
 
-
 _CODE = {category: code for code, category in enumerate(CATEGORIES)}
 
 

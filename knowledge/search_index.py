@@ -1,4 +1,4 @@
-"""The retrieval engine: items of one scope searched by meaning and by words, the two scores fused.
+"""SearchIndex, the hybrid search engine: one scope's items searched by meaning and by words, the scores fused.
 
 Dense similarity (our offline embedder) finds paraphrases; BM25 (`lexical.py`) finds the names,
 numbers and rare words an embedding blurs. Each leg is min-max normalised over the items searched,

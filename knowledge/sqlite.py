@@ -6,6 +6,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +14,18 @@ from typing import Any
 class SQLiteDatabase:
     """One connection used from any thread; every statement runs under one lock."""
 
-    def __init__(self, path: Path, schema: str) -> None:
+    def __init__(self, path: Path, schema: str = "") -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(schema)
+        self.create(schema)
+
+    def create(self, schema: str) -> None:
+        """Create the tables and indexes of `schema` that do not exist yet."""
+        with self._lock:
+            self._db.executescript(schema)
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -42,3 +48,8 @@ class SQLiteDatabase:
         """Close the connection."""
         with self._lock:
             self._db.close()
+
+
+def iso(moment: datetime) -> str:
+    """A moment as stored: ISO 8601 in UTC."""
+    return moment.astimezone(UTC).isoformat()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -115,7 +115,7 @@ def _timestamp(moment: datetime) -> float:
 
 
 def _moment(timestamp: float) -> datetime:
-    return datetime.fromtimestamp(timestamp, tz=timezone.utc)
+    return datetime.fromtimestamp(timestamp, tz=UTC)
 
 
 def _storable(importance: float) -> float:
@@ -336,7 +336,9 @@ class ChromaKnowledgeBase:
             self._collection.update(ids=[record.id], metadatas=[metadata])
         else:
             vector = self._embedder.embed_passages([record.content])
-            self._collection.update(ids=[record.id], documents=[record.content], metadatas=[metadata], embeddings=vector)
+            self._collection.update(
+                ids=[record.id], documents=[record.content], metadatas=[metadata], embeddings=vector
+            )
         if snapshot := self._written(scope):
             snapshot.put(record, None if vector is None else vector[0])
         return self._current([record])[0]

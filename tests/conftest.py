@@ -109,7 +109,7 @@ def kb(app: App):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def journal(app: App) -> Journal:
-    """The app's journal: history, dead letters and jobs."""
+    """The app's journal: the change log, the job queue with its dead letters, and token usage."""
     return app.journal
 
 

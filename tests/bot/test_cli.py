@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -31,8 +31,10 @@ def test_piped_chat_answers_each_line_and_handles_commands(runner: CliRunner, fa
         "Hi Alice!",
         "Ramen, of course.",
         "I don't remember anything about you yet.",
-        "Unknown command /bogus. Commands: /new (start afresh), /memory (what I remember), "
-        "/forget (forget everything), /forget <what> (forget memories about it), /quit",
+        (
+            "Unknown command /bogus. Commands: /new (start afresh), /memory (what I remember), "
+            "/forget (forget everything), /forget <what> (forget memories about it), /quit"
+        ),
     ]
 
 
@@ -69,7 +71,7 @@ def test_forget_what_shows_the_matches_then_deletes_only_them(runner: CliRunner)
     after = build_app(load_settings())
     assert [record.content for record in after.companion.knowledge.list(alice)] == ["Alice loves ramen"]
     assert [record.content for record in after.companion.knowledge.list(bob)] == ["Bob's brother is called Tom"]
-    [entry] = after.journal.history(alice)
+    [entry] = after.journal.changes.changes(alice)
     assert (entry.action, entry.actor, entry.old_content) == ("delete", "user", None)
 
 
@@ -161,19 +163,21 @@ def test_the_console_script_reads_a_pipe_until_its_end(fake_openai: FakeOpenAISe
     assert done.stdout.splitlines() == ["one", "two"]
     # it exited only after the monitor had looked at both turns
     monitor_prompts = [str(request.messages) for request in fake_openai.requests_for("monitor-model")]
-    assert any("first" in prompt for prompt in monitor_prompts) and any("second" in prompt for prompt in monitor_prompts)
-    assert Journal(isolated / "data" / "companion.sqlite3").pending_jobs() == []
+    assert any("first" in prompt for prompt in monitor_prompts) and any(
+        "second" in prompt for prompt in monitor_prompts
+    )
+    assert Journal(isolated / "data" / "companion.sqlite3").jobs.pending_jobs() == []
 
 
 def test_history_and_dead_letters_are_listable(runner: CliRunner) -> None:
     app = build_app(load_settings())
     alice = Scope("xiaoxiang", "cli:alice")
     at = app.companion.clock.now()
-    app.journal.record_change(
+    app.journal.changes.record_change(
         alice, "mem_1", action="update", actor="background_ai", old_content="Beijing", new_content="Shanghai", at=at
     )
-    app.journal.dead_letter("monitor", alice, {"output": "{not ops}"}, "unreadable monitor output", at=at)
-    app.journal.dead_letter("monitor", Scope("xiaoxiang", "cli:bob"), {}, "bob's problem", at=at)
+    app.journal.jobs.dead_letter("monitor", alice, {"output": "{not ops}"}, "unreadable monitor output", at=at)
+    app.journal.jobs.dead_letter("monitor", Scope("xiaoxiang", "cli:bob"), {}, "bob's problem", at=at)
     app.working_memory.close()
     app.journal.close()
 
@@ -193,9 +197,11 @@ def test_history_and_dead_letters_are_listable(runner: CliRunner) -> None:
 
 def test_maintenance_runs_the_decay_pass_once(runner: CliRunner) -> None:
     app = build_app(load_settings())
-    alice, long_ago = Scope("xiaoxiang", "cli:alice"), datetime.now(timezone.utc) - timedelta(days=15)
+    alice, long_ago = Scope("xiaoxiang", "cli:alice"), datetime.now(UTC) - timedelta(days=15)
     app.companion.knowledge.add(alice, "Alice likes tea", category="fact", source="user")
-    old_episode = MemoryRecord("mem_old", alice, "[long ago] talked about tea", "episode", 1.0, long_ago, long_ago, "user")
+    old_episode = MemoryRecord(
+        "mem_old", alice, "[long ago] talked about tea", "episode", 1.0, long_ago, long_ago, "user"
+    )
     app.companion.knowledge.add_records([old_episode])
     app.working_memory.close()
     app.journal.close()
@@ -222,11 +228,13 @@ def test_the_readme_documents_every_setting() -> None:
 
 def test_inspection_leaves_pending_background_work_alone(runner: CliRunner, fake_openai: FakeOpenAIServer) -> None:
     app = build_app(load_settings())
-    job = app.journal.enqueue("monitor", Scope("xiaoxiang", "cli:alice"), {"turn": {}}, at=app.companion.clock.now())
+    job = app.journal.jobs.enqueue(
+        "monitor", Scope("xiaoxiang", "cli:alice"), {"turn": {}}, at=app.companion.clock.now()
+    )
     app.working_memory.close()
     app.journal.close()
     result = runner.invoke(cli, ["memory", "list", "--persona", "xiaoxiang", "--user", "alice"])
     assert result.exit_code == 0
     journal = Journal(load_settings().data_dir / "companion.sqlite3")
-    assert [pending.id for pending in journal.pending_jobs()] == [job.id]
+    assert [pending.id for pending in journal.jobs.pending_jobs()] == [job.id]
     assert fake_openai.requests_for("monitor-model") == []

@@ -74,7 +74,9 @@ def test_a_cpu_without_avx2_is_refused_before_native_code_loads() -> None:
 
 
 def test_a_missing_model_file_is_one_clear_error(tmp_path) -> None:
-    llm = LlamaCppClient({"chat": build_llm(Settings(openai_base_url=None)).settings("chat")}, model_path=tmp_path / "x")
+    llm = LlamaCppClient(
+        {"chat": build_llm(Settings(openai_base_url=None)).settings("chat")}, model_path=tmp_path / "x"
+    )
     with pytest.raises(EmbeddedModelUnavailable, match="OPENAI_BASE_URL"):
         llm.load()
 

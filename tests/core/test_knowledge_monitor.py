@@ -5,13 +5,14 @@ Real chromadb, real SQLite journal, the real OpenAI client against the fake serv
 
 from __future__ import annotations
 
-
 import pytest
 
 from bot.app import App
 from core.errors import LLMError
 from core.knowledge_monitor import UNREADABLE, KnowledgeMonitor, Turn, restates
+from core.llm import count_message_tokens, count_tokens
 from core.monitor_ops import Add, Boost, Delete, Skip, Update, parse_ops
+from core.types import ChatMessage
 from knowledge.decay import MemoryPolicy
 from knowledge.journal import Journal
 from knowledge.records import Scope
@@ -25,15 +26,14 @@ MONITOR = "monitor-model"
 
 @pytest.fixture
 def monitor(app: App, kb: ChromaKnowledgeBase, journal: Journal, clock: FakeClock) -> KnowledgeMonitor:
-    return KnowledgeMonitor(app.llm, kb, journal, clock, kb.policy_for)
+    return KnowledgeMonitor(app.llm, kb, journal.changes, journal.jobs, clock, kb.policy_for)
 
 
 def make_turn(
     user_text: str,
     reply_text: str = "嗯嗯，小祥记住啦～",
     *,
-    shown: tuple[str,
-    ...] = (),
+    shown: tuple[str, ...] = (),
     speaker: str = "Alice",
     group: bool = False,
 ) -> Turn:
@@ -68,7 +68,10 @@ def contents(kb: ChromaKnowledgeBase, scope: Scope) -> set[str]:
             "[add] likes tea\n[boost:mem_1]\n[update:mem_2] lives in Shanghai",
             [Add("likes tea"), Boost("mem_1"), Update("mem_2", "lives in Shanghai")],
         ),
-        ("【ADD】主人喜欢猫\n【BOOST：mem_1】\n【UPDATE：mem_2】主人住在上海", [Add("主人喜欢猫"), Boost("mem_1"), Update("mem_2", "主人住在上海")]),
+        (
+            "【ADD】主人喜欢猫\n【BOOST：mem_1】\n【UPDATE：mem_2】主人住在上海",
+            [Add("主人喜欢猫"), Boost("mem_1"), Update("mem_2", "主人住在上海")],
+        ),
         ("```\n[BOOST:mem_1]\n```", [Boost("mem_1")]),
         ("```text\n[ADD] x\n```", [Add("x")]),
         ("[BOOST:mem_1] [BOOST:mem_2]", [Boost("mem_1"), Boost("mem_2")]),
@@ -125,11 +128,13 @@ async def test_prompt_has_the_rules_the_memories_and_the_attributed_turn(
 
     [request] = fake_openai.requests_for(MONITOR)
     system, user = request.messages[0]["content"], request.messages[1]["content"]
-    assert "background memory process" in system
-    assert "主人十天前很紧张" in system and "主人现在很放松" in system  # change over time is not contradiction
-    assert "主人喜欢猫" in system and "weather" in system  # shown is not used
-    assert "[UPDATE:mem_id]" in system and "corrects" in system
-    assert "language" in system and "[SKIP]" in system
+    assert system.startswith("You are the background memory process of 小祥, a companion character.")
+    # change over time is not contradiction
+    assert '"主人十天前很紧张" and "主人现在很放松" are both true: ADD the new state and keep the old one.' in system
+    assert '"主人喜欢猫" shown while the chat is about the weather is NOT used' in system  # shown is not used
+    assert "When 主人 corrects a memory, replace the old one with [UPDATE:mem_id]" in system
+    assert "Write memories in the language 主人 writes in" in system
+    assert system.endswith("Answer with operation lines only, or [SKIP] if nothing needs doing.")
     assert f"[{ramen.id}] 主人喜欢拉面" in user
     assert "[sys_2] (read-only) 小祥最喜欢的食物是草莓大福。" in user
     assert "主人: 今天好累\n小祥: 辛苦啦，要不要吃碗拉面？" in user
@@ -195,7 +200,7 @@ async def test_system_memories_are_read_only(
     report = await monitor.review_turn(persona, alice, make_turn("小祥喜欢什么?", shown=("sys_1", "sys_2")))
     assert report.applied == []
     assert {reason for _, reason in report.rejected} == {"system memories are read-only"}
-    assert journal.history(alice) == []
+    assert journal.changes.changes(alice) == []
 
 
 async def test_at_most_max_ops_are_applied(
@@ -215,7 +220,7 @@ async def test_unreadable_twice_becomes_a_dead_letter(
     report = await monitor.review_turn(persona, alice, make_turn("hello"))
 
     assert len(fake_openai.requests_for(MONITOR)) == 2
-    [letter] = journal.dead_letters(alice)
+    [letter] = journal.jobs.dead_letters(alice)
     assert report.dead_letter is not None and report.dead_letter.id == letter.id
     assert (letter.kind, letter.error) == ("monitor", UNREADABLE)
     assert letter.payload["output"] == ['{"ops": []}', "Nothing to remember here."]
@@ -239,7 +244,7 @@ async def test_unreadable_once_then_valid_is_applied(
     assert second.messages[:2] == first.messages
     assert second.messages[2] == {"role": "assistant", "content": ""}
     assert "could not be read" in second.messages[3]["content"]
-    assert journal.dead_letters() == []
+    assert journal.jobs.dead_letters() == []
 
 
 async def test_a_model_failure_propagates_for_the_runner_to_retry(
@@ -248,7 +253,7 @@ async def test_a_model_failure_propagates_for_the_runner_to_retry(
     fake_openai.script(MONITOR, FakeError(500, times=3))
     with pytest.raises(LLMError):
         await monitor.review_turn(persona, alice, make_turn("hello"))
-    assert journal.dead_letters() == []
+    assert journal.jobs.dead_letters() == []
 
 
 @pytest.mark.parametrize("typed", ["[DELETE:{id}]", "please 【delete : {id}】 now", "[delete:{id}]"])
@@ -358,7 +363,7 @@ async def test_update_keeps_the_old_version_in_history_only(
     hits = [hit.record.content for hit in kb.search(alice, "Beijing", limit=10)]
     assert "Alice lives in Shanghai" in hits
     assert not any("Beijing" in content for content in hits)
-    [entry] = journal.history(alice, old.id)
+    [entry] = journal.changes.changes(alice, old.id)
     assert (entry.action, entry.actor, entry.old_content, entry.new_content) == (
         "update",
         "background_ai",
@@ -391,7 +396,9 @@ async def test_a_fact_kept_by_a_promote_review_is_reviewed_again_only_after_fadi
     alice: Scope,
     clock: FakeClock,
 ) -> None:
-    memory = kb.add(alice, "主人在医院当护士", category="fact", source="user", importance=2.6)  # a promote review said KEEP
+    memory = kb.add(
+        alice, "主人在医院当护士", category="fact", source="user", importance=2.6
+    )  # a promote review said KEEP
     fake_openai.script(MONITOR, f"[BOOST:{memory.id}]", f"[BOOST:{memory.id}]")
 
     first = await monitor.review_turn(persona, alice, make_turn("今天又值夜班", shown=(memory.id,)))
@@ -403,13 +410,18 @@ async def test_a_fact_kept_by_a_promote_review_is_reviewed_again_only_after_fadi
 
 
 async def test_a_personas_memory_rules_apply(
-    app: App, journal: Journal, clock: FakeClock, persona: Persona, kb: ChromaKnowledgeBase,
-    fake_openai: FakeOpenAIServer, alice: Scope,
+    app: App,
+    journal: Journal,
+    clock: FakeClock,
+    persona: Persona,
+    kb: ChromaKnowledgeBase,
+    fake_openai: FakeOpenAIServer,
+    alice: Scope,
 ) -> None:
     memory = kb.add(alice, "主人喜欢拉面", category="fact", source="user")
     fake_openai.script(MONITOR, f"[BOOST:{memory.id}]")
     eager = MemoryPolicy().overridden({"boost": 0.5})  # as a persona file's memory_rules would say
-    monitor = KnowledgeMonitor(app.llm, kb, journal, clock, lambda persona_id: eager)
+    monitor = KnowledgeMonitor(app.llm, kb, journal.changes, journal.jobs, clock, lambda persona_id: eager)
     await monitor.review_turn(persona, alice, make_turn("拉面!", shown=(memory.id,)))
     assert kb.get(alice, [memory.id])[0].importance == pytest.approx(1.5)
 
@@ -437,7 +449,7 @@ async def test_ops_after_a_delete_of_the_same_memory_are_rejected(
     report = await monitor.review_turn(persona, alice, make_turn("其实我不讨厌香菜", shown=(memory.id,)))
     assert report.applied == [Delete(memory.id)]
     assert kb.get(alice, [memory.id]) == []
-    assert [entry.action for entry in journal.history(alice, memory.id)] == ["delete"]
+    assert [entry.action for entry in journal.changes.changes(alice, memory.id)] == ["delete"]
 
 
 # -- explicit requests, decided in code ------------------------------------------------------------
@@ -544,7 +556,7 @@ async def test_forget_requests_delete_matching_memories_only(
 
     assert contents(kb, alice) == everything - forgotten
     assert kb.count(bob) == 1
-    history = journal.history(alice)
+    history = journal.changes.changes(alice)
     assert len(history) == len(forgotten)
     assert {(entry.action, entry.actor, entry.old_content) for entry in history} == {("delete", "user", None)}
     assert not any(text in str(entry) for entry in history for text in forgotten)
@@ -584,7 +596,7 @@ async def test_a_correction_replaces_the_old_memory(
 
     assert contents(kb, alice) == {"主人住在上海"}
     assert kb.search(alice, "主人住在哪里", limit=1)[0].record.content == "主人住在上海"
-    assert [entry.old_content for entry in journal.history(alice, beijing.id)] == ["主人住在北京"]
+    assert [entry.old_content for entry in journal.changes.changes(alice, beijing.id)] == ["主人住在北京"]
 
 
 async def test_a_change_over_time_keeps_both_memories(
@@ -598,7 +610,9 @@ async def test_a_change_over_time_keeps_both_memories(
     nervous = kb.add(alice, "主人很紧张（面试前）", category="fact", source="background_ai")
     clock.advance(days=10)
     fake_openai.script(MONITOR, "[ADD] 主人现在很放松（面试结束后）")
-    report = await monitor.review_turn(persona, alice, make_turn("面试结束啦，现在超放松", "太好啦～", shown=(nervous.id,)))
+    report = await monitor.review_turn(
+        persona, alice, make_turn("面试结束啦，现在超放松", "太好啦～", shown=(nervous.id,))
+    )
 
     assert report.applied == [Add("主人现在很放松（面试结束后）")]
     assert contents(kb, alice) == {"主人很紧张（面试前）", "主人现在很放松（面试结束后）"}
@@ -609,4 +623,8 @@ async def test_tokens_are_counted(
 ) -> None:
     fake_openai.script(MONITOR, "[SKIP]")
     report = await monitor.review_turn(persona, alice, make_turn("hello"))
+    [request] = fake_openai.requests_for(MONITOR)
+    prompt = [ChatMessage(message["role"], message["content"]) for message in request.messages]
+    # every message of the prompt as sent, with its framing, and the answer
+    assert report.tokens == sum(count_message_tokens(message) for message in prompt) + count_tokens("[SKIP]")
     assert report.tokens > 200  # the rules alone are a few hundred tokens

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from bot.app import App
@@ -21,7 +20,7 @@ REVIEWER = "reviewer-model"
 
 @pytest.fixture
 def reviewer(app: App, kb: ChromaKnowledgeBase, journal: Journal, clock: FakeClock) -> MemoryReviewer:
-    return MemoryReviewer(app.llm, kb, journal, clock, kb.policy_for)
+    return MemoryReviewer(app.llm, kb, journal.changes, clock, kb.policy_for)
 
 
 def pending(kb: ChromaKnowledgeBase, scope: Scope, content: str, importance: float, kind: str) -> MemoryRecord:
@@ -76,7 +75,7 @@ async def test_promote_makes_the_memory_core(
     assert (decision.verdict, decision.rounds, decision.searches) == ("promote", 1, [])
     after = current(kb, alice, birthday)
     assert (after.category, after.review_pending) == ("core", None)
-    [entry] = journal.history(alice, birthday.id)
+    [entry] = journal.changes.changes(alice, birthday.id)
     assert (entry.action, entry.actor) == ("promote", "reviewer")
     assert decision.tokens > 0
 
@@ -115,7 +114,7 @@ async def test_keep_on_a_decay_review_resets_importance(
     assert after.importance == pytest.approx(0.5)
     assert after.last_access == clock.now()
     assert (after.decay_kept, after.review_pending) == (True, None)
-    assert [entry.action for entry in journal.history(alice, allergy.id)] == ["keep"]
+    assert [entry.action for entry in journal.changes.changes(alice, allergy.id)] == ["keep"]
 
 
 async def test_delete_removes_the_memory_with_history(
@@ -133,7 +132,7 @@ async def test_delete_removes_the_memory_with_history(
 
     assert decision.verdict == "delete"
     assert kb.get(alice, [stale.id]) == []
-    [entry] = journal.history(alice, stale.id)
+    [entry] = journal.changes.changes(alice, stale.id)
     assert (entry.action, entry.actor, entry.old_content) == ("delete", "reviewer", "主人这周在赶报告")
 
 
@@ -223,10 +222,13 @@ async def test_the_prompt_has_the_memory_its_relatives_and_the_criteria(
 
     promote, decay = fake_openai.requests_for(REVIEWER)
     system, user = promote.messages[0]["content"], promote.messages[1]["content"]
-    assert "birthday" in system and "temporary states" in system and "[SEARCH:keywords]" in system
+    assert "Core: stable long-term facts — name, birthday" in system
+    assert 'Not core: temporary states ("主人今天很累")' in system
+    assert "If you need to see other memories of 主人, write [SEARCH:keywords]" in system
     assert f"[{memory.id}] 主人喜欢拉面" in user and "主人常去一兰拉面" in user
     assert "Bob" not in user
-    assert "replaced" in decay.messages[0]["content"] and "[PROMOTE]" not in decay.messages[0]["content"]
+    assert "Has a newer memory replaced it" in decay.messages[0]["content"]
+    assert "[PROMOTE]" not in decay.messages[0]["content"]
 
 
 async def test_a_model_failure_propagates_and_changes_nothing(

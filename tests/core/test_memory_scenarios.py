@@ -80,8 +80,8 @@ async def no_trouble(companion: Companion, *scopes: Scope) -> None:
     """Once the background is quiet: nothing failed for good and nothing is left waiting."""
     await settle(companion)
     for scope in scopes:
-        assert companion.journal.dead_letters(scope) == []
-    assert companion.journal.pending_jobs() == []
+        assert companion.journal.jobs.dead_letters(scope) == []
+    assert companion.journal.jobs.pending_jobs() == []
 
 
 # -- 1. a correction ---------------------------------------------------------------------------------
@@ -117,7 +117,9 @@ async def test_a_correction_replaces_the_old_fact_and_keeps_it_only_in_history(
     hits = kb.search(alice, "where do I live")
     assert hits[0].record.content == "The user lives in Shanghai"
     assert not [hit for hit in hits if "Beijing" in hit.record.content]
-    history = [(h.memory_id, h.action, h.actor, h.old_content, h.new_content) for h in companion.journal.history(alice)]
+    history = [
+        (h.memory_id, h.action, h.actor, h.old_content, h.new_content) for h in companion.journal.changes.changes(alice)
+    ]
     assert history == [
         (beijing.id, "update", "background_ai", "The user lives in Beijing", "The user lives in Shanghai")
     ]
@@ -164,7 +166,7 @@ async def test_a_change_over_time_keeps_both_states(
         policy.new_fact_importance * policy.fact_factor ** (10 - policy.grace_days)
     )
     assert kept["主人现在对面试很放松"].importance == policy.new_fact_importance
-    assert companion.journal.history(alice) == []
+    assert companion.journal.changes.changes(alice) == []
     await no_trouble(companion, alice)
 
 
@@ -244,7 +246,7 @@ async def test_a_fact_used_again_and_again_is_promoted_to_core_and_always_in_min
     assert "The user loves ramen" in related and "The user works as a nurse" in related
     assert "Not core: temporary states" in prompt_text(review)
     assert record.category == "core"
-    assert [(h.memory_id, h.action, h.actor) for h in companion.journal.history(alice)] == [
+    assert [(h.memory_id, h.action, h.actor) for h in companion.journal.changes.changes(alice)] == [
         (cat_id, "promote", "reviewer")
     ]
     before = fake_openai.requests_for(CHAT)[-1]  # while it was a fact it was only retrieved
@@ -315,7 +317,7 @@ async def test_an_unused_fact_fades_is_kept_once_then_fades_away(
     assert len(fake_openai.requests_for(REVIEWER)) == 1  # the second fall is not reviewed again
     shown_unused = [r for r in fake_openai.requests_for(CHAT) if colour in system_message(r)]
     assert len(shown_unused) == len(chats_on & set(range(1, deletion_day)))
-    history = [(h.action, h.actor) for h in companion.journal.history(alice, colour_id)]
+    history = [(h.action, h.actor) for h in companion.journal.changes.changes(alice, colour_id)]
     assert history == [("keep", "reviewer"), ("delete", "decay")]
     await no_trouble(companion, alice)
 
@@ -364,7 +366,9 @@ async def test_the_oldest_messages_become_an_episode_that_expires_after_two_week
     )
     await days.next_day()
     assert kb.get(alice, [episode.id]) == []  # day 14: gone
-    [(action, actor, detail)] = [(h.action, h.actor, h.detail) for h in companion.journal.history(alice, episode.id)]
+    [(action, actor, detail)] = [
+        (h.action, h.actor, h.detail) for h in companion.journal.changes.changes(alice, episode.id)
+    ]
     assert (action, actor) == ("delete", "decay") and "14 days" in detail
     await no_trouble(companion, alice)
 
@@ -500,7 +504,7 @@ async def test_explicit_remember_and_forget_in_chat(
     assert set(facts(kb, alice)) == set(others.values())  # the sister is gone, nothing else is
     forget_prompt = prompt_text(monitor_request(fake_openai, forget))
     assert sister.id not in forget_prompt and "do not ADD it back" in forget_prompt
-    history = [(h.memory_id, h.action, h.actor, h.old_content) for h in companion.journal.history(alice)]
+    history = [(h.memory_id, h.action, h.actor, h.old_content) for h in companion.journal.changes.changes(alice)]
     assert history == [(sister.id, "delete", "user", None)]  # that something was forgotten, never what
 
     await me.say("Who is in my family?")
@@ -536,7 +540,7 @@ async def test_background_work_left_at_shutdown_runs_exactly_once_after_a_restar
             await wait_until(lambda: len(fake_openai.requests_for(MONITOR)) >= 1)
             await first.companion.tasks.aclose(grace=0)  # cancels the job in flight
             fake_openai.set_delay(MONITOR, 0.0)
-        assert [(job.kind, job.scope) for job in first.journal.pending_jobs()] == [("monitor", alice)]
+        assert [(job.kind, job.scope) for job in first.journal.jobs.pending_jobs()] == [("monitor", alice)]
         assert first.companion.knowledge.list(alice) == []
     finally:
         await first.aclose()
@@ -554,7 +558,7 @@ async def test_background_work_left_at_shutdown_runs_exactly_once_after_a_restar
 
     third = build_app(settings, clock=clock, embedder=embedder, backoff=FAST_BACKOFF)
     try:
-        assert third.journal.pending_jobs() == []
+        assert third.journal.jobs.pending_jobs() == []
         await third.start(schedule=False)
         await third.companion.tasks.drain()
         assert len(fake_openai.requests_for(MONITOR)) == asked_before_restart + 1
@@ -612,7 +616,8 @@ async def test_background_jobs_of_interleaved_users_never_see_each_others_memori
     for request in fake_openai.requests_for(MONITOR):
         said, shown = turn_user_text(request), set(memories_in(request))
         owner, others, other_name = (
-            ("Bob", alice_ids, "Alice") if "Bob here" in said or "miso" in said or "Rex" in said
+            ("Bob", alice_ids, "Alice")
+            if "Bob here" in said or "miso" in said or "Rex" in said
             else ("Alice", bob_ids, "Bob")
         )
         seen[owner] += 1
@@ -630,7 +635,7 @@ async def test_background_jobs_of_interleaved_users_never_see_each_others_memori
     [bob_ramen] = kb.get(bob, [bobs_ramen_id])
     once = policy_of(companion).new_fact_importance + policy_of(companion).boost
     assert alice_ramen.importance == bob_ramen.importance == pytest.approx(once)  # each boosted once, by its owner
-    assert companion.journal.history(alice) == []
+    assert companion.journal.changes.changes(alice) == []
     for request in fake_openai.requests_for(CHAT):  # and the replies never saw the other user's memories
         alices_turn = any(key in chat_history(request)[-1] for key in ("tonkotsu", "Mochi", "Alice here"))
         other = ("Bob loves", "Bob's dog") if alices_turn else ("Alice loves", "Alice's cat")
@@ -663,14 +668,14 @@ async def test_replies_are_delivered_while_the_monitor_is_still_thinking(
         first = await app.companion.handle(me.message("I started learning the guitar"))
         await asyncio.wait_for(first.text(), timeout=10)
         events.append("first reply delivered")
-        assert [job.kind for job in app.journal.pending_jobs()] == ["monitor"]
+        assert [job.kind for job in app.journal.jobs.pending_jobs()] == ["monitor"]
 
         await wait_until(lambda: "monitor asked" in events)
         second = await app.companion.handle(me.message("What should I practise first?"))
         await asyncio.wait_for(second.text(), timeout=10)
         events.append("second reply delivered")
         assert "monitor answered" not in events
-        assert [job.kind for job in app.journal.pending_jobs()] == ["monitor", "monitor"]
+        assert [job.kind for job in app.journal.jobs.pending_jobs()] == ["monitor", "monitor"]
     finally:
         gate.set()
     try:
@@ -715,7 +720,9 @@ async def test_explicit_memory_mode_keeps_what_was_asked_and_never_calls_a_backg
         await days.days(policy.grace_days + fading)  # below the review line: kept without a model, the safe choice
         assert kb.get(alice, [ramen])[0].importance == policy.decay_keep_importance
 
-        assert {request.model for request in fake_openai.requests} == {CHAT}  # not one monitor, summarizer or reviewer call
+        assert {request.model for request in fake_openai.requests} == {
+            CHAT
+        }  # not one monitor, summarizer or reviewer call
         await no_trouble(companion, alice)
     finally:
         await app.aclose()

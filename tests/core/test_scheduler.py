@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -20,13 +20,13 @@ def test_maintenance_jobs_are_registered_by_name() -> None:
     )
     jobs = scheduler.jobs()
     assert set(jobs) == {DECAY_JOB, IDLE_JOB}
-    now = datetime(2026, 1, 3, 18, 0, tzinfo=timezone.utc)
-    assert next_run(jobs[DECAY_JOB], now) == datetime(2026, 1, 4, 4, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 1, 3, 18, 0, tzinfo=UTC)
+    assert next_run(jobs[DECAY_JOB], now) == datetime(2026, 1, 4, 4, 0, tzinfo=UTC)
 
 
 def test_the_decay_schedule_is_configurable() -> None:
     trigger = decay_trigger("30 2 * * 0")  # Sundays 02:30
-    now = datetime(2026, 1, 3, 18, 0, tzinfo=timezone.utc)  # a Saturday
-    assert next_run(trigger, now) == datetime(2026, 1, 4, 2, 30, tzinfo=timezone.utc)
+    now = datetime(2026, 1, 3, 18, 0, tzinfo=UTC)  # a Saturday
+    assert next_run(trigger, now) == datetime(2026, 1, 4, 2, 30, tzinfo=UTC)
     with pytest.raises(ValueError, match="invalid decay cron"):
         decay_trigger("every day")

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from core.tasks import BackgroundTasks
-from knowledge.journal import Job, Journal
+from knowledge.job_queue import Job
+from knowledge.journal import Journal
 from knowledge.records import Scope
 from tests.fakes.clock import FakeClock
 
@@ -19,7 +20,7 @@ def journal(tmp_path: Path) -> Journal:
 
 
 def runner(journal: Journal, clock: FakeClock, **options: object) -> BackgroundTasks:
-    return BackgroundTasks(journal, clock, backoff=options.pop("backoff", (0, 0)), **options)  # type: ignore[arg-type]
+    return BackgroundTasks(journal.jobs, clock, backoff=options.pop("backoff", (0, 0)), **options)  # type: ignore[arg-type]
 
 
 async def test_jobs_of_one_scope_run_one_at_a_time_in_order(journal: Journal, clock: FakeClock, alice: Scope) -> None:
@@ -36,7 +37,7 @@ async def test_jobs_of_one_scope_run_one_at_a_time_in_order(journal: Journal, cl
         tasks.submit("work", alice, {"n": n})
     await tasks.drain()
     assert events == ["start 0", "end 0", "start 1", "end 1", "start 2", "end 2"]
-    assert journal.pending_jobs() == []
+    assert journal.jobs.pending_jobs() == []
 
 
 async def test_different_scopes_run_side_by_side(journal: Journal, clock: FakeClock, alice: Scope, bob: Scope) -> None:
@@ -69,10 +70,10 @@ async def test_a_failing_job_is_retried_then_dead_lettered(journal: Journal, clo
     tasks.submit("work", alice, {"turn": "hello"})
     await tasks.drain()
     assert len(calls) == 3
-    [letter] = journal.dead_letters(alice)
+    [letter] = journal.jobs.dead_letters(alice)
     assert letter.kind == "work" and "model said nonsense" in letter.error
     assert letter.payload["turn"] == "hello"
-    assert journal.pending_jobs() == []
+    assert journal.jobs.pending_jobs() == []
 
 
 async def test_a_job_that_fails_once_succeeds_on_retry(journal: Journal, clock: FakeClock, alice: Scope) -> None:
@@ -87,15 +88,15 @@ async def test_a_job_that_fails_once_succeeds_on_retry(journal: Journal, clock: 
     tasks.register("work", flaky)
     tasks.submit("work", alice, {})
     await tasks.drain()
-    assert journal.dead_letters() == [] and journal.pending_jobs() == []
+    assert journal.jobs.dead_letters() == [] and journal.jobs.pending_jobs() == []
 
 
 async def test_pending_jobs_run_after_a_restart_exactly_once(tmp_path: Path, clock: FakeClock, alice: Scope) -> None:
     path = tmp_path / "journal.sqlite3"
     first = Journal(path)
-    first.enqueue("work", alice, {"n": 1}, at=clock.now())
-    done = first.enqueue("work", alice, {"n": 2}, at=clock.now())
-    first.complete(done.id)
+    first.jobs.enqueue("work", alice, {"n": 1}, at=clock.now())
+    done = first.jobs.enqueue("work", alice, {"n": 2}, at=clock.now())
+    first.jobs.complete(done.id)
     first.close()
 
     ran: list[int] = []
@@ -122,10 +123,12 @@ async def test_closing_leaves_unfinished_work_pending(journal: Journal, clock: F
     job = tasks.submit("work", alice, {})
     await asyncio.sleep(0)
     await tasks.aclose(grace=0.05)
-    assert [pending.id for pending in journal.pending_jobs()] == [job.id]
+    assert [pending.id for pending in journal.jobs.pending_jobs()] == [job.id]
 
 
-async def test_discard_drops_queued_jobs_of_one_scope(journal: Journal, clock: FakeClock, alice: Scope, bob: Scope) -> None:
+async def test_discard_drops_queued_jobs_of_one_scope(
+    journal: Journal, clock: FakeClock, alice: Scope, bob: Scope
+) -> None:
     ran: list[str] = []
 
     async def record(job: Job) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 
 class FakeClock:
     """Starts at a fixed moment and only moves when told."""
 
-    def __init__(self, start: datetime = datetime(2026, 1, 3, 18, 0, tzinfo=timezone.utc)) -> None:
+    def __init__(self, start: datetime = datetime(2026, 1, 3, 18, 0, tzinfo=UTC)) -> None:
         self._now = start
 
     def now(self) -> datetime:

@@ -65,7 +65,7 @@ class QuietHandler(BaseHTTPRequestHandler):
     # Headers and body go out as separate writes; Nagle would add ~40 ms per response.
     disable_nagle_algorithm = True
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         """Keep test output quiet."""
 
     def handle(self) -> None:

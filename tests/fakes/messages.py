@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from core.types import IncomingMessage
 
@@ -23,7 +23,7 @@ def make_message(
         user_id=user_id,
         speaker_name=speaker_name,
         text=text,
-        sent_at=sent_at or datetime.now(timezone.utc),
+        sent_at=sent_at or datetime.now(UTC),
         persona_id=persona_id,
         source_id=source_id,
     )

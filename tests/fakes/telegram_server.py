@@ -209,7 +209,7 @@ def _decode(params: dict[str, str]) -> dict[str, Any]:
 
 def _handler_for(fake: FakeBotAPI) -> type[BaseHTTPRequestHandler]:
     class Handler(QuietHandler):
-        def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode("utf-8")
             prefix = f"/bot{fake.token}/"
             if not self.path.startswith(prefix):
@@ -223,7 +223,7 @@ def _handler_for(fake: FakeBotAPI) -> type[BaseHTTPRequestHandler]:
             status, payload = fake._answer(method, params)
             self._send(status, payload)
 
-        do_GET = do_POST  # noqa: N815
+        do_GET = do_POST
 
         def _send(self, status: int, payload: dict[str, Any]) -> None:
             data = json.dumps(payload).encode("utf-8")

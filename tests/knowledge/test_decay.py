@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from knowledge.decay import (
     MemoryPolicy,
+    StateChange,
+    after_boost,
+    after_review,
     boosted,
     current_importance,
     decay_days,
@@ -20,7 +23,7 @@ from knowledge.decay import (
 )
 from knowledge.records import Category, MemoryRecord, Scope
 
-NOW = datetime(2026, 3, 1, 4, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 1, 4, 0, tzinfo=UTC)
 POLICY = MemoryPolicy()
 
 
@@ -81,9 +84,7 @@ def test_an_episode_decays_however_important_it_is() -> None:
     assert outcome(memory("episode", 3.5, idle_days=8)) == (pytest.approx(3.5 * 0.8), False, None)
 
 
-@pytest.mark.parametrize(
-    ("category", "importance"), [("core", 1.0), ("system", 1.0), ("fact", 3.0), ("fact", 4.5)]
-)
+@pytest.mark.parametrize(("category", "importance"), [("core", 1.0), ("system", 1.0), ("fact", 3.0), ("fact", 4.5)])
 def test_core_system_and_very_important_memories_never_decay(category: Category, importance: float) -> None:
     record = memory(category, importance, idle_days=400)
     assert not decays(record, POLICY)
@@ -222,3 +223,40 @@ def test_a_factor_that_would_grow_importance_is_refused() -> None:
     with pytest.raises(ValueError, match="episode_factor"):
         MemoryPolicy(episode_factor=0)
 
+
+def test_a_boost_counts_from_now_adds_a_hit_and_asks_nothing_below_the_promote_line() -> None:
+    record = replace(memory(importance=1.0, idle_days=20), hits=2)
+    assert after_boost(record, NOW, POLICY) == StateChange(importance=1.3, last_access=NOW, hits=3, decay_kept=False)
+
+
+def test_a_boost_across_the_promote_line_asks_for_a_promote_review() -> None:
+    change = after_boost(memory(importance=2.3), NOW, POLICY)
+    assert change.importance == 2.6 and change.review_pending == "promote"
+
+
+def test_a_boost_that_stays_below_the_decay_review_line_leaves_a_decay_keep_in_force() -> None:
+    record = memory(importance=0.1, decay_kept=True)
+    assert after_boost(record, NOW, POLICY).decay_kept is None  # 0.4: a fall from here is not reviewed again
+    assert after_boost(memory(importance=0.2, decay_kept=True), NOW, POLICY).decay_kept is False  # 0.5: re-armed
+
+
+def test_a_promote_verdict_makes_the_memory_core_and_clears_the_review() -> None:
+    record = memory(importance=2.6, review_pending="promote")
+    assert after_review(record, "promote", "promote", NOW, POLICY) == StateChange(category="core", review_pending="")
+
+
+def test_a_keep_on_a_promote_review_only_clears_the_review() -> None:
+    record = memory(importance=2.6, review_pending="promote")
+    assert after_review(record, "promote", "keep", NOW, POLICY) == StateChange(review_pending="")
+
+
+def test_a_keep_on_a_decay_review_resets_importance_from_now_and_marks_it_kept() -> None:
+    record = memory(importance=0.42, idle_days=30, review_pending="decay")
+    change = after_review(record, "decay", "keep", NOW, POLICY)
+    assert change == StateChange(importance=0.5, last_access=NOW, decay_kept=True, review_pending="")
+    boosted_since = replace(record, importance=0.8)
+    assert after_review(boosted_since, "decay", "keep", NOW, POLICY).importance == 0.8  # a boost is not undone
+
+
+def test_a_state_change_updates_only_what_it_names() -> None:
+    assert StateChange(review_pending="", hits=4).as_update() == {"hits": 4, "review_pending": ""}

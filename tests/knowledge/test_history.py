@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -10,20 +10,21 @@ import pytest
 
 from knowledge.embedding import Embedder
 from knowledge.history import ConversationHistory, date_words
+from knowledge.message_log import MessageLog, MessageRole
 from knowledge.records import Scope
-from knowledge.working_memory import MessageRole, WorkingMemory
+from knowledge.working_memory import WorkingMemory
 
-START = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+START = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
 
 @pytest.fixture
 def working_memory(tmp_path: Path) -> WorkingMemory:
-    return WorkingMemory(tmp_path / "companion.sqlite3", window_size=4)
+    return WorkingMemory(MessageLog(tmp_path / "companion.sqlite3"), window_size=4)
 
 
 @pytest.fixture
 def history(working_memory: WorkingMemory, embedder: Embedder, tmp_path: Path) -> ConversationHistory:
-    return ConversationHistory(working_memory, embedder, tmp_path / "companion.sqlite3")
+    return ConversationHistory(working_memory.log, embedder, tmp_path / "companion.sqlite3")
 
 
 def say(
@@ -97,7 +98,7 @@ def test_forget_removes_messages_and_every_index_entry(working_memory, history, 
 
     assert history.forget(alice) == 2
     assert history.search(alice, "Tom") == [] and history.indexed_count(alice) == 0
-    assert working_memory.messages_of(alice) == []
+    assert working_memory.log.messages_of(alice) == []
     assert [hit.message.speaker_name for hit in history.search(bob, "Tom")] == ["Bob"]
 
 
@@ -127,19 +128,21 @@ def test_a_message_forgotten_while_being_indexed_leaves_no_vector(
             history.forget(alice)  # /forget lands while the batch is being embedded
             return embedder.embed_passages(texts)
 
-    history = ConversationHistory(working_memory, ForgettingMidway(), tmp_path / "companion.sqlite3")
+    history = ConversationHistory(working_memory.log, ForgettingMidway(), tmp_path / "companion.sqlite3")
     say(working_memory, alice, "my bank PIN is 1234")
     assert history.index_pending() == 1
     assert history.indexed_count(alice) == 0 and history.search(alice, "PIN") == []
 
 
-def test_the_index_survives_a_restart(working_memory, history, embedder: Embedder, tmp_path: Path, alice: Scope) -> None:  # type: ignore[no-untyped-def]
+def test_the_index_survives_a_restart(
+    working_memory, history, embedder: Embedder, tmp_path: Path, alice: Scope
+) -> None:  # type: ignore[no-untyped-def]
     history.search(alice, "anything")  # the scope's index is held, so the messages below are added one by one
     say(working_memory, alice, "I was born in Lyon", minutes=0)
     say(working_memory, alice, "Lyon! Do you miss it?", role="assistant", speaker="小祥", minutes=1)
     say(working_memory, alice, "Only the food", minutes=2)
     history.index_pending()
-    reopened = ConversationHistory(working_memory, embedder, tmp_path / "companion.sqlite3")
+    reopened = ConversationHistory(working_memory.log, embedder, tmp_path / "companion.sqlite3")
     assert reopened.index_pending() == 0
     assert reopened.search(alice, "where was I born", limit=1)[0].message.content == "I was born in Lyon"
 
@@ -149,7 +152,9 @@ def test_the_index_survives_a_restart(working_memory, history, embedder: Embedde
     assert ranked(reopened) == ranked(history)  # loaded at once or grown message by message: the same index
 
 
-def test_a_different_embedder_starts_the_index_afresh(working_memory, history, embedder: Embedder, tmp_path: Path, alice: Scope) -> None:  # type: ignore[no-untyped-def]
+def test_a_different_embedder_starts_the_index_afresh(
+    working_memory, history, embedder: Embedder, tmp_path: Path, alice: Scope
+) -> None:  # type: ignore[no-untyped-def]
     say(working_memory, alice, "I was born in Lyon")
     history.index_pending()
 
@@ -161,7 +166,7 @@ def test_a_different_embedder_starts_the_index_afresh(working_memory, history, e
 
         embed_passages = embed_queries
 
-    reindexed = ConversationHistory(working_memory, Other(), tmp_path / "companion.sqlite3")
+    reindexed = ConversationHistory(working_memory.log, Other(), tmp_path / "companion.sqlite3")
     assert reindexed.indexed_count(alice) == 0
     assert reindexed.index_pending() == 1
     assert reindexed.search(alice, "Lyon", limit=1)[0].message.content == "I was born in Lyon"
@@ -171,12 +176,24 @@ def test_an_edited_message_is_found_by_its_new_words_and_a_deleted_one_not_at_al
     working_memory: WorkingMemory, history: ConversationHistory, alice: Scope
 ) -> None:
     working_memory.append(
-        alice.persona_id, "dm", role="user", user_id=alice.user_id, speaker_name="Alice",
-        content="my favourite band is Radiohead", sent_at=START, source_id="telegram:1:5",
+        alice.persona_id,
+        "dm",
+        role="user",
+        user_id=alice.user_id,
+        speaker_name="Alice",
+        content="my favourite band is Radiohead",
+        sent_at=START,
+        source_id="telegram:1:5",
     )
     working_memory.append(
-        alice.persona_id, "dm", role="user", user_id=alice.user_id, speaker_name="Alice",
-        content="my bank pin is 4821", sent_at=START, source_id="telegram:1:6",
+        alice.persona_id,
+        "dm",
+        role="user",
+        user_id=alice.user_id,
+        speaker_name="Alice",
+        content="my bank pin is 4821",
+        sent_at=START,
+        source_id="telegram:1:6",
     )
     history.index_pending()
     edited = history.edit("telegram:1:5", "my favourite band is Portishead")

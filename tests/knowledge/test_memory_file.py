@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from knowledge.decay import MemoryPolicy
 from knowledge.memory_file import parse_memory_file, plan_import, render_json, render_markdown
 from knowledge.records import MemoryRecord, Scope
 
-NOW = datetime(2026, 2, 20, 18, 3, tzinfo=timezone.utc)
+NOW = datetime(2026, 2, 20, 18, 3, tzinfo=UTC)
 ALICE, BOB = Scope("xiaoxiang", "cli:alice"), Scope("xiaoxiang", "cli:bob")
 POLICY = MemoryPolicy()
 
@@ -17,8 +17,14 @@ POLICY = MemoryPolicy()
 def record(memory_id: str, content: str, importance: float, category: str = "fact", **fields: object) -> MemoryRecord:
     fields.setdefault("last_access", NOW - timedelta(days=1))
     return MemoryRecord(
-        id=memory_id, scope=ALICE, content=content, category=category, importance=importance,  # type: ignore[arg-type]
-        created_at=NOW - timedelta(days=3), source="user", **fields,  # type: ignore[arg-type]
+        id=memory_id,
+        scope=ALICE,
+        content=content,
+        category=category,
+        importance=importance,  # type: ignore[arg-type]
+        created_at=NOW - timedelta(days=3),
+        source="user",
+        **fields,  # type: ignore[arg-type]
     )
 
 

@@ -1,4 +1,4 @@
-"""Which lorebook entries go into a prompt: the core rules of SillyTavern's world info.
+"""Lore selection: which lorebook entries go into a prompt, by the core rules of SillyTavern's world info.
 
 An enabled entry fires when one of its keys appears in the last `scan_depth` messages (case-
 insensitive unless the entry says otherwise; a `selective` entry also needs one of its secondary
@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from knowledge.retrieval import mentions
-from personas.lorebook import LoreEntry, Lorebook
+from personas.lorebook import Lorebook, LoreEntry
 
 from .llm import count_tokens
 

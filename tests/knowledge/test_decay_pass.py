@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from knowledge.change_log import MemoryChange
 from knowledge.decay import MemoryPolicy, PolicyFor, default_policy
+from knowledge.decay_pass import DecayPass
 from knowledge.embedding import Embedder
-from knowledge.journal import HistoryEntry, Journal
-from knowledge.memory_manager import MemoryManager
+from knowledge.journal import Journal
 from knowledge.records import Category, MemoryRecord, Scope
 from knowledge.store import ChromaKnowledgeBase, open_chroma_client
 from tests.fakes.clock import FakeClock
@@ -35,8 +36,8 @@ def journal(tmp_path: Path) -> Journal:
 
 
 @pytest.fixture
-def manager(store: ChromaKnowledgeBase, journal: Journal, clock: FakeClock) -> MemoryManager:
-    return MemoryManager(store, journal, clock.now)
+def decay_pass(store: ChromaKnowledgeBase, journal: Journal, clock: FakeClock) -> DecayPass:
+    return DecayPass(store, journal.changes, clock.now)
 
 
 def current(store: ChromaKnowledgeBase, scope: Scope, memory: MemoryRecord) -> MemoryRecord | None:
@@ -51,14 +52,14 @@ def importance(store: ChromaKnowledgeBase, scope: Scope, memory: MemoryRecord) -
 
 
 def test_a_fact_keeps_its_value_for_a_week_then_loses_five_percent_a_day(
-    store: ChromaKnowledgeBase, manager: MemoryManager, clock: FakeClock, alice: Scope
+    store: ChromaKnowledgeBase, decay_pass: DecayPass, clock: FakeClock, alice: Scope
 ) -> None:
     fact = store.add(alice, "主人喜欢拉面", category="fact", source="user")
     seen, previous = {}, 0
     for day in (7, 8, 14, 30):
         clock.advance(days=day - previous)
         previous = day
-        manager.apply_decay()
+        decay_pass.apply_decay()
         seen[day] = importance(store, alice, fact)
     assert seen == {
         7: 1.0,
@@ -69,26 +70,26 @@ def test_a_fact_keeps_its_value_for_a_week_then_loses_five_percent_a_day(
 
 
 def test_an_episode_decays_faster_and_is_deleted_at_two_weeks_with_history(
-    store: ChromaKnowledgeBase, manager: MemoryManager, journal: Journal, clock: FakeClock, alice: Scope
+    store: ChromaKnowledgeBase, decay_pass: DecayPass, journal: Journal, clock: FakeClock, alice: Scope
 ) -> None:
     episode = store.add(alice, "[2026-01-03 18:00] talked about ramen", category="episode", source="background_ai")
     values = []
     for days in (7, 1, 5):  # days 7, 8 and 13
         clock.advance(days=days)
-        manager.apply_decay()
+        decay_pass.apply_decay()
         values.append(importance(store, alice, episode))
     assert values == [1.0, pytest.approx(0.8, abs=1e-12), pytest.approx(0.8**6, abs=1e-12)]
 
     clock.advance(days=1)
-    report = manager.apply_decay()
+    report = decay_pass.apply_decay()
     assert (report.deleted, current(store, alice, episode)) == (1, None)
-    assert journal.history(alice) == [
-        HistoryEntry(episode.id, "delete", "decay", episode.content, None, "episode older than 14 days", clock.now())
+    assert journal.changes.changes(alice) == [
+        MemoryChange(episode.id, "delete", "decay", episode.content, None, "episode older than 14 days", clock.now())
     ]
 
 
 def test_core_system_and_very_important_memories_never_decay(
-    store: ChromaKnowledgeBase, manager: MemoryManager, clock: FakeClock, alice: Scope
+    store: ChromaKnowledgeBase, decay_pass: DecayPass, clock: FakeClock, alice: Scope
 ) -> None:
     kept = [
         store.add(alice, "Alice's birthday is 3 May", category="core", source="user", importance=1.0),
@@ -96,49 +97,49 @@ def test_core_system_and_very_important_memories_never_decay(
         store.add(alice, "Alice is allergic to peanuts", category="fact", source="user", importance=3.0),
     ]
     clock.advance(days=100)
-    report = manager.apply_decay()
+    report = decay_pass.apply_decay()
     assert [current(store, alice, memory) for memory in kept] == kept
     assert (report.scanned, report.deleted, report.reviews) == (0, 0, [])  # never due: not even read
 
 
 def test_a_fact_falling_below_half_is_reviewed_once_and_not_deleted_while_pending(
-    store: ChromaKnowledgeBase, manager: MemoryManager, clock: FakeClock, alice: Scope
+    store: ChromaKnowledgeBase, decay_pass: DecayPass, clock: FakeClock, alice: Scope
 ) -> None:
     fact = store.add(alice, "主人下周二要去面试", category="fact", source="user")
     clock.advance(days=20)  # 0.95**13 = 0.513
-    assert manager.apply_decay().reviews == []
+    assert decay_pass.apply_decay().reviews == []
 
     clock.advance(days=1)  # 0.95**14 = 0.488
-    assert manager.apply_decay().reviews == [(alice, fact.id)]
-    assert manager.apply_decay().reviews == []  # the request is remembered on the record
+    assert decay_pass.apply_decay().reviews == [(alice, fact.id)]
+    assert decay_pass.apply_decay().reviews == []  # the request is remembered on the record
     assert current(store, alice, fact).review_pending == "decay"  # type: ignore[union-attr]
 
     clock.advance(days=10)  # 0.95**24 = 0.292: below the deletion line, but the reviewer has not answered
-    report = manager.apply_decay()
+    report = decay_pass.apply_decay()
     assert (report.deleted, report.reviews) == (0, [])
     assert importance(store, alice, fact) == pytest.approx(0.95**24, abs=1e-12)
 
 
 def test_a_fact_kept_by_a_review_decays_again_and_is_deleted_without_another_review(
-    store: ChromaKnowledgeBase, manager: MemoryManager, journal: Journal, clock: FakeClock, alice: Scope
+    store: ChromaKnowledgeBase, decay_pass: DecayPass, journal: Journal, clock: FakeClock, alice: Scope
 ) -> None:
     fact = store.add(alice, "主人最近在学吉他", category="fact", source="user")
     store.update(alice, fact.id, importance=0.5, decay_kept=True)  # what a KEEP leaves behind
     clock.advance(days=16)  # 0.5 * 0.95**9 = 0.315
-    report = manager.apply_decay()
+    report = decay_pass.apply_decay()
     assert (report.deleted, report.reviews) == (0, [])
     assert importance(store, alice, fact) == pytest.approx(0.5 * 0.95**9, abs=1e-12)
 
     clock.advance(days=1)  # 0.5 * 0.95**10 = 0.299
-    report = manager.apply_decay()
+    report = decay_pass.apply_decay()
     assert (report.deleted, report.reviews, current(store, alice, fact)) == (1, [], None)
-    assert journal.history(alice, fact.id) == [
-        HistoryEntry(fact.id, "delete", "decay", fact.content, None, "importance 0.299", clock.now())
+    assert journal.changes.changes(alice, fact.id) == [
+        MemoryChange(fact.id, "delete", "decay", fact.content, None, "importance 0.299", clock.now())
     ]
 
 
 def test_a_second_pass_at_the_same_moment_changes_nothing(
-    store: ChromaKnowledgeBase, manager: MemoryManager, clock: FakeClock, alice: Scope, bob: Scope
+    store: ChromaKnowledgeBase, decay_pass: DecayPass, clock: FakeClock, alice: Scope, bob: Scope
 ) -> None:
     store.add(alice, "[2026-01-03 18:00] talked about exams", category="episode", source="background_ai")
     store.add(bob, "Bob likes jazz", category="fact", source="user")
@@ -148,9 +149,9 @@ def test_a_second_pass_at_the_same_moment_changes_nothing(
     store.add(bob, "Bob's cat is called Miso", category="core", source="user")
     clock.advance(days=12)
 
-    first = manager.apply_decay()
+    first = decay_pass.apply_decay()
     after_first = [store.list(scope) for scope in (alice, bob)]
-    second = manager.apply_decay()
+    second = decay_pass.apply_decay()
     # due: the old episode (deleted), Bob's fact (0.95**15) and Alice's (0.6 * 0.95**5), not the young episode
     assert (first.scanned, first.deleted, len(first.reviews), first.rescheduled) == (3, 1, 2, 0)
     assert (second.scanned, second.deleted, second.reviews) == (0, 0, [])
@@ -169,7 +170,7 @@ def test_missed_runs_give_the_same_state_as_daily_runs(
         15: [("fact", "Alice's sister visits in spring", 1.0, False)],
         20: [("episode", "[day 20] talked about spring plans", 1.0, False)],
     }
-    daily = MemoryManager(stores["daily"], journals["daily"], clock.now)
+    daily = DecayPass(stores["daily"], journals["daily"].changes, clock.now)
     for day in range(31):
         clock.advance(days=1 if day else 0)
         for category, content, value, kept in arrivals.get(day, []):
@@ -177,13 +178,15 @@ def test_missed_runs_give_the_same_state_as_daily_runs(
                 added = store.add(alice, content, category=category, source="user", importance=value)
                 store.update(alice, added.id, decay_kept=kept)
         daily.apply_decay()
-    MemoryManager(stores["late"], journals["late"], clock.now).apply_decay()  # its only run, on day 30
+    DecayPass(stores["late"], journals["late"].changes, clock.now).apply_decay()  # its only run, on day 30
 
     def state(name: str) -> dict[str, tuple[float, str | None]]:
         return {memory.content: (memory.importance, memory.review_pending) for memory in stores[name].list(alice)}
 
     def deleted(name: str) -> list[str]:
-        return sorted(entry.old_content or "" for entry in journals[name].history(alice) if entry.action == "delete")
+        return sorted(
+            entry.old_content or "" for entry in journals[name].changes.changes(alice) if entry.action == "delete"
+        )
 
     assert state("daily") == state("late")
     assert state("late") == {
@@ -196,13 +199,13 @@ def test_missed_runs_give_the_same_state_as_daily_runs(
 
 
 def test_each_scope_decays_from_its_own_last_access(
-    store: ChromaKnowledgeBase, manager: MemoryManager, clock: FakeClock, alice: Scope, bob: Scope
+    store: ChromaKnowledgeBase, decay_pass: DecayPass, clock: FakeClock, alice: Scope, bob: Scope
 ) -> None:
     bobs = store.add(bob, "likes ramen", category="fact", source="user")
     clock.advance(days=10)
     alices = store.add(alice, "likes ramen", category="fact", source="user")
     clock.advance(days=10)
-    manager.apply_decay()
+    decay_pass.apply_decay()
     assert importance(store, alice, alices) == pytest.approx(0.95**3, abs=1e-12)
     assert importance(store, bob, bobs) == pytest.approx(0.95**13, abs=1e-12)
 
@@ -214,23 +217,23 @@ def test_a_persona_override_applies_to_that_persona_only(
     store = open_store(
         tmp_path, embedder, clock, lambda persona: strict_rules if persona == "strict" else MemoryPolicy()
     )
-    manager = MemoryManager(store, journal, clock.now)
+    decay_pass = DecayPass(store, journal.changes, clock.now)
     lenient = store.add(alice, "likes ramen", category="fact", source="user")
     harsh = store.add(strict, "likes ramen", category="fact", source="user")
     clock.advance(days=9)
-    report = manager.apply_decay()
+    report = decay_pass.apply_decay()
     assert importance(store, alice, lenient) == pytest.approx(0.95**2, abs=1e-12)
     assert importance(store, strict, harsh) == pytest.approx(0.25)
     assert report.reviews == [(strict, harsh.id)]
 
 
 def test_the_pass_leaves_last_access_base_content_and_vector_alone(
-    store: ChromaKnowledgeBase, manager: MemoryManager, clock: FakeClock, alice: Scope
+    store: ChromaKnowledgeBase, decay_pass: DecayPass, clock: FakeClock, alice: Scope
 ) -> None:
     fact = store.add(alice, "Alice plays the cello", category="fact", source="user", importance=1.2)
     before = store.search(alice, "music instrument", limit=1)[0].similarity
     clock.advance(days=10)
-    manager.apply_decay()
+    decay_pass.apply_decay()
     [hit] = store.search(alice, "music instrument", limit=1)
     assert hit.similarity == before
     assert hit.record.importance == pytest.approx(1.2 * 0.95**3, abs=1e-12)
@@ -247,37 +250,37 @@ def test_pages_are_read_by_id_so_deleting_on_one_page_skips_nothing_on_the_next(
     episodes = [store.add(alice, f"[day 0] episode {n}", category="episode", source="background_ai") for n in range(3)]
     facts = [store.add(alice, f"fact {n}", category="fact", source="user") for n in range(3)]
     clock.advance(days=21)  # the episodes are too old, the facts cross 0.5
-    report = MemoryManager(store, journal, clock.now, page_size=2).apply_decay()
+    report = DecayPass(store, journal.changes, clock.now, page_size=2).apply_decay()
     assert (report.scanned, report.deleted, len(report.reviews)) == (6, 3, 3)
     assert [current(store, alice, episode) for episode in episodes] == [None] * 3
     assert [current(store, alice, fact).review_pending for fact in facts] == ["decay"] * 3  # type: ignore[union-attr]
 
 
 def test_the_pass_reads_only_the_memories_that_are_due(
-    store: ChromaKnowledgeBase, manager: MemoryManager, clock: FakeClock, alice: Scope, bob: Scope
+    store: ChromaKnowledgeBase, decay_pass: DecayPass, clock: FakeClock, alice: Scope, bob: Scope
 ) -> None:
     fading = store.add(alice, "Alice had a cold last week", category="fact", source="user")
     clock.advance(days=20)
     fresh = store.add(bob, "Bob started a new job", category="fact", source="user")
     core = store.add(bob, "Bob's name is Robert", category="core", source="user")
     clock.advance(days=1)  # Alice's fact crosses 0.5; Bob's memories are a day old or never fade
-    report = manager.apply_decay()
+    report = decay_pass.apply_decay()
     assert (report.scanned, report.reviews) == (1, [(alice, fading.id)])
     assert (current(store, bob, fresh), current(store, bob, core)) == (fresh, core)
 
 
 def test_a_boost_postpones_the_day_the_fact_is_due(
-    store: ChromaKnowledgeBase, manager: MemoryManager, clock: FakeClock, alice: Scope
+    store: ChromaKnowledgeBase, decay_pass: DecayPass, clock: FakeClock, alice: Scope
 ) -> None:
     fact = store.add(alice, "Alice likes climbing", category="fact", source="user")
     clock.advance(days=20)
     store.update(alice, fact.id, importance=1.3, last_access=clock.now())  # what a BOOST writes
     clock.advance(days=1)  # the day the unused fact would have been reviewed
-    assert manager.apply_decay().scanned == 0
+    assert decay_pass.apply_decay().scanned == 0
     clock.advance(days=7 + 18 - 1)  # 1.3 * 0.95**18 = 0.517
-    assert manager.apply_decay().scanned == 0
+    assert decay_pass.apply_decay().scanned == 0
     clock.advance(days=1)  # 1.3 * 0.95**19 = 0.491
-    assert manager.apply_decay().reviews == [(alice, fact.id)]
+    assert decay_pass.apply_decay().reviews == [(alice, fact.id)]
 
 
 def test_importance_fades_with_the_clock_without_any_pass(
@@ -297,24 +300,24 @@ def test_a_memory_due_under_old_rules_is_rescheduled_once(
     fact = written.add(alice, "Alice collects stamps", category="fact", source="user")
     patient = MemoryPolicy(grace_days=30)  # the persona's rules changed after the fact was written
     store = open_store(tmp_path, embedder, clock, lambda persona: patient)
-    manager = MemoryManager(store, journal, clock.now)
+    decay_pass = DecayPass(store, journal.changes, clock.now)
     clock.advance(days=21)  # due by the old rules, not the new ones
-    first = manager.apply_decay()
+    first = decay_pass.apply_decay()
     assert (first.scanned, first.rescheduled, first.reviews) == (1, 1, [])
-    assert manager.apply_decay().scanned == 0
+    assert decay_pass.apply_decay().scanned == 0
     assert importance(store, alice, fact) == 1.0
     clock.advance(days=23)  # 30 + 14 days: due by the new rules
-    assert manager.apply_decay().reviews == [(alice, fact.id)]
+    assert decay_pass.apply_decay().reviews == [(alice, fact.id)]
 
 
 def test_reviews_beyond_the_cap_wait_for_a_later_pass(
     store: ChromaKnowledgeBase, journal: Journal, clock: FakeClock, alice: Scope
 ) -> None:
     facts = [store.add(alice, f"fact {n}", category="fact", source="user") for n in range(3)]
-    manager = MemoryManager(store, journal, clock.now, max_reviews=2)
+    decay_pass = DecayPass(store, journal.changes, clock.now, max_reviews=2)
     clock.advance(days=30)  # all three fell below 0.5 while the bot was down
-    first = manager.apply_decay()
+    first = decay_pass.apply_decay()
     assert (len(first.reviews), first.deferred) == (2, 1)
-    second = manager.apply_decay()
+    second = decay_pass.apply_decay()
     assert (len(second.reviews), second.deferred) == (1, 0)
     assert {memory_id for _, memory_id in first.reviews + second.reviews} == {fact.id for fact in facts}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.llm import count_tokens
-from core.lorebook import active_lore
+from core.lore_selection import active_lore
 from personas.lorebook import Lorebook
 
 

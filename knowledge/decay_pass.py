@@ -1,4 +1,4 @@
-"""MemoryManager: the decay pass of DESIGN §3.1 over every scope.
+"""DecayPass: the decay pass of DESIGN §3.1 over every scope (the rules it applies are in `decay.py`).
 
 This is the one maintenance operation that spans scopes. Importance fades on its own (the store
 derives it on every read), so the pass has only the discrete events to carry out: deleting a memory
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cache
 
+from .change_log import ChangeLog, MemoryChange
 from .decay import DecayOutcome, MemoryPolicy, decay_outcome
-from .journal import HistoryEntry, Journal
 from .records import MemoryRecord, Scope
 from .store import MAINTENANCE_PAGE, ChromaKnowledgeBase
 
@@ -40,18 +40,18 @@ class DecayReport:
 class _PageChanges:
     """The writes one page of due records needs, applied together."""
 
-    deletions: list[tuple[Scope, HistoryEntry]] = field(default_factory=list)  # the history row of each
+    deletions: list[tuple[Scope, MemoryChange]] = field(default_factory=list)  # the history row of each
     reviews: list[MemoryRecord] = field(default_factory=list)  # already marked `review_pending="decay"`
     rescheduled: list[MemoryRecord] = field(default_factory=list)
 
 
-class MemoryManager:
+class DecayPass:
     """Runs the decay pass, under the rules the store applies to each persona."""
 
     def __init__(
         self,
         store: ChromaKnowledgeBase,
-        journal: Journal,
+        changes: ChangeLog,
         now: Callable[[], datetime],
         *,
         page_size: int = MAINTENANCE_PAGE,
@@ -60,7 +60,7 @@ class MemoryManager:
         """`max_reviews`: review requests per pass, so a backlog (an import, long downtime) becomes LLM
         work spread over several days instead of thousands of review calls at once."""
         self._store = store
-        self._journal = journal
+        self._changes = changes
         self._now = now
         self._page_size = page_size
         self._max_reviews = max_reviews
@@ -89,7 +89,7 @@ class MemoryManager:
 
     def _write(self, changes: _PageChanges) -> None:
         # History first: if the delete then fails, the next pass deletes again rather than losing the old content.
-        self._journal.record_changes(changes.deletions)
+        self._changes.record_changes(changes.deletions)
         self._store.delete_many(entry.memory_id for _, entry in changes.deletions)
         self._store.write_decay_state_many(changes.reviews + changes.rescheduled)
 
@@ -100,7 +100,7 @@ def _plan(
     """Add what `outcome` means for the due `record` to this page's writes."""
     if outcome.delete:
         reason = _deletion_reason(record, policy, outcome.importance)
-        entry = HistoryEntry(record.id, "delete", "decay", record.content, None, reason, now)
+        entry = MemoryChange(record.id, "delete", "decay", record.content, None, reason, now)
         changes.deletions.append((record.scope, entry))
     elif outcome.review is not None:
         changes.reviews.append(replace(record, review_pending=outcome.review))

@@ -1,0 +1,105 @@
+"""The change log (SQLite): the old version of every memory that was changed or deleted.
+
+Who changed it, when, old -> new: for operators (`companion memory history`) and for an import's
+undo. It is never used for retrieval, and forgetting keeps no content in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .records import Scope
+from .sqlite import SQLiteDatabase, iso
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS memory_history (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    persona_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    action TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    old_content TEXT,
+    new_content TEXT,
+    detail TEXT NOT NULL DEFAULT '',
+    at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS history_by_scope ON memory_history (persona_id, user_id, memory_id);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryChange:
+    """One change to a memory: what it was, what it became, who did it and when."""
+
+    memory_id: str
+    action: str  # "update", "delete", "promote", "keep", ...
+    actor: str  # "background_ai", "reviewer", "decay", "user", "operator"
+    old_content: str | None
+    new_content: str | None
+    detail: str
+    at: datetime
+
+
+class ChangeLog:
+    """Every change to a memory, per scope, oldest first."""
+
+    def __init__(self, db: SQLiteDatabase) -> None:
+        self._db = db
+        db.create(SCHEMA)
+
+    def record_change(
+        self,
+        scope: Scope,
+        memory_id: str,
+        *,
+        action: str,
+        actor: str,
+        old_content: str | None,
+        new_content: str | None,
+        at: datetime,
+        detail: str = "",
+    ) -> None:
+        """Remember how a memory changed."""
+        self.record_changes([(scope, MemoryChange(memory_id, action, actor, old_content, new_content, detail, at))])
+
+    def record_changes(self, changes: Iterable[tuple[Scope, MemoryChange]]) -> None:
+        """Remember many changes, of any scopes, in one transaction."""
+        rows = [
+            (
+                scope.persona_id,
+                scope.user_id,
+                change.memory_id,
+                change.action,
+                change.actor,
+                change.old_content,
+                change.new_content,
+                change.detail,
+                iso(change.at),
+            )
+            for scope, change in changes
+        ]
+        if not rows:
+            return
+        with self._db.transaction() as db:
+            db.executemany(
+                "INSERT INTO memory_history (persona_id, user_id, memory_id, action, actor, old_content,"
+                " new_content, detail, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    def changes(self, scope: Scope, memory_id: str | None = None) -> list[MemoryChange]:
+        """The changes in `scope` (to one memory, or all), oldest first."""
+        sql = (
+            "SELECT memory_id, action, actor, old_content, new_content, detail, at FROM memory_history"
+            " WHERE persona_id = ? AND user_id = ?"
+        )
+        params: list[Any] = [scope.persona_id, scope.user_id]
+        if memory_id is not None:
+            sql += " AND memory_id = ?"
+            params.append(memory_id)
+        rows = self._db.query(sql + " ORDER BY seq", params)
+        return [MemoryChange(*row[:6], at=datetime.fromisoformat(row[6])) for row in rows]

@@ -1,0 +1,173 @@
+"""The job queue (SQLite): background work stored before it runs, and dead letters for work that failed.
+
+- Jobs are the pending monitor / summarizer / reviewer work, stored before it runs so that a
+  restart resumes it.
+- Dead letters are work that failed for good (unreadable monitor output after a retry, a job out
+  of attempts): visible to operators, never silently dropped. A job that runs out of attempts
+  becomes one in the same transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .records import Scope
+from .sqlite import SQLiteDatabase, iso
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS dead_letters (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    persona_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    error TEXT NOT NULL,
+    at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    persona_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'done', 'dead')),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    not_before TEXT NOT NULL,
+    last_error TEXT NOT NULL DEFAULT '',
+    created_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_pending ON jobs (state, seq);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """Work that failed for good, kept so an operator can see and replay it."""
+
+    id: str
+    kind: str
+    scope: Scope
+    payload: dict[str, Any]
+    error: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A unit of background work for one scope."""
+
+    id: str
+    kind: str
+    scope: Scope
+    payload: dict[str, Any]
+    attempts: int
+    not_before: datetime
+
+
+def _insert_dead_letter(db: sqlite3.Connection, letter: DeadLetter) -> None:
+    db.execute(
+        "INSERT INTO dead_letters (id, kind, persona_id, user_id, payload, error, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            letter.id,
+            letter.kind,
+            letter.scope.persona_id,
+            letter.scope.user_id,
+            json.dumps(letter.payload, ensure_ascii=False),
+            letter.error,
+            iso(letter.at),
+        ),
+    )
+
+
+class JobQueue:
+    """Durable jobs and the dead letters of the work that failed."""
+
+    def __init__(self, db: SQLiteDatabase) -> None:
+        self._db = db
+        db.create(SCHEMA)
+
+    # -- jobs ----------------------------------------------------------------------------------
+
+    def enqueue(self, kind: str, scope: Scope, payload: dict[str, Any], *, at: datetime) -> Job:
+        """Store a job durably; it runs once, even across restarts."""
+        job = Job(f"job_{uuid.uuid4().hex[:16]}", kind, scope, payload, 0, at)
+        with self._db.transaction() as db:
+            db.execute(
+                "INSERT INTO jobs (id, kind, persona_id, user_id, payload, not_before, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    job.id,
+                    kind,
+                    scope.persona_id,
+                    scope.user_id,
+                    json.dumps(payload, ensure_ascii=False),
+                    iso(at),
+                    iso(at),
+                ),
+            )
+        return job
+
+    def pending_jobs(self) -> list[Job]:
+        """Every job not yet done, in the order it was enqueued."""
+        rows = self._db.query(
+            "SELECT id, kind, persona_id, user_id, payload, attempts, not_before FROM jobs"
+            " WHERE state = 'pending' ORDER BY seq"
+        )
+        return [
+            Job(row[0], row[1], Scope(row[2], row[3]), json.loads(row[4]), row[5], datetime.fromisoformat(row[6]))
+            for row in rows
+        ]
+
+    def complete(self, job_id: str) -> None:
+        """Mark a job done."""
+        with self._db.transaction() as db:
+            db.execute("UPDATE jobs SET state = 'done' WHERE id = ?", (job_id,))
+
+    def retry_later(self, job_id: str, *, error: str, not_before: datetime) -> None:
+        """Count a failed attempt and hold the job until `not_before`."""
+        with self._db.transaction() as db:
+            db.execute(
+                "UPDATE jobs SET attempts = attempts + 1, last_error = ?, not_before = ? WHERE id = ?",
+                (error, iso(not_before), job_id),
+            )
+
+    def give_up(self, job: Job, *, error: str, at: datetime) -> DeadLetter:
+        """Move a job that is out of attempts to the dead letters, in one step."""
+        letter = DeadLetter(
+            f"dl_{uuid.uuid4().hex[:12]}", job.kind, job.scope, {"job_id": job.id, **job.payload}, error, at
+        )
+        with self._db.transaction() as db:
+            _insert_dead_letter(db, letter)
+            db.execute("UPDATE jobs SET state = 'dead', last_error = ? WHERE id = ?", (error, job.id))
+        return letter
+
+    # -- dead letters --------------------------------------------------------------------------
+
+    def dead_letter(self, kind: str, scope: Scope, payload: dict[str, Any], error: str, *, at: datetime) -> DeadLetter:
+        """Keep failed work where operators can see it."""
+        letter = DeadLetter(f"dl_{uuid.uuid4().hex[:12]}", kind, scope, payload, error, at)
+        with self._db.transaction() as db:
+            _insert_dead_letter(db, letter)
+        return letter
+
+    def dead_letters(self, scope: Scope | None = None) -> list[DeadLetter]:
+        """Dead letters of one scope, or of all scopes for operators, oldest first."""
+        sql = "SELECT id, kind, persona_id, user_id, payload, error, at FROM dead_letters"
+        params: list[Any] = []
+        if scope is not None:
+            sql += " WHERE persona_id = ? AND user_id = ?"
+            params = [scope.persona_id, scope.user_id]
+        rows = self._db.query(sql + " ORDER BY seq", params)
+        return [
+            DeadLetter(
+                row[0], row[1], Scope(row[2], row[3]), json.loads(row[4]), row[5], datetime.fromisoformat(row[6])
+            )
+            for row in rows
+        ]

@@ -1,0 +1,138 @@
+"""The message log: every message of every conversation, in SQLite, from the moment it arrives.
+
+Every message is written here before any LLM sees it, so a crash or restart loses nothing. Each row
+also carries its working-memory state (`working_memory.py` moves it from the window to archived to
+summarized); this module treats messages as a record: found by scope, by position for indexing, by
+platform id for edits and deletes, and deleted only when forgotten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from .records import Scope
+from .sqlite import SQLiteDatabase
+
+MessageRole = Literal["user", "assistant"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS messages (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    persona_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,          -- the speaker, or for a reply the user it answers
+    role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+    speaker_name TEXT NOT NULL,
+    content TEXT NOT NULL,
+    sent_at TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'window' CHECK (state IN ('window', 'archived', 'summarized')),
+    source_id TEXT                  -- the platform's unique message id ("discord:123"), for edits and deletes
+);
+CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages (persona_id, conversation_id, state, seq);
+CREATE INDEX IF NOT EXISTS messages_by_scope ON messages (persona_id, user_id);
+"""
+# Databases created before `source_id` existed get the column; the index needs it, so it comes after.
+_MIGRATIONS = (("source_id", "ALTER TABLE messages ADD COLUMN source_id TEXT"),)
+_SOURCE_INDEX = "CREATE INDEX IF NOT EXISTS messages_by_source ON messages (source_id)"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """One message of a conversation as working memory keeps it."""
+
+    id: str
+    persona_id: str
+    conversation_id: str
+    user_id: str
+    role: MessageRole
+    speaker_name: str
+    content: str
+    sent_at: datetime
+
+
+class MessageLog:
+    """Every stored message, in one SQLite table shared with working memory's window states."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = SQLiteDatabase(path, _SCHEMA)  # working memory moves rows between window states through it
+        columns = {row[1] for row in self.db.query("PRAGMA table_info(messages)")}
+        with self.db.transaction() as db:
+            for column, statement in _MIGRATIONS:
+                if column not in columns:
+                    db.execute(statement)
+            db.execute(_SOURCE_INDEX)
+
+    def by_source(self, source_id: str) -> StoredMessage | None:
+        """The message a person sent with this platform message id, if it is stored."""
+        found = self.select("source_id = ? AND role = 'user'", (source_id,))
+        return found[0] if found else None
+
+    def edit(self, source_id: str, content: str) -> StoredMessage | None:
+        """The person edited a message on their platform: keep the new text (any state); None if unknown."""
+        with self.db.transaction() as db:
+            db.execute("UPDATE messages SET content = ? WHERE source_id = ? AND role = 'user'", (content, source_id))
+        return self.by_source(source_id)
+
+    def messages_of(self, scope: Scope) -> list[StoredMessage]:
+        """Every stored message of the scope, in every state and conversation, oldest first."""
+        return self.select("persona_id = ? AND user_id = ?", (scope.persona_id, scope.user_id))
+
+    def messages_after(self, seq: int, limit: int) -> list[tuple[int, StoredMessage]]:
+        """Up to `limit` messages of any scope stored after position `seq`, with their positions, oldest first."""
+        rows = self.db.query(f"SELECT seq, {_COLUMNS} FROM messages WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit))
+        return [(row[0], _message(row[1:])) for row in rows]
+
+    def existing(self, ids: Iterable[str]) -> set[str]:
+        """Which of these message ids are still stored."""
+        wanted = list(ids)
+        marks = ",".join("?" * len(wanted))
+        return {row[0] for row in self.db.query(f"SELECT id FROM messages WHERE id IN ({marks})", wanted)}
+
+    def forget_messages(self, scope: Scope, ids: Iterable[str]) -> int:
+        """Delete the scope's messages with these ids (ids of other scopes do nothing)."""
+        wanted = list(ids)
+        if not wanted:
+            return 0
+        marks = ",".join("?" * len(wanted))
+        with self.db.transaction() as db:
+            cursor = db.execute(
+                f"DELETE FROM messages WHERE persona_id = ? AND user_id = ? AND id IN ({marks})",
+                (scope.persona_id, scope.user_id, *wanted),
+            )
+        return cursor.rowcount
+
+    def forget(self, scope: Scope) -> int:
+        """Delete every message the user wrote, and every reply to them, for this persona."""
+        with self.db.transaction() as db:
+            cursor = db.execute(
+                "DELETE FROM messages WHERE persona_id = ? AND user_id = ?", (scope.persona_id, scope.user_id)
+            )
+        return cursor.rowcount
+
+    def count(self, scope: Scope) -> int:
+        """How many stored messages belong to this scope (any state)."""
+        [(count,)] = self.db.query(
+            "SELECT COUNT(*) FROM messages WHERE persona_id = ? AND user_id = ?", (scope.persona_id, scope.user_id)
+        )
+        return int(count)
+
+    def close(self) -> None:
+        """Close the database connection."""
+        self.db.close()
+
+    def select(self, where: str, params: tuple[object, ...]) -> list[StoredMessage]:
+        """The messages matching an SQL condition on the `messages` table, in the order they were stored."""
+        rows = self.db.query(f"SELECT {_COLUMNS} FROM messages WHERE {where} ORDER BY seq", params)
+        return [_message(row) for row in rows]
+
+
+_COLUMNS = "id, persona_id, conversation_id, user_id, role, speaker_name, content, sent_at"
+
+
+def _message(row: tuple[object, ...]) -> StoredMessage:
+    return StoredMessage(*row[:7], sent_at=datetime.fromisoformat(str(row[7])))  # type: ignore[arg-type]

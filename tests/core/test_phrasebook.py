@@ -1,0 +1,55 @@
+"""The companion's own lines, shared by every adapter."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from core import phrasebook
+from knowledge.message_log import StoredMessage
+from knowledge.records import MemoryRecord, Scope
+
+AT = datetime(2026, 1, 3, 18, 0, tzinfo=UTC)
+
+
+def memory(content: str, category: str, importance: float) -> MemoryRecord:
+    return MemoryRecord(
+        id="mem_1",
+        scope=Scope("xiaoxiang", "cli:alice"),
+        content=content,
+        category=category,  # type: ignore[arg-type]
+        importance=importance,
+        created_at=AT,
+        last_access=AT,
+        source="user",
+    )
+
+
+def test_the_memory_listing_keeps_the_order_it_is_given_and_shows_category_and_importance() -> None:
+    listing = phrasebook.memory_listing(
+        [memory("Alice's birthday is 3 May", "core", 3.0), memory("likes ramen", "fact", 0.8)]
+    )
+    assert listing == (
+        "What I remember about you:\n"
+        "[core] Alice's birthday is 3 May  (importance 3.00)\n"
+        "[fact] likes ramen  (importance 0.80)"
+    )
+    assert phrasebook.memory_listing([]) == phrasebook.NOTHING_REMEMBERED
+
+
+def test_what_forget_would_delete_lists_memories_and_past_messages_alike() -> None:
+    said = StoredMessage("msg_1", "xiaoxiang", "c1", "cli:alice", "user", "Alice", "my ex Tom called", AT)
+    assert phrasebook.remembered([memory("Alice's ex is Tom", "fact", 1.0), said]) == (
+        "I remember this:\n- Alice's ex is Tom\n- my ex Tom called"
+    )
+
+
+def test_the_forget_everything_question_names_the_user_only_when_asked_to() -> None:
+    assert phrasebook.forget_everything_question() == (
+        "Shall I forget everything I know about you? This cannot be undone."
+    )
+    assert phrasebook.forget_everything_question("Alice Smith") == (
+        "Alice Smith, shall I forget everything I know about you? This cannot be undone."
+    )
+    assert phrasebook.forgot_everything(2, 5, about="Alice Smith") == (
+        "Done. I forgot 2 memories and 5 messages about Alice Smith."
+    )
