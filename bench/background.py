@@ -111,70 +111,120 @@ BOOST_SHARE = 0.35  # turns the monitor BOOSTs a shown memory
 # (what the user says, the fact it states: what a good monitor would ADD)
 TEMPLATES: list[tuple[str, str]] = [
     # English
-    (("Ugh, my {relation_en} {name_en} called again tonight. They're seriously thinking about moving to "
-      "{city_en} for a new job as a {job_en}."),
-     "主人's {relation_en} {name_en} is thinking about moving to {city_en} to work as a {job_en}."),
-    (("I tried making {food_en} at home today and honestly it was a disaster, but I still love it more "
-      "than anything."),
-     "主人 loves {food_en}, even after failing to cook it at home."),
-    (("Guess what, I finally signed up for a {hobby_en} class! The first lesson is next {weekday_en} "
-      "evening and I'm a bit nervous."),
-     "主人 signed up for a {hobby_en} class; the first lesson is on a {weekday_en} evening."),
-    (("Work was brutal today. Being a {job_en} means nobody notices when things go right, only when "
-      "they go wrong."),
-     "主人 works as a {job_en} and feels unappreciated at work."),
-    (("My cat, well, {pet_en}, knocked my coffee off the desk this morning right before my video call. "
-      "Classic {weekday_en}."),
-     "主人 has {pet_en}."),
-    (("I'm so tired of checking every menu for {allergen_en}. Being allergic makes eating out with "
-      "friends really stressful."),
-     "主人 is allergic to {allergen_en}."),
-    (("I'm taking the {exam_en} exam in {month_en} and I haven't even finished half of the practice "
-      "tests yet."),
-     "主人 is taking the {exam_en} exam in {month_en}."),
-    (("It's already {late} and I still can't sleep. I keep thinking about the presentation I have to "
-      "give tomorrow."),
-     "主人 can't sleep before presentations."),
-    (("Just got tickets to see {band} in {city_en} this {month_en}! I've wanted to see them live since "
-      "high school."),
-     "主人 has tickets to see {band} in {city_en} in {month_en}."),
-    (("Nothing special today, just {drink_en} and a long walk after lunch. Sometimes quiet days are "
-      "the best ones."),
-     "主人 enjoys {drink_en} and a walk after lunch on quiet days."),
-    (("{name_en} from my {hobby_en} group invited me to dinner on {weekday_en}. Should I go? I barely "
-      "know anyone there."),
-     "主人 was invited to dinner by {name_en} from the {hobby_en} group."),
-    (("So my {relation_en} and I finally talked things through last night, and it went so much better "
-      "than I expected."),
-     "主人 made up with their {relation_en} after a long talk."),
+    (
+        (
+            "Ugh, my {relation_en} {name_en} called again tonight. They're seriously thinking about moving to "
+            "{city_en} for a new job as a {job_en}."
+        ),
+        "主人's {relation_en} {name_en} is thinking about moving to {city_en} to work as a {job_en}.",
+    ),
+    (
+        (
+            "I tried making {food_en} at home today and honestly it was a disaster, but I still love it more "
+            "than anything."
+        ),
+        "主人 loves {food_en}, even after failing to cook it at home.",
+    ),
+    (
+        (
+            "Guess what, I finally signed up for a {hobby_en} class! The first lesson is next {weekday_en} "
+            "evening and I'm a bit nervous."
+        ),
+        "主人 signed up for a {hobby_en} class; the first lesson is on a {weekday_en} evening.",
+    ),
+    (
+        ("Work was brutal today. Being a {job_en} means nobody notices when things go right, only when they go wrong."),
+        "主人 works as a {job_en} and feels unappreciated at work.",
+    ),
+    (
+        (
+            "My cat, well, {pet_en}, knocked my coffee off the desk this morning right before my video call. "
+            "Classic {weekday_en}."
+        ),
+        "主人 has {pet_en}.",
+    ),
+    (
+        (
+            "I'm so tired of checking every menu for {allergen_en}. Being allergic makes eating out with "
+            "friends really stressful."
+        ),
+        "主人 is allergic to {allergen_en}.",
+    ),
+    (
+        ("I'm taking the {exam_en} exam in {month_en} and I haven't even finished half of the practice tests yet."),
+        "主人 is taking the {exam_en} exam in {month_en}.",
+    ),
+    (
+        (
+            "It's already {late} and I still can't sleep. I keep thinking about the presentation I have to "
+            "give tomorrow."
+        ),
+        "主人 can't sleep before presentations.",
+    ),
+    (
+        (
+            "Just got tickets to see {band} in {city_en} this {month_en}! I've wanted to see them live since "
+            "high school."
+        ),
+        "主人 has tickets to see {band} in {city_en} in {month_en}.",
+    ),
+    (
+        ("Nothing special today, just {drink_en} and a long walk after lunch. Sometimes quiet days are the best ones."),
+        "主人 enjoys {drink_en} and a walk after lunch on quiet days.",
+    ),
+    (
+        (
+            "{name_en} from my {hobby_en} group invited me to dinner on {weekday_en}. Should I go? I barely "
+            "know anyone there."
+        ),
+        "主人 was invited to dinner by {name_en} from the {hobby_en} group.",
+    ),
+    (
+        (
+            "So my {relation_en} and I finally talked things through last night, and it went so much better "
+            "than I expected."
+        ),
+        "主人 made up with their {relation_en} after a long talk.",
+    ),
     # Chinese
-    ("今天{relation_zh}{name_zh}打电话来，说想搬去{city_zh}当{job_zh}，我心里有点舍不得。",
-     "主人的{relation_zh}{name_zh}打算搬去{city_zh}当{job_zh}。"),
-    ("刚下班，晚上想去吃{food_zh}，可是一个人去又觉得有点孤单，你说我要不要叫上同事？",
-     "主人喜欢吃{food_zh}。"),
-    ("我最近开始{hobby_zh}了，每个{weekday_zh}晚上练一个小时，感觉压力小了很多。",
-     "主人每个{weekday_zh}晚上{hobby_zh}，用来减压。"),
-    ("好累啊，已经{late_zh}了还在改方案，当{job_zh}真的太辛苦了，明天还要早起开会。",
-     "主人是{job_zh}，经常加班到很晚。"),
-    ("家里的{pet_zh}今天生病了，带去医院花了好多钱，不过医生说没什么大问题。",
-     "主人养了{pet_zh}。"),
-    ("我{month_n}月要考{exam_zh}，现在每天复习到很晚，总担心自己准备得不够。",
-     "主人{month_n}月要考{exam_zh}。"),
-    ("周末和朋友去了{place_zh}散步，天气特别好，拍了很多照片，好久没这么放松了。",
-     "主人周末喜欢去{place_zh}散步拍照。"),
-    ("我对{allergen_zh}过敏，今天差点吃错东西，还好同事及时提醒了我。",
-     "主人对{allergen_zh}过敏。"),
-    ("最近一直在听{band}的歌，听说他们下个月要来{city_zh}开演唱会，好想去！",
-     "主人喜欢{band}，想去{city_zh}看演唱会。"),
-    ("每天早上不喝{drink_zh}就没精神，今天忘了买，整个上午都迷迷糊糊的。",
-     "主人每天早上都要喝{drink_zh}。"),
+    (
+        "今天{relation_zh}{name_zh}打电话来，说想搬去{city_zh}当{job_zh}，我心里有点舍不得。",
+        "主人的{relation_zh}{name_zh}打算搬去{city_zh}当{job_zh}。",
+    ),
+    ("刚下班，晚上想去吃{food_zh}，可是一个人去又觉得有点孤单，你说我要不要叫上同事？", "主人喜欢吃{food_zh}。"),
+    (
+        "我最近开始{hobby_zh}了，每个{weekday_zh}晚上练一个小时，感觉压力小了很多。",
+        "主人每个{weekday_zh}晚上{hobby_zh}，用来减压。",
+    ),
+    (
+        "好累啊，已经{late_zh}了还在改方案，当{job_zh}真的太辛苦了，明天还要早起开会。",
+        "主人是{job_zh}，经常加班到很晚。",
+    ),
+    ("家里的{pet_zh}今天生病了，带去医院花了好多钱，不过医生说没什么大问题。", "主人养了{pet_zh}。"),
+    ("我{month_n}月要考{exam_zh}，现在每天复习到很晚，总担心自己准备得不够。", "主人{month_n}月要考{exam_zh}。"),
+    (
+        "周末和朋友去了{place_zh}散步，天气特别好，拍了很多照片，好久没这么放松了。",
+        "主人周末喜欢去{place_zh}散步拍照。",
+    ),
+    ("我对{allergen_zh}过敏，今天差点吃错东西，还好同事及时提醒了我。", "主人对{allergen_zh}过敏。"),
+    (
+        "最近一直在听{band}的歌，听说他们下个月要来{city_zh}开演唱会，好想去！",
+        "主人喜欢{band}，想去{city_zh}看演唱会。",
+    ),
+    ("每天早上不喝{drink_zh}就没精神，今天忘了买，整个上午都迷迷糊糊的。", "主人每天早上都要喝{drink_zh}。"),
     # code-mixed
-    ("今天的 weekly meeting 又开了两个小时，manager {name_en} 一直在挑刺，I'm so done with this week.",
-     "主人的 manager {name_en} 很严格，开会经常挑刺。"),
-    ("周末想去{city_zh}玩两天，any ideas for food? 我想吃{food_zh}但是怕排队太久。",
-     "主人打算周末去{city_zh}玩，想吃{food_zh}。"),
-    ("我终于把 {hobby_en} 的第一个作品完成了！虽然不完美 but I'm really proud of it.",
-     "主人完成了第一个{hobby_en}作品，很自豪。"),
+    (
+        "今天的 weekly meeting 又开了两个小时，manager {name_en} 一直在挑刺，I'm so done with this week.",
+        "主人的 manager {name_en} 很严格，开会经常挑刺。",
+    ),
+    (
+        "周末想去{city_zh}玩两天，any ideas for food? 我想吃{food_zh}但是怕排队太久。",
+        "主人打算周末去{city_zh}玩，想吃{food_zh}。",
+    ),
+    (
+        "我终于把 {hobby_en} 的第一个作品完成了！虽然不完美 but I'm really proud of it.",
+        "主人完成了第一个{hobby_en}作品，很自豪。",
+    ),
 ]
 
 CHAT_REPLIES_ZH = [

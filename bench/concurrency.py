@@ -201,9 +201,7 @@ def report(
 ) -> dict[str, Any]:
     sent = len(traffic.sent_at)
     answered = [tag for tag in traffic.sent_at if traffic.replied_at.get(tag)]
-    added_ms = [
-        (traffic.replied_at[tag][0] - traffic.sent_at[tag] - args.llm_delay) * 1000 for tag in answered
-    ]
+    added_ms = [(traffic.replied_at[tag][0] - traffic.sent_at[tag] - args.llm_delay) * 1000 for tag in answered]
     throughput = len(answered) / wall
     ideal_wall = _start(args.users - 1, args) + args.messages * args.llm_delay + (args.messages - 1) * args.think
     ideal = args.users * args.messages / ideal_wall

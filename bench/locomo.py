@@ -135,9 +135,7 @@ def load_samples(path: Path) -> tuple[list[Sample], Counter[str]]:
                 questions.append(Question(qa["question"], int(qa["category"]), evidence))
             else:
                 quirks["questions without evidence skipped"] += 1
-        samples.append(
-            Sample(raw["sample_id"], conversation["speaker_a"], conversation["speaker_b"], turns, questions)
-        )
+        samples.append(Sample(raw["sample_id"], conversation["speaker_a"], conversation["speaker_b"], turns, questions))
     return samples, quirks
 
 
@@ -236,7 +234,9 @@ def run(samples: Sequence[Sample], *, scale: int = 0) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as data_dir:
         database = Path(data_dir) / "companion.sqlite3"
         working_memory = WorkingMemory(MessageLog(database))
-        history = ConversationHistory(working_memory.log, embedder, database, queries=QueryEncoder(embedder, cache_size=0))
+        history = ConversationHistory(
+            working_memory.log, embedder, database, queries=QueryEncoder(embedder, cache_size=0)
+        )
         try:
             for sample in samples:
                 started = time.perf_counter()
@@ -249,8 +249,10 @@ def run(samples: Sequence[Sample], *, scale: int = 0) -> dict[str, object]:
                 for question in sample.questions:
                     ranked = [dia_ids[found] for found in timed_search(history, scope, question.text, latencies)]
                     results.append((sample.sample_id, question.category, question_metrics(ranked, question.evidence)))
-                print(f"  {sample.sample_id}: {len(sample.turns)} turns, {len(sample.questions)} questions",
-                      file=sys.stderr)
+                print(
+                    f"  {sample.sample_id}: {len(sample.turns)} turns, {len(sample.questions)} questions",
+                    file=sys.stderr,
+                )
             scaled = scaled_latency(samples, scale, working_memory, history) if scale else {}
         finally:
             history.close()

@@ -191,9 +191,7 @@ class TimedLLM:
     def settings(self, role: Role) -> ModelSettings:
         return self._inner.settings(role)
 
-    async def complete(
-        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None
-    ) -> str:
+    async def complete(self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None) -> str:
         return await self._inner.complete(messages, role=role, choice=choice)
 
     async def stream(
@@ -238,7 +236,9 @@ def open_bench(data_dir: Path, fake_url: str, embedder: TimedEmbedder) -> Bench:
     app = build_app(settings, llm=llm, embedder=embedder)
     knowledge = app.companion.knowledge
     assert isinstance(knowledge, ChromaKnowledgeBase)
-    return Bench(app=app, scope=Scope(app.companion.persona().id, USER_ID), knowledge=knowledge, llm=llm, embedder=embedder)
+    return Bench(
+        app=app, scope=Scope(app.companion.persona().id, USER_ID), knowledge=knowledge, llm=llm, embedder=embedder
+    )
 
 
 def seed_facts(bench: Bench, texts: Sequence[str], rng: random.Random) -> None:

@@ -212,9 +212,7 @@ def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**{key: value for key, value in overrides.items() if value is not None})
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}" for item in error.errors()
-        )
+        problems = "; ".join(f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}" for item in error.errors())
         raise ConfigError(f"invalid settings: {problems}") from error
 
 

@@ -222,9 +222,7 @@ class CompanionCog(commands.Cog):
         scope = self._scope(interaction)
         if not what:
             view = ForgetConfirmation(self.companion, scope, interaction, ids=None)
-            await interaction.response.send_message(
-                phrasebook.forget_everything_question(), view=view, ephemeral=True
-            )
+            await interaction.response.send_message(phrasebook.forget_everything_question(), view=view, ephemeral=True)
             return
         found = await self.companion.memories_about(scope, what)
         if not found:
@@ -329,7 +327,9 @@ class MemoryPages(_OwnedView):
 class ForgetConfirmation(_OwnedView):
     """Yes / No for `/forget` (everything, when `ids` is None) and `/forget <what>` (those ids)."""
 
-    def __init__(self, companion: Companion, scope: Scope, asked: discord.Interaction, *, ids: list[str] | None) -> None:
+    def __init__(
+        self, companion: Companion, scope: Scope, asked: discord.Interaction, *, ids: list[str] | None
+    ) -> None:
         super().__init__(asked.user.id)
         self.companion = companion
         self.scope = scope

@@ -87,7 +87,12 @@ def memory_list(ctx: click.Context, persona_id: str, user_name: str, category: s
 @click.argument("query")
 @click.option("--limit", default=10, show_default=True, type=click.IntRange(1, 100))
 @click.option("--history", "with_history", is_flag=True, help="Search the past messages of the scope too.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON, with the relevance (fused) and similarity (meaning) of each hit.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON, with the relevance (fused) and similarity (meaning) of each hit.",
+)
 @click.pass_context
 def memory_search(
     ctx: click.Context, persona_id: str, user_name: str, query: str, limit: int, with_history: bool, as_json: bool
@@ -106,8 +111,12 @@ def memory_search(
                 for hit in hits
             ]
             found += [
-                {**jsonable(asdict(hit.message)), "category": "message", "relevance": round(hit.relevance, 4),
-                 "similarity": round(hit.similarity, 4)}
+                {
+                    **jsonable(asdict(hit.message)),
+                    "category": "message",
+                    "relevance": round(hit.relevance, 4),
+                    "similarity": round(hit.similarity, 4),
+                }
                 for hit in messages
             ]
             _echo_json(found)
@@ -118,7 +127,9 @@ def memory_search(
             click.echo(f"{hit.relevance:4.2f}  {_line(hit.record)}")
         for found in messages:
             message = found.message
-            click.echo(f"{found.relevance:4.2f}  [{message.sent_at:%Y-%m-%d %H:%M}] {message.speaker_name}: {message.content}")
+            click.echo(
+                f"{found.relevance:4.2f}  [{message.sent_at:%Y-%m-%d %H:%M}] {message.speaker_name}: {message.content}"
+            )
 
     _in_scope(ctx, persona_id, user_name, show)
 
@@ -200,7 +211,9 @@ def memory_forget(
             if not yes:
                 click.confirm(f"Forget every memory, message and history row of {scope}?", abort=True)
             report = await app.companion.forget_everything(scope)
-            click.echo(f"Forgot {report.memories} memories, {report.messages} messages, {report.journal_rows} journal rows.")
+            click.echo(
+                f"Forgot {report.memories} memories, {report.messages} messages, {report.journal_rows} journal rows."
+            )
             return
         found = {record.id for record in app.companion.knowledge.get(scope, memory_ids)}
         for missing in (memory_id for memory_id in memory_ids if memory_id not in found):
@@ -220,7 +233,9 @@ def _render(app: App, scope: Scope, records: list[MemoryRecord], as_json: bool) 
 
 @memory.command("export")
 @scope_options
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="File to write (default: stdout).")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="File to write (default: stdout)."
+)
 @click.option("--json", "as_json", is_flag=True, help="JSON with every field (default: MEMORY.md; also for *.json).")
 @click.pass_context
 def memory_export(ctx: click.Context, persona_id: str, user_name: str, output: Path | None, as_json: bool) -> None:
@@ -280,7 +295,9 @@ def memory_import(
             raise click.ClickException("with --replace every block must be readable: fix the blocks above first")
         stored = await asyncio.to_thread(app.companion.knowledge.list, scope, categories=FILE_CATEGORIES)
         now = app.companion.clock.now()
-        plan = plan_import(stored, parsed, scope, now=now, policy=app.policy_for(scope.persona_id), replace_all=replace_all)
+        plan = plan_import(
+            stored, parsed, scope, now=now, policy=app.policy_for(scope.persona_id), replace_all=replace_all
+        )
         summary = (
             f"{len(plan.updates)} updated, {len(plan.additions)} added, {len(plan.deletions)} deleted, "
             f"{plan.unchanged} unchanged"

@@ -134,9 +134,7 @@ class TelegramAdapter:
         application.add_handler(MessageHandler(new_messages & filters.COMMAND, self.unknown_command))
         application.add_handler(MessageHandler(new_messages & filters.TEXT, self.text))
         application.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE & filters.TEXT, self.edited))
-        application.add_handler(
-            MessageHandler(new_messages & ~filters.TEXT & ~filters.StatusUpdate.ALL, self.not_text)
-        )
+        application.add_handler(MessageHandler(new_messages & ~filters.TEXT & ~filters.StatusUpdate.ALL, self.not_text))
         application.add_error_handler(self._on_error)
 
     # --- helpers -------------------------------------------------------------

@@ -76,9 +76,7 @@ class LlamaCppClient:
             stream=stream,
         )
 
-    async def complete(
-        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None
-    ) -> str:
+    async def complete(self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None) -> str:
         def run() -> str:
             with self._lock:
                 answer = self._generate(messages, role, False, choice)

@@ -228,7 +228,6 @@ def restates(new: str, old: str) -> bool:
 # -- the monitor ---------------------------------------------------------------------------------
 
 
-
 @dataclass
 class _TurnState:
     """What the checks of one turn's ops need to know about the ops before them."""
@@ -359,8 +358,14 @@ class KnowledgeMonitor:
         for record in doomed:
             # the history says that something was forgotten, never what: that is the point of forgetting
             self._changes.record_change(
-                scope, record.id, action="delete", actor="user", old_content=None, new_content=None,
-                at=self._clock.now(), detail="forgotten at the user's request",
+                scope,
+                record.id,
+                action="delete",
+                actor="user",
+                old_content=None,
+                new_content=None,
+                at=self._clock.now(),
+                detail="forgotten at the user's request",
             )
             self._knowledge.delete(scope, [record.id])
             report.applied.append(Delete(record.id))
@@ -436,8 +441,13 @@ class KnowledgeMonitor:
         if _normalized(old.content) == _normalized(op.content):
             return "content unchanged"
         self._changes.record_change(
-            state.scope, old.id, action="update", actor="background_ai", old_content=old.content,
-            new_content=op.content, at=state.now,
+            state.scope,
+            old.id,
+            action="update",
+            actor="background_ai",
+            old_content=old.content,
+            new_content=op.content,
+            at=state.now,
         )
         updated = self._knowledge.update(state.scope, old.id, content=op.content, last_access=state.now)
         if updated is None:
@@ -460,8 +470,13 @@ class KnowledgeMonitor:
     def _delete(self, state: _TurnState, op: Delete) -> str | None:
         record = state.shown.pop(op.memory_id)
         self._changes.record_change(
-            state.scope, record.id, action="delete", actor="background_ai", old_content=record.content,
-            new_content=None, at=state.now,
+            state.scope,
+            record.id,
+            action="delete",
+            actor="background_ai",
+            old_content=record.content,
+            new_content=None,
+            at=state.now,
         )
         self._knowledge.delete(state.scope, [record.id])
         state.deleted.add(record.id)

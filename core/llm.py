@@ -88,9 +88,7 @@ class OpenAIClient:
             "max_tokens": settings.max_tokens,
         }
 
-    async def complete(
-        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None
-    ) -> str:
+    async def complete(self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None) -> str:
         request = self._request(messages, role, choice)
         try:
             response = await self._client.chat.completions.create(**request)

@@ -32,8 +32,13 @@ class MemoryEditor:
         """
         scope, now = edit.record.scope, self._clock.now()
         self._changes.record_change(
-            scope, edit.record.id, action="edit", actor=actor, old_content=edit.record.content,
-            new_content=edit.content if edit.content is not None else edit.record.content, at=now,
+            scope,
+            edit.record.id,
+            action="edit",
+            actor=actor,
+            old_content=edit.record.content,
+            new_content=edit.content if edit.content is not None else edit.record.content,
+            at=now,
             detail=detail or _describe(edit),
         )
         return self._knowledge.update(

@@ -105,7 +105,7 @@ def persona_prompt(persona: Persona, user_name: str | None = None, lore: Sequenc
     # A card's {{original}} stands for the default instructions; ours are always kept, at the end.
     system_prompt = _ORIGINAL_MACRO.sub("", fill(persona.system_prompt)).strip()
     lines = [system_prompt] if system_prompt else []
-    lines.append(f"You are {persona.name}, a companion character. You call the person you talk to \"{title}\".")
+    lines.append(f'You are {persona.name}, a companion character. You call the person you talk to "{title}".')
     lines += [entry.content for entry in lore if entry.position != "after_char"]
     for heading, text in (
         ("Who you are", persona.description),

@@ -22,17 +22,13 @@ FORGETTING_NOTHING = "Okay, I won't forget anything."
 
 def apology(error: LLMError) -> str:
     """What the user reads when the model could not answer; their message is already saved."""
-    return (
-        f"Sorry, I can't think straight right now: {error}. "
-        "Your message is saved, so just try again in a moment."
-    )
+    return f"Sorry, I can't think straight right now: {error}. Your message is saved, so just try again in a moment."
 
 
 def too_long(length: int, limit: int) -> str:
     """A message refused before it is stored: far longer than any chat message."""
     return (
-        f"That message is too long for me ({length:,} characters; the limit is {limit:,}). "
-        "Could you send it in parts?"
+        f"That message is too long for me ({length:,} characters; the limit is {limit:,}). Could you send it in parts?"
     )
 
 

@@ -99,14 +99,16 @@ class ResponseHandler:
         result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_stored)
         return result
 
-    async def _recall(
-        self, persona: Persona, scope: Scope, text: str
-    ) -> tuple[list[MemoryRecord], list[MemoryRecord]]:
+    async def _recall(self, persona: Persona, scope: Scope, text: str) -> tuple[list[MemoryRecord], list[MemoryRecord]]:
         """System and core memories (always shown) and the facts and episodes relevant to `text`."""
         try:
             core = await asyncio.to_thread(self._knowledge.list, scope, categories=["core"])
             hits = await asyncio.to_thread(
-                self._knowledge.search, scope, text[:MAX_QUERY_CHARS], limit=self._retrieval_limit, categories=["fact", "episode"]
+                self._knowledge.search,
+                scope,
+                text[:MAX_QUERY_CHARS],
+                limit=self._retrieval_limit,
+                categories=["fact", "episode"],
             )
         except Exception:  # a broken store must not cost the user their reply
             log.exception("memory retrieval failed for %s; replying without memories", scope)

@@ -48,9 +48,7 @@ class Scheduler:
     def add(self, name: str, trigger: BaseTrigger, job: Callable[[], Awaitable[object]]) -> None:
         """Register `job` under `name`; a second registration of the name replaces the first."""
         # A run that overlaps the previous one is skipped (max_instances=1); a late run is merged.
-        self._scheduler.add_job(
-            job, trigger, id=name, name=name, replace_existing=True, max_instances=1, coalesce=True
-        )
+        self._scheduler.add_job(job, trigger, id=name, name=name, replace_existing=True, max_instances=1, coalesce=True)
 
     def add_maintenance(
         self,

@@ -186,7 +186,9 @@ class StateChange:
 
     def as_update(self) -> dict[str, Any]:
         """The changed fields, as keyword arguments of `KnowledgeBase.update`."""
-        return {field.name: getattr(self, field.name) for field in fields(self) if getattr(self, field.name) is not None}
+        return {
+            field.name: getattr(self, field.name) for field in fields(self) if getattr(self, field.name) is not None
+        }
 
 
 def after_boost(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> StateChange:

@@ -102,7 +102,15 @@ class JobQueue:
             db.execute(
                 "INSERT INTO jobs (id, kind, persona_id, user_id, payload, not_before, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (job.id, kind, scope.persona_id, scope.user_id, json.dumps(payload, ensure_ascii=False), iso(at), iso(at)),
+                (
+                    job.id,
+                    kind,
+                    scope.persona_id,
+                    scope.user_id,
+                    json.dumps(payload, ensure_ascii=False),
+                    iso(at),
+                    iso(at),
+                ),
             )
         return job
 
@@ -132,7 +140,9 @@ class JobQueue:
 
     def give_up(self, job: Job, *, error: str, at: datetime) -> DeadLetter:
         """Move a job that is out of attempts to the dead letters, in one step."""
-        letter = DeadLetter(f"dl_{uuid.uuid4().hex[:12]}", job.kind, job.scope, {"job_id": job.id, **job.payload}, error, at)
+        letter = DeadLetter(
+            f"dl_{uuid.uuid4().hex[:12]}", job.kind, job.scope, {"job_id": job.id, **job.payload}, error, at
+        )
         with self._db.transaction() as db:
             _insert_dead_letter(db, letter)
             db.execute("UPDATE jobs SET state = 'dead', last_error = ? WHERE id = ?", (error, job.id))
@@ -156,6 +166,8 @@ class JobQueue:
             params = [scope.persona_id, scope.user_id]
         rows = self._db.query(sql + " ORDER BY seq", params)
         return [
-            DeadLetter(row[0], row[1], Scope(row[2], row[3]), json.loads(row[4]), row[5], datetime.fromisoformat(row[6]))
+            DeadLetter(
+                row[0], row[1], Scope(row[2], row[3]), json.loads(row[4]), row[5], datetime.fromisoformat(row[6])
+            )
             for row in rows
         ]

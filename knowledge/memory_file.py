@@ -181,7 +181,9 @@ def _parse_markdown(text: str) -> MemoryFile:
             meta[match["key"].strip().lower()] = match["value"]
         elif blocks:
             blocks[-1][2].append(line.removeprefix("\\"))
-    parsed = MemoryFile(scope=_scope_of(meta.get("persona"), meta.get("user")), exported_at=_moment(meta.get("exported")))
+    parsed = MemoryFile(
+        scope=_scope_of(meta.get("persona"), meta.get("user")), exported_at=_moment(meta.get("exported"))
+    )
     for number, header, content in blocks:
         if not header:
             continue
@@ -198,7 +200,9 @@ def _markdown_entry(header: str, content: str) -> MemoryEntry:
         raise ValueError("the header must look like '### [id] category | importance | last access | hits'")
     fields = [part.strip() for part in match["fields"].split("|")]
     if len(fields) != 4:
-        raise ValueError(f"the header has {len(fields)} fields after the id; expected 4 (category | importance | last access | hits)")
+        raise ValueError(
+            f"the header has {len(fields)} fields after the id; expected 4 (category | importance | last access | hits)"
+        )
     category, importance, last_access, hits = fields
     if not content:
         raise ValueError("the memory has no text")
@@ -345,4 +349,3 @@ def _new_record(entry: MemoryEntry, scope: Scope, now: datetime) -> MemoryRecord
         source="user",
         hits=entry.hits,
     )
-

@@ -37,9 +37,7 @@ CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages (persona_id, con
 CREATE INDEX IF NOT EXISTS messages_by_scope ON messages (persona_id, user_id);
 """
 # Databases created before `source_id` existed get the column; the index needs it, so it comes after.
-_MIGRATIONS = (
-    ("source_id", "ALTER TABLE messages ADD COLUMN source_id TEXT"),
-)
+_MIGRATIONS = (("source_id", "ALTER TABLE messages ADD COLUMN source_id TEXT"),)
 _SOURCE_INDEX = "CREATE INDEX IF NOT EXISTS messages_by_source ON messages (source_id)"
 
 
@@ -86,9 +84,7 @@ class MessageLog:
 
     def messages_after(self, seq: int, limit: int) -> list[tuple[int, StoredMessage]]:
         """Up to `limit` messages of any scope stored after position `seq`, with their positions, oldest first."""
-        rows = self.db.query(
-            f"SELECT seq, {_COLUMNS} FROM messages WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
-        )
+        rows = self.db.query(f"SELECT seq, {_COLUMNS} FROM messages WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit))
         return [(row[0], _message(row[1:])) for row in rows]
 
     def existing(self, ids: Iterable[str]) -> set[str]:

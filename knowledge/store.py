@@ -336,7 +336,9 @@ class ChromaKnowledgeBase:
             self._collection.update(ids=[record.id], metadatas=[metadata])
         else:
             vector = self._embedder.embed_passages([record.content])
-            self._collection.update(ids=[record.id], documents=[record.content], metadatas=[metadata], embeddings=vector)
+            self._collection.update(
+                ids=[record.id], documents=[record.content], metadatas=[metadata], embeddings=vector
+            )
         if snapshot := self._written(scope):
             snapshot.put(record, None if vector is None else vector[0])
         return self._current([record])[0]

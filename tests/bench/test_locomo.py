@@ -24,8 +24,12 @@ TOY = [
             ],
             "session_2_date_time": "9:00 am on 1 June, 2023",
             "session_2": [
-                {"speaker": "Ann", "dia_id": "D2:1", "text": "Luna ran on the beach today",
-                 "blip_caption": "a dog running on sand"},
+                {
+                    "speaker": "Ann",
+                    "dia_id": "D2:1",
+                    "text": "Luna ran on the beach today",
+                    "blip_caption": "a dog running on sand",
+                },
                 {"speaker": "Ben", "dia_id": "D2:2", "text": "My cello teacher is strict"},
             ],
             "session_3_date_time": "10:00 am on 2 June, 2023",  # a date without turns
@@ -33,8 +37,12 @@ TOY = [
         },
         "qa": [
             {"question": "Which pet did Ann adopt last week?", "answer": "Luna", "evidence": ["D1:1"], "category": 4},
-            {"question": "Which instrument does Ben play?", "answer": "cello", "evidence": ["D1:2; D2:2"],
-             "category": 1},
+            {
+                "question": "Which instrument does Ben play?",
+                "answer": "cello",
+                "evidence": ["D1:2; D2:2"],
+                "category": 1,
+            },
             {"question": "Where did the dog run?", "answer": "beach", "evidence": ["D:2:1", "D9:9"], "category": 2},
             {"question": "Is Ben a pilot?", "adversarial_answer": "no", "evidence": [], "category": 5},
         ],
@@ -46,7 +54,11 @@ def test_metrics_of_one_question() -> None:
     evidence = frozenset({"D1:1", "D1:7"})
     ranked = ["D1:3", "D1:7", *[f"D2:{i}" for i in range(10)], "D1:1"]
     assert question_metrics(ranked, evidence) == {
-        "recall@5": 0.5, "recall@10": 0.5, "mrr": 0.5, "hit@10": 1.0, "all@10": 0.0,
+        "recall@5": 0.5,
+        "recall@10": 0.5,
+        "mrr": 0.5,
+        "hit@10": 1.0,
+        "all@10": 0.0,
     }
     assert question_metrics(["D1:1", "D1:7"], evidence)["all@10"] == 1.0
     assert question_metrics(["D3:1"], evidence)["mrr"] == 0.0

@@ -163,7 +163,9 @@ def test_the_console_script_reads_a_pipe_until_its_end(fake_openai: FakeOpenAISe
     assert done.stdout.splitlines() == ["one", "two"]
     # it exited only after the monitor had looked at both turns
     monitor_prompts = [str(request.messages) for request in fake_openai.requests_for("monitor-model")]
-    assert any("first" in prompt for prompt in monitor_prompts) and any("second" in prompt for prompt in monitor_prompts)
+    assert any("first" in prompt for prompt in monitor_prompts) and any(
+        "second" in prompt for prompt in monitor_prompts
+    )
     assert Journal(isolated / "data" / "companion.sqlite3").jobs.pending_jobs() == []
 
 
@@ -195,7 +197,9 @@ def test_maintenance_runs_the_decay_pass_once(runner: CliRunner) -> None:
     app = build_app(load_settings())
     alice, long_ago = Scope("xiaoxiang", "cli:alice"), datetime.now(UTC) - timedelta(days=15)
     app.companion.knowledge.add(alice, "Alice likes tea", category="fact", source="user")
-    old_episode = MemoryRecord("mem_old", alice, "[long ago] talked about tea", "episode", 1.0, long_ago, long_ago, "user")
+    old_episode = MemoryRecord(
+        "mem_old", alice, "[long ago] talked about tea", "episode", 1.0, long_ago, long_ago, "user"
+    )
     app.companion.knowledge.add_records([old_episode])
     app.working_memory.close()
     app.journal.close()
@@ -222,7 +226,9 @@ def test_the_readme_documents_every_setting() -> None:
 
 def test_inspection_leaves_pending_background_work_alone(runner: CliRunner, fake_openai: FakeOpenAIServer) -> None:
     app = build_app(load_settings())
-    job = app.journal.jobs.enqueue("monitor", Scope("xiaoxiang", "cli:alice"), {"turn": {}}, at=app.companion.clock.now())
+    job = app.journal.jobs.enqueue(
+        "monitor", Scope("xiaoxiang", "cli:alice"), {"turn": {}}, at=app.companion.clock.now()
+    )
     app.working_memory.close()
     app.journal.close()
     result = runner.invoke(cli, ["memory", "list", "--persona", "xiaoxiang", "--user", "alice"])

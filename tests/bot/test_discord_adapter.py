@@ -157,8 +157,9 @@ async def test_attachments_alone_get_a_clear_answer_without_an_llm_call(
     assert fake_openai.requests_for("chat-model") == []
 
 
-async def test_allow_lists_keep_strangers_out(app: App, discord_bot: commands.Bot, http: HttpLog, cog: CompanionCog,
-                                              fake_openai: FakeOpenAIServer) -> None:
+async def test_allow_lists_keep_strangers_out(
+    app: App, discord_bot: commands.Bot, http: HttpLog, cog: CompanionCog, fake_openai: FakeOpenAIServer
+) -> None:
     cog.router.rules = PlaceRules(allowed_users=[member(1).id])  # only Bob
     alice = member(0)
     await dpytest.message("hello?", channel=await alice.create_dm(), member=alice)
@@ -179,9 +180,7 @@ async def test_edits_and_deletes_change_what_the_conversation_remembers(
 ) -> None:
     fake_openai.script("chat-model", "Okay!", "Sure.")
     await dpytest.message(f"{mention(discord_bot)} meet at 5?", member=member(0))
-    alice_message = next(
-        message for message in discord_bot.cached_messages if message.content.endswith("meet at 5?")
-    )
+    alice_message = next(message for message in discord_bot.cached_messages if message.content.endswith("meet at 5?"))
     await edit(alice_message, f"{mention(discord_bot)} meet at 6?")
     conversation = f"discord:channel:{channel().id}"
     assert [row.content for row in app.working_memory.window("xiaoxiang", conversation)] == ["meet at 6?", "Okay!"]
@@ -192,9 +191,7 @@ async def test_edits_and_deletes_change_what_the_conversation_remembers(
     assert "my pin is 1234" not in [row.content for row in app.working_memory.window("xiaoxiang", conversation)]
 
 
-async def test_memory_is_ephemeral_paged_and_only_the_callers(
-    cog: CompanionCog, kb: Any
-) -> None:
+async def test_memory_is_ephemeral_paged_and_only_the_callers(cog: CompanionCog, kb: Any) -> None:
     alice, bob = member(0), member(1)
     for index in range(40):
         kb.add(scope_of(alice), f"Alice fact number {index}: " + "detail " * 10, category="fact", source="user")

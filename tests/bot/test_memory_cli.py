@@ -67,7 +67,12 @@ def test_export_edit_import_round_trips(runner: CliRunner, memories: dict[str, M
     assert "block skipped: importance 'high' is not a number" in result.stderr
     assert "2 updated, 1 added, 0 deleted, 0 unchanged" in result.stdout
     after = contents(ALICE)
-    assert set(after) == {"Alice loves udon", "Alice's birthday is 3 May", "Alice drinks green tea", "Alice adopted a cat called Mochi"}
+    assert set(after) == {
+        "Alice loves udon",
+        "Alice's birthday is 3 May",
+        "Alice drinks green tea",
+        "Alice adopted a cat called Mochi",
+    }
     assert after["Alice loves udon"].id == ramen and after["Alice drinks green tea"].importance == 2.0
     assert after["Alice adopted a cat called Mochi"].importance == 1.2
     assert "Alice loves ramen" in (tmp_path / "MEMORY.md.bak").read_text(encoding="utf-8")  # as it was before
@@ -102,7 +107,9 @@ def test_replace_deletes_what_the_file_leaves_out_but_never_past_a_broken_block(
     assert set(contents(BOB)) == {"Bob's secret: he fears spiders"}
 
 
-def test_json_export_restores_a_scope_exactly(runner: CliRunner, memories: dict[str, MemoryRecord], tmp_path: Path) -> None:
+def test_json_export_restores_a_scope_exactly(
+    runner: CliRunner, memories: dict[str, MemoryRecord], tmp_path: Path
+) -> None:
     path = tmp_path / "alice.json"
     memory(runner, "export", "-o", str(path))
     assert json.loads(path.read_text(encoding="utf-8"))["user_id"] == "cli:alice"
@@ -113,15 +120,21 @@ def test_json_export_restores_a_scope_exactly(runner: CliRunner, memories: dict[
     after = contents(ALICE)
     for content, record in before.items():
         assert (after[content].importance, after[content].last_access, after[content].category) == (
-            record.importance, record.last_access, record.category
+            record.importance,
+            record.last_access,
+            record.category,
         )
 
 
-def test_a_file_of_another_scope_is_refused_unless_asked(runner: CliRunner, memories: dict[str, MemoryRecord], tmp_path: Path) -> None:
+def test_a_file_of_another_scope_is_refused_unless_asked(
+    runner: CliRunner, memories: dict[str, MemoryRecord], tmp_path: Path
+) -> None:
     path = tmp_path / "bob.md"
     memory(runner, "export", "-o", str(path), user="bob")
     refused = memory(runner, "import", str(path))
-    assert refused.exit_code == 1 and "holds the memories of xiaoxiang/cli:bob, not xiaoxiang/cli:alice" in refused.output
+    assert (
+        refused.exit_code == 1 and "holds the memories of xiaoxiang/cli:bob, not xiaoxiang/cli:alice" in refused.output
+    )
     assert "Bob's secret: he fears spiders" not in contents(ALICE)
     copied = memory(runner, "import", str(path), "--from-other-scope")
     assert "1 added" in copied.stdout
@@ -136,7 +149,9 @@ def test_export_keeps_the_previous_file(runner: CliRunner, memories: dict[str, M
     assert (tmp_path / "MEMORY.md.bak").read_text(encoding="utf-8") == "my notes"
 
 
-def test_no_subcommand_reaches_another_users_memory(runner: CliRunner, memories: dict[str, MemoryRecord], tmp_path: Path) -> None:
+def test_no_subcommand_reaches_another_users_memory(
+    runner: CliRunner, memories: dict[str, MemoryRecord], tmp_path: Path
+) -> None:
     bobs = memories["bob"].id
     listed = memory(runner, "list", "--json")
     assert bobs not in listed.output and "spiders" not in listed.output
@@ -184,7 +199,11 @@ def test_stats_count_categories_importance_dead_letters_and_tokens(
     assert runner.invoke(cli, ["chat", "--user", "alice"], input="hello\n").exit_code == 0
     stats = json.loads(memory(runner, "stats", "--json").output)
     assert stats["by_category"] == {"fact": 2, "core": 1}
-    assert {(row["from"], row["count"]) for row in stats["importance"] if row["count"]} == {(0.0, 1), (1.0, 1), (3.0, 1)}
+    assert {(row["from"], row["count"]) for row in stats["importance"] if row["count"]} == {
+        (0.0, 1),
+        (1.0, 1),
+        (3.0, 1),
+    }
     assert stats["dead_letters"] == 0
     usage = {row["role"]: row for row in stats["token_usage_all_scopes"]}
     assert usage["chat"]["model"] == "chat-model" and usage["chat"]["calls"] == 1
@@ -199,8 +218,13 @@ def test_search_with_history_finds_past_messages_of_the_scope_only(runner: CliRu
     when = app.companion.clock.now()
     for scope, text in ((ALICE, "I adopted a greyhound called Biscuit"), (BOB, "my greyhound hates the rain")):
         app.working_memory.append(
-            scope.persona_id, f"dm:{scope.user_id}", role="user", user_id=scope.user_id,
-            speaker_name=scope.user_id, content=text, sent_at=when,
+            scope.persona_id,
+            f"dm:{scope.user_id}",
+            role="user",
+            user_id=scope.user_id,
+            speaker_name=scope.user_id,
+            content=text,
+            sent_at=when,
         )
     app.working_memory.close()
     app.journal.close()

@@ -63,11 +63,15 @@ def test_a_bad_card_is_refused_with_its_reason(runner: CliRunner, persona_dir: P
 
 def test_validate_names_the_file_and_field_of_each_problem(runner: CliRunner, persona_dir: Path) -> None:
     assert runner.invoke(cli, ["persona", "validate"]).output == "ok      xiaoxiang.yaml\n"
-    (persona_dir / "mia.yaml").write_text("id: mia\nname: Mia\npersonality: kind\ngreetings: [hi]\nmemory_rules: {fact_factor: 2}\n")
+    (persona_dir / "mia.yaml").write_text(
+        "id: mia\nname: Mia\npersonality: kind\ngreetings: [hi]\nmemory_rules: {fact_factor: 2}\n"
+    )
     (persona_dir / "zed.yaml").write_text("id: zed\nname: Zed\ngreetings: [hi]\n")
     result = runner.invoke(cli, ["persona", "validate"])
     assert result.exit_code == 1
     assert "BROKEN  mia.yaml: memory_rules: fact_factor must be above 0 and at most 1" in result.output
-    assert "BROKEN  zed.yaml: personality: missing" in result.output and "2 of 3 persona files are broken" in result.output
+    assert (
+        "BROKEN  zed.yaml: personality: missing" in result.output and "2 of 3 persona files are broken" in result.output
+    )
     listed = runner.invoke(cli, ["persona", "list"]).output
     assert "zed                  BROKEN: zed.yaml: personality: missing" in listed

@@ -150,7 +150,11 @@ async def test_group_messages_need_a_mention_or_a_reply(
     fake_openai.script("chat-model", "Yes, Alice?", "Still here, Bob.")
     await feed(telegram, message(f"@{BOT_USERNAME} are you there?", user=ALICE, chat=GROUP))
     bot_message = {
-        "message_id": 999, "date": int(time.time()), "chat": GROUP, "from": fake_telegram.bot_user, "text": "Yes?"
+        "message_id": 999,
+        "date": int(time.time()),
+        "chat": GROUP,
+        "from": fake_telegram.bot_user,
+        "text": "Yes?",
     }
     await feed(telegram, message("and me?", user=BOB, chat=GROUP, reply_to_message=bot_message))
     assert fake_telegram.sent_texts(GROUP["id"]) == ["Yes, Alice?", "Still here, Bob."]
@@ -188,7 +192,11 @@ async def test_in_a_shared_group_each_user_sees_and_forgets_only_their_own_memor
     buttons = [b["callback_data"] for row in ask["reply_markup"]["inline_keyboard"] for b in row]
     assert buttons == [f"forget:yes:{ALICE['id']}", f"forget:no:{ALICE['id']}"]
     asked = {
-        "message_id": 555, "date": int(time.time()), "chat": GROUP, "from": fake_telegram.bot_user, "text": ask["text"]
+        "message_id": 555,
+        "date": int(time.time()),
+        "chat": GROUP,
+        "from": fake_telegram.bot_user,
+        "text": ask["text"],
     }
 
     await feed(telegram, button(buttons[0], user=BOB, sent=asked))  # Bob presses Alice's button
@@ -209,8 +217,13 @@ async def test_in_a_shared_group_each_user_sees_and_forgets_only_their_own_memor
 async def test_forget_no_keeps_everything(telegram: Application, kb: Any, fake_telegram: FakeBotAPI) -> None:
     kb.add(ALICE_SCOPE, "Alice loves ramen", category="fact", source="user")
     await feed(telegram, message("/forget", user=ALICE, chat=private(ALICE)))
-    asked = {"message_id": 5, "date": int(time.time()), "chat": private(ALICE), "from": fake_telegram.bot_user,
-             "text": "?"}
+    asked = {
+        "message_id": 5,
+        "date": int(time.time()),
+        "chat": private(ALICE),
+        "from": fake_telegram.bot_user,
+        "text": "?",
+    }
     await feed(telegram, button(f"forget:no:{ALICE['id']}", user=ALICE, sent=asked))
     assert fake_telegram.calls_to("editMessageText")[-1].params["text"] == "Okay, I won't forget anything."
     assert len(kb.list(ALICE_SCOPE)) == 1
@@ -230,8 +243,13 @@ async def test_a_sticker_in_private_gets_a_clear_answer_and_is_ignored_in_groups
     telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
 ) -> None:
     sticker = {
-        "file_id": "s1", "file_unique_id": "u1", "type": "regular", "width": 512, "height": 512,
-        "is_animated": False, "is_video": False,
+        "file_id": "s1",
+        "file_unique_id": "u1",
+        "type": "regular",
+        "width": 512,
+        "height": 512,
+        "is_animated": False,
+        "is_video": False,
     }
     await feed(telegram, message(None, user=ALICE, chat=GROUP, sticker=sticker))
     assert fake_telegram.calls_to("sendMessage") == []
@@ -339,7 +357,10 @@ def test_companion_run_serves_telegram_and_stops_cleanly_on_sigterm(
     }
     bot = subprocess.Popen(
         [sys.executable, "-c", "from bot.cli import main; main()", "run"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         fake_telegram.wait_for("sendMessage", timeout=60)
@@ -389,7 +410,9 @@ async def test_operator_rules_choose_the_persona_and_answer_every_message_in_a_c
     await feed(ruled, message("no mention at all", user=ALICE, chat=GROUP))
     await feed(ruled, message("hi", user=ALICE, chat=private(ALICE)))
     assert fake_telegram.sent_texts(GROUP["id"]) == ["Hoot, Alice."]
-    group_prompt, private_prompt = (request.messages[0]["content"] for request in fake_openai.requests_for("chat-model"))
+    group_prompt, private_prompt = (
+        request.messages[0]["content"] for request in fake_openai.requests_for("chat-model")
+    )
     assert "Professor Owl" in group_prompt and "小祥" in private_prompt
     assert app.working_memory.window("tutor", f"telegram:chat:{GROUP['id']}")[0].speaker_name == "Alice Smith"
 

@@ -178,7 +178,12 @@ async def test_forget_typed_in_chat_also_forgets_the_messages_that_mention_it(
     await (await companion.handle(make_message("I adopted a kitten"))).text()
     await (await companion.handle(make_message("please forget my ex Tom"))).text()
     await companion.tasks.drain()
-    assert [message.content for message in companion.history.messages(alice)] == ["ok", "I adopted a kitten", "ok", "ok"]
+    assert [message.content for message in companion.history.messages(alice)] == [
+        "ok",
+        "I adopted a kitten",
+        "ok",
+        "ok",
+    ]
     assert all(hit.relevance <= 0.5 for hit in companion.history.search(alice, "Tom", limit=10))
 
 
@@ -206,8 +211,13 @@ async def test_a_past_message_an_episode_was_made_from_is_not_quoted_again(
     await (await companion.handle(make_message("my gym locker code is 4321", conversation_id="telegram:chat:1"))).text()
     await companion.tasks.drain()
     sources = [message.id for message in companion.history.messages(alice)]
-    kb.add(alice, "[2026-01-03 18:00] 主人说了健身房储物柜密码", category="episode", source="background_ai",
-           message_ids=sources)
+    kb.add(
+        alice,
+        "[2026-01-03 18:00] 主人说了健身房储物柜密码",
+        category="episode",
+        source="background_ai",
+        message_ids=sources,
+    )
 
     await (await companion.handle(make_message("what was my gym locker code?"))).text()
     system = fake_openai.requests_for("chat-model")[-1].messages[0]["content"]

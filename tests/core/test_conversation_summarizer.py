@@ -102,7 +102,9 @@ async def test_a_group_conversation_gives_each_user_their_own_episode(
     say(working_memory, clock, GROUP, alice, "Alice", "I start on Monday", "Good luck on Monday!")
     working_memory.close_window(persona.id, GROUP)
     fake_openai.script(
-        SUMMARIZER, "Alice got a bakery job starting Monday.", "Bob shared a password; 小祥 told him to keep it private."
+        SUMMARIZER,
+        "Alice got a bakery job starting Monday.",
+        "Bob shared a password; 小祥 told him to keep it private.",
     )
 
     episodes = await summarizer.summarize(persona, GROUP)

@@ -33,8 +33,7 @@ def make_turn(
     user_text: str,
     reply_text: str = "嗯嗯，小祥记住啦～",
     *,
-    shown: tuple[str,
-    ...] = (),
+    shown: tuple[str, ...] = (),
     speaker: str = "Alice",
     group: bool = False,
 ) -> Turn:
@@ -69,7 +68,10 @@ def contents(kb: ChromaKnowledgeBase, scope: Scope) -> set[str]:
             "[add] likes tea\n[boost:mem_1]\n[update:mem_2] lives in Shanghai",
             [Add("likes tea"), Boost("mem_1"), Update("mem_2", "lives in Shanghai")],
         ),
-        ("【ADD】主人喜欢猫\n【BOOST：mem_1】\n【UPDATE：mem_2】主人住在上海", [Add("主人喜欢猫"), Boost("mem_1"), Update("mem_2", "主人住在上海")]),
+        (
+            "【ADD】主人喜欢猫\n【BOOST：mem_1】\n【UPDATE：mem_2】主人住在上海",
+            [Add("主人喜欢猫"), Boost("mem_1"), Update("mem_2", "主人住在上海")],
+        ),
         ("```\n[BOOST:mem_1]\n```", [Boost("mem_1")]),
         ("```text\n[ADD] x\n```", [Add("x")]),
         ("[BOOST:mem_1] [BOOST:mem_2]", [Boost("mem_1"), Boost("mem_2")]),
@@ -394,7 +396,9 @@ async def test_a_fact_kept_by_a_promote_review_is_reviewed_again_only_after_fadi
     alice: Scope,
     clock: FakeClock,
 ) -> None:
-    memory = kb.add(alice, "主人在医院当护士", category="fact", source="user", importance=2.6)  # a promote review said KEEP
+    memory = kb.add(
+        alice, "主人在医院当护士", category="fact", source="user", importance=2.6
+    )  # a promote review said KEEP
     fake_openai.script(MONITOR, f"[BOOST:{memory.id}]", f"[BOOST:{memory.id}]")
 
     first = await monitor.review_turn(persona, alice, make_turn("今天又值夜班", shown=(memory.id,)))
@@ -406,8 +410,13 @@ async def test_a_fact_kept_by_a_promote_review_is_reviewed_again_only_after_fadi
 
 
 async def test_a_personas_memory_rules_apply(
-    app: App, journal: Journal, clock: FakeClock, persona: Persona, kb: ChromaKnowledgeBase,
-    fake_openai: FakeOpenAIServer, alice: Scope,
+    app: App,
+    journal: Journal,
+    clock: FakeClock,
+    persona: Persona,
+    kb: ChromaKnowledgeBase,
+    fake_openai: FakeOpenAIServer,
+    alice: Scope,
 ) -> None:
     memory = kb.add(alice, "主人喜欢拉面", category="fact", source="user")
     fake_openai.script(MONITOR, f"[BOOST:{memory.id}]")
@@ -601,7 +610,9 @@ async def test_a_change_over_time_keeps_both_memories(
     nervous = kb.add(alice, "主人很紧张（面试前）", category="fact", source="background_ai")
     clock.advance(days=10)
     fake_openai.script(MONITOR, "[ADD] 主人现在很放松（面试结束后）")
-    report = await monitor.review_turn(persona, alice, make_turn("面试结束啦，现在超放松", "太好啦～", shown=(nervous.id,)))
+    report = await monitor.review_turn(
+        persona, alice, make_turn("面试结束啦，现在超放松", "太好啦～", shown=(nervous.id,))
+    )
 
     assert report.applied == [Add("主人现在很放松（面试结束后）")]
     assert contents(kb, alice) == {"主人很紧张（面试前）", "主人现在很放松（面试结束后）"}

@@ -28,7 +28,14 @@ async def test_an_edit_logs_old_and_new_text_before_it_changes_the_memory(
     assert edited is not None and (edited.content, edited.category) == ("Alice lives in Shanghai", "core")
     assert edited.last_access == record.last_access  # only a new importance counts as use
     assert changes(journal, alice) == [
-        (record.id, "edit", "operator", "Alice lives in Beijing", "Alice lives in Shanghai", "text, category fact -> core")
+        (
+            record.id,
+            "edit",
+            "operator",
+            "Alice lives in Beijing",
+            "Alice lives in Shanghai",
+            "text, category fact -> core",
+        )
     ]
 
 
@@ -70,13 +77,24 @@ async def test_an_import_applies_its_updates_additions_and_deletions_with_the_fi
     kept = kb.add(alice, "Alice likes tea", category="fact", source="user")
     dropped = kb.add(alice, "Alice once tried Vue", category="fact", source="user")
     added = MemoryRecord(
-        id="mem_imported", scope=alice, content="Alice's birthday is 3 May", category="core", importance=3.0,
-        created_at=clock.now(), last_access=clock.now(), source="user",
+        id="mem_imported",
+        scope=alice,
+        content="Alice's birthday is 3 May",
+        category="core",
+        importance=3.0,
+        created_at=clock.now(),
+        last_access=clock.now(),
+        source="user",
     )
-    plan = ImportPlan(updates=[MemoryEdit(kept, content="Alice likes oolong tea")], additions=[added], deletions=[dropped])
+    plan = ImportPlan(
+        updates=[MemoryEdit(kept, content="Alice likes oolong tea")], additions=[added], deletions=[dropped]
+    )
     companion.editor.apply_import(alice, plan, source="MEMORY.md")
 
-    assert sorted(record.content for record in kb.list(alice)) == ["Alice likes oolong tea", "Alice's birthday is 3 May"]
+    assert sorted(record.content for record in kb.list(alice)) == [
+        "Alice likes oolong tea",
+        "Alice's birthday is 3 May",
+    ]
     assert changes(journal, alice) == [
         (kept.id, "edit", "operator", "Alice likes tea", "Alice likes oolong tea", "imported from MEMORY.md: text"),
         ("mem_imported", "add", "operator", None, "Alice's birthday is 3 May", "imported from MEMORY.md"),

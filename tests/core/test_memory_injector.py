@@ -21,15 +21,27 @@ PERSONA_TOKENS = count_tokens(persona_prompt(PERSONA))
 
 def memory(content: str, category: str = "fact", index: int = 0) -> MemoryRecord:
     return MemoryRecord(
-        id=f"mem_{index:04d}", scope=SCOPE, content=content, category=category,  # type: ignore[arg-type]
-        importance=1.0, created_at=AT, last_access=AT, source="user",
+        id=f"mem_{index:04d}",
+        scope=SCOPE,
+        content=content,
+        category=category,  # type: ignore[arg-type]
+        importance=1.0,
+        created_at=AT,
+        last_access=AT,
+        source="user",
     )
 
 
 def message(content: str, index: int, role: str = "user", speaker: str = "Alice") -> StoredMessage:
     return StoredMessage(
-        id=f"msg_{index:04d}", persona_id="xiaoxiang", conversation_id="c1", user_id=SCOPE.user_id,
-        role=role, speaker_name=speaker, content=content, sent_at=AT,  # type: ignore[arg-type]
+        id=f"msg_{index:04d}",
+        persona_id="xiaoxiang",
+        conversation_id="c1",
+        user_id=SCOPE.user_id,
+        role=role,
+        speaker_name=speaker,
+        content=content,
+        sent_at=AT,  # type: ignore[arg-type]
     )
 
 
@@ -125,9 +137,7 @@ def test_lore_takes_at_most_a_share_of_a_small_budget() -> None:
         {"keys": [], "constant": True, "content": words, "priority": 1},
         {"keys": [], "constant": True, "content": "small lore", "priority": 2},
     ]
-    persona = Persona.model_validate(
-        {**PERSONA.model_dump(), "lorebook": {"token_budget": 10_000, "entries": entries}}
-    )
+    persona = Persona.model_validate({**PERSONA.model_dump(), "lorebook": {"token_budget": 10_000, "entries": entries}})
     roomy = MemoryInjector(Budget(context_window=8192, reply_tokens=512))
     assert words.strip() in roomy.build(persona, window=[message("hi", 1)], always=[], retrieved=[]).messages[0].content
     tight = MemoryInjector(Budget(context_window=1500, reply_tokens=200))

@@ -36,7 +36,12 @@ def pending(app: App) -> list[tuple[str, Scope, dict[str, object]]]:
 
 def say(app: App, scope: Scope, text: str, conversation_id: str = "dm:cli:alice") -> None:
     app.working_memory.append(
-        scope.persona_id, conversation_id, role="user", user_id=scope.user_id, speaker_name="Alice", content=text,
+        scope.persona_id,
+        conversation_id,
+        role="user",
+        user_id=scope.user_id,
+        speaker_name="Alice",
+        content=text,
         sent_at=app.companion.clock.now(),
     )
 
@@ -71,9 +76,7 @@ async def test_the_decay_pass_queues_a_decay_review_for_each_memory_that_asks_fo
     assert report.reviews == [(alice, fading.id)]
     [request] = fake_openai.requests_for("reviewer-model")
     assert "Alice once tried Vue" in request.messages[1]["content"]
-    assert [(change.memory_id, change.action) for change in app.journal.changes.changes(alice)] == [
-        (fading.id, "keep")
-    ]
+    assert [(change.memory_id, change.action) for change in app.journal.changes.changes(alice)] == [(fading.id, "keep")]
 
 
 async def test_the_idle_pass_closes_quiet_conversations_and_queues_their_summary(

@@ -117,7 +117,9 @@ async def test_a_correction_replaces_the_old_fact_and_keeps_it_only_in_history(
     hits = kb.search(alice, "where do I live")
     assert hits[0].record.content == "The user lives in Shanghai"
     assert not [hit for hit in hits if "Beijing" in hit.record.content]
-    history = [(h.memory_id, h.action, h.actor, h.old_content, h.new_content) for h in companion.journal.changes.changes(alice)]
+    history = [
+        (h.memory_id, h.action, h.actor, h.old_content, h.new_content) for h in companion.journal.changes.changes(alice)
+    ]
     assert history == [
         (beijing.id, "update", "background_ai", "The user lives in Beijing", "The user lives in Shanghai")
     ]
@@ -364,7 +366,9 @@ async def test_the_oldest_messages_become_an_episode_that_expires_after_two_week
     )
     await days.next_day()
     assert kb.get(alice, [episode.id]) == []  # day 14: gone
-    [(action, actor, detail)] = [(h.action, h.actor, h.detail) for h in companion.journal.changes.changes(alice, episode.id)]
+    [(action, actor, detail)] = [
+        (h.action, h.actor, h.detail) for h in companion.journal.changes.changes(alice, episode.id)
+    ]
     assert (action, actor) == ("delete", "decay") and "14 days" in detail
     await no_trouble(companion, alice)
 
@@ -612,7 +616,8 @@ async def test_background_jobs_of_interleaved_users_never_see_each_others_memori
     for request in fake_openai.requests_for(MONITOR):
         said, shown = turn_user_text(request), set(memories_in(request))
         owner, others, other_name = (
-            ("Bob", alice_ids, "Alice") if "Bob here" in said or "miso" in said or "Rex" in said
+            ("Bob", alice_ids, "Alice")
+            if "Bob here" in said or "miso" in said or "Rex" in said
             else ("Alice", bob_ids, "Bob")
         )
         seen[owner] += 1

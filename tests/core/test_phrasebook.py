@@ -13,13 +13,21 @@ AT = datetime(2026, 1, 3, 18, 0, tzinfo=UTC)
 
 def memory(content: str, category: str, importance: float) -> MemoryRecord:
     return MemoryRecord(
-        id="mem_1", scope=Scope("xiaoxiang", "cli:alice"), content=content, category=category,  # type: ignore[arg-type]
-        importance=importance, created_at=AT, last_access=AT, source="user",
+        id="mem_1",
+        scope=Scope("xiaoxiang", "cli:alice"),
+        content=content,
+        category=category,  # type: ignore[arg-type]
+        importance=importance,
+        created_at=AT,
+        last_access=AT,
+        source="user",
     )
 
 
 def test_the_memory_listing_keeps_the_order_it_is_given_and_shows_category_and_importance() -> None:
-    listing = phrasebook.memory_listing([memory("Alice's birthday is 3 May", "core", 3.0), memory("likes ramen", "fact", 0.8)])
+    listing = phrasebook.memory_listing(
+        [memory("Alice's birthday is 3 May", "core", 3.0), memory("likes ramen", "fact", 0.8)]
+    )
     assert listing == (
         "What I remember about you:\n"
         "[core] Alice's birthday is 3 May  (importance 3.00)\n"

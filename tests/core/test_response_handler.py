@@ -49,8 +49,12 @@ async def test_memories_the_budget_left_out_are_not_handed_over_as_shown(
 ) -> None:
     persona = app.companion.persona()
     facts = [
-        kb.add(alice, f"Alice's ramen note {index}: " + "tonkotsu broth, thin noodles, extra egg. " * 12,
-               category="fact", source="user")
+        kb.add(
+            alice,
+            f"Alice's ramen note {index}: " + "tonkotsu broth, thin noodles, extra egg. " * 12,
+            category="fact",
+            source="user",
+        )
         for index in range(6)
     ]
     room = count_tokens(persona_prompt(persona, "Alice")) + 600  # the persona, the message and about two facts

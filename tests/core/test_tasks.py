@@ -126,7 +126,9 @@ async def test_closing_leaves_unfinished_work_pending(journal: Journal, clock: F
     assert [pending.id for pending in journal.jobs.pending_jobs()] == [job.id]
 
 
-async def test_discard_drops_queued_jobs_of_one_scope(journal: Journal, clock: FakeClock, alice: Scope, bob: Scope) -> None:
+async def test_discard_drops_queued_jobs_of_one_scope(
+    journal: Journal, clock: FakeClock, alice: Scope, bob: Scope
+) -> None:
     ran: list[str] = []
 
     async def record(job: Job) -> None:

@@ -55,7 +55,12 @@ async def reply_to(replied: discord.Message, content: str, member: discord.Membe
     """A member's message that replies to `replied` (dpytest's `message()` cannot make replies)."""
     channel = replied.channel
     data = factories.make_message_dict(
-        channel, member, content=content, guild_id=channel.guild.id, mentions=[], mention_roles=[]  # type: ignore[union-attr]
+        channel,
+        member,
+        content=content,
+        guild_id=channel.guild.id,
+        mentions=[],
+        mention_roles=[],  # type: ignore[union-attr]
     )
     data["type"] = discord.MessageType.reply.value
     data["message_reference"] = {"message_id": replied.id, "channel_id": channel.id, "guild_id": channel.guild.id}  # type: ignore[union-attr]

@@ -49,9 +49,7 @@ async def test_plain_completion_returns_scripted_reply_and_records_request(
     assert recorded.stream is False
 
 
-async def test_queue_is_fifo_then_falls_back_to_defaults(
-    client: AsyncOpenAI, server: FakeOpenAIServer
-) -> None:
+async def test_queue_is_fifo_then_falls_back_to_defaults(client: AsyncOpenAI, server: FakeOpenAIServer) -> None:
     server.script("m1", "first", "second")
 
     assert [await ask(client, "m1") for _ in range(3)] == ["first", "second", "ok"]
@@ -59,9 +57,7 @@ async def test_queue_is_fifo_then_falls_back_to_defaults(
     assert await ask(client, "m1") == "custom"
 
 
-async def test_streaming_yields_several_chunks_joining_to_reply(
-    client: AsyncOpenAI, server: FakeOpenAIServer
-) -> None:
+async def test_streaming_yields_several_chunks_joining_to_reply(client: AsyncOpenAI, server: FakeOpenAIServer) -> None:
     reply = "The quick brown fox jumps"
     server.script("m1", reply)
 

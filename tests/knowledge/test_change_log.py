@@ -13,11 +13,24 @@ from tests.fakes.clock import FakeClock
 def test_history_keeps_who_changed_what_and_when(tmp_path: Path, clock: FakeClock, alice: Scope, bob: Scope) -> None:
     changes = ChangeLog(SQLiteDatabase(tmp_path / "j.sqlite3"))
     changes.record_change(
-        alice, "mem_1", action="update", actor="background_ai", old_content="Beijing", new_content="Shanghai", at=clock.now()
+        alice,
+        "mem_1",
+        action="update",
+        actor="background_ai",
+        old_content="Beijing",
+        new_content="Shanghai",
+        at=clock.now(),
     )
-    changes.record_change(bob, "mem_2", action="delete", actor="user", old_content="x", new_content=None, at=clock.now())
+    changes.record_change(
+        bob, "mem_2", action="delete", actor="user", old_content="x", new_content=None, at=clock.now()
+    )
     [entry] = changes.changes(alice)
     assert (entry.memory_id, entry.action, entry.actor, entry.old_content, entry.new_content, entry.at) == (
-        "mem_1", "update", "background_ai", "Beijing", "Shanghai", clock.now(),
+        "mem_1",
+        "update",
+        "background_ai",
+        "Beijing",
+        "Shanghai",
+        clock.now(),
     )
     assert changes.changes(alice, "mem_2") == []

@@ -84,9 +84,7 @@ def test_an_episode_decays_however_important_it_is() -> None:
     assert outcome(memory("episode", 3.5, idle_days=8)) == (pytest.approx(3.5 * 0.8), False, None)
 
 
-@pytest.mark.parametrize(
-    ("category", "importance"), [("core", 1.0), ("system", 1.0), ("fact", 3.0), ("fact", 4.5)]
-)
+@pytest.mark.parametrize(("category", "importance"), [("core", 1.0), ("system", 1.0), ("fact", 3.0), ("fact", 4.5)])
 def test_core_system_and_very_important_memories_never_decay(category: Category, importance: float) -> None:
     record = memory(category, importance, idle_days=400)
     assert not decays(record, POLICY)
@@ -224,7 +222,6 @@ def test_a_factor_that_would_grow_importance_is_refused() -> None:
         POLICY.overridden({"fact_factor": 1.05})
     with pytest.raises(ValueError, match="episode_factor"):
         MemoryPolicy(episode_factor=0)
-
 
 
 def test_a_boost_counts_from_now_adds_a_hit_and_asks_nothing_below_the_promote_line() -> None:

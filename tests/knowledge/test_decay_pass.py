@@ -184,7 +184,9 @@ def test_missed_runs_give_the_same_state_as_daily_runs(
         return {memory.content: (memory.importance, memory.review_pending) for memory in stores[name].list(alice)}
 
     def deleted(name: str) -> list[str]:
-        return sorted(entry.old_content or "" for entry in journals[name].changes.changes(alice) if entry.action == "delete")
+        return sorted(
+            entry.old_content or "" for entry in journals[name].changes.changes(alice) if entry.action == "delete"
+        )
 
     assert state("daily") == state("late")
     assert state("late") == {

@@ -134,7 +134,9 @@ def test_a_message_forgotten_while_being_indexed_leaves_no_vector(
     assert history.indexed_count(alice) == 0 and history.search(alice, "PIN") == []
 
 
-def test_the_index_survives_a_restart(working_memory, history, embedder: Embedder, tmp_path: Path, alice: Scope) -> None:  # type: ignore[no-untyped-def]
+def test_the_index_survives_a_restart(
+    working_memory, history, embedder: Embedder, tmp_path: Path, alice: Scope
+) -> None:  # type: ignore[no-untyped-def]
     history.search(alice, "anything")  # the scope's index is held, so the messages below are added one by one
     say(working_memory, alice, "I was born in Lyon", minutes=0)
     say(working_memory, alice, "Lyon! Do you miss it?", role="assistant", speaker="小祥", minutes=1)
@@ -150,7 +152,9 @@ def test_the_index_survives_a_restart(working_memory, history, embedder: Embedde
     assert ranked(reopened) == ranked(history)  # loaded at once or grown message by message: the same index
 
 
-def test_a_different_embedder_starts_the_index_afresh(working_memory, history, embedder: Embedder, tmp_path: Path, alice: Scope) -> None:  # type: ignore[no-untyped-def]
+def test_a_different_embedder_starts_the_index_afresh(
+    working_memory, history, embedder: Embedder, tmp_path: Path, alice: Scope
+) -> None:  # type: ignore[no-untyped-def]
     say(working_memory, alice, "I was born in Lyon")
     history.index_pending()
 
@@ -172,12 +176,24 @@ def test_an_edited_message_is_found_by_its_new_words_and_a_deleted_one_not_at_al
     working_memory: WorkingMemory, history: ConversationHistory, alice: Scope
 ) -> None:
     working_memory.append(
-        alice.persona_id, "dm", role="user", user_id=alice.user_id, speaker_name="Alice",
-        content="my favourite band is Radiohead", sent_at=START, source_id="telegram:1:5",
+        alice.persona_id,
+        "dm",
+        role="user",
+        user_id=alice.user_id,
+        speaker_name="Alice",
+        content="my favourite band is Radiohead",
+        sent_at=START,
+        source_id="telegram:1:5",
     )
     working_memory.append(
-        alice.persona_id, "dm", role="user", user_id=alice.user_id, speaker_name="Alice",
-        content="my bank pin is 4821", sent_at=START, source_id="telegram:1:6",
+        alice.persona_id,
+        "dm",
+        role="user",
+        user_id=alice.user_id,
+        speaker_name="Alice",
+        content="my bank pin is 4821",
+        sent_at=START,
+        source_id="telegram:1:6",
     )
     history.index_pending()
     edited = history.edit("telegram:1:5", "my favourite band is Portishead")

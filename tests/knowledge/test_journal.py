@@ -14,7 +14,9 @@ def test_forget_purges_history_dead_letters_and_jobs_of_one_scope(
 ) -> None:
     journal = Journal(tmp_path / "j.sqlite3")
     for scope in (alice, bob):
-        journal.changes.record_change(scope, "m", action="update", actor="ai", old_content="a", new_content="b", at=clock.now())
+        journal.changes.record_change(
+            scope, "m", action="update", actor="ai", old_content="a", new_content="b", at=clock.now()
+        )
         journal.jobs.dead_letter("monitor", scope, {}, "bad", at=clock.now())
         journal.jobs.enqueue("monitor", scope, {}, at=clock.now())
     assert journal.forget(alice) == 3

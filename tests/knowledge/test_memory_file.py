@@ -17,8 +17,14 @@ POLICY = MemoryPolicy()
 def record(memory_id: str, content: str, importance: float, category: str = "fact", **fields: object) -> MemoryRecord:
     fields.setdefault("last_access", NOW - timedelta(days=1))
     return MemoryRecord(
-        id=memory_id, scope=ALICE, content=content, category=category, importance=importance,  # type: ignore[arg-type]
-        created_at=NOW - timedelta(days=3), source="user", **fields,  # type: ignore[arg-type]
+        id=memory_id,
+        scope=ALICE,
+        content=content,
+        category=category,
+        importance=importance,  # type: ignore[arg-type]
+        created_at=NOW - timedelta(days=3),
+        source="user",
+        **fields,  # type: ignore[arg-type]
     )
 
 

@@ -43,7 +43,9 @@ def test_the_weights_add_up_to_one() -> None:
         (-0.2, -1.0, 0, 0.15),  # and floored at 0
     ],
 )
-def test_each_signal_counts_with_its_weight(relevance: float, importance: float, idle_days: float, score: float) -> None:
+def test_each_signal_counts_with_its_weight(
+    relevance: float, importance: float, idle_days: float, score: float
+) -> None:
     assert rank_score(hit(relevance, importance, idle_days), NOW) == pytest.approx(score)
 
 

@@ -15,7 +15,13 @@ AT = datetime(2026, 1, 3, 18, 0, tzinfo=UTC)
 
 def say(memory: WorkingMemory, text: str, *, user: str = "cli:alice", role: str = "user", conversation: str = "c1"):
     return memory.append(
-        "xiaoxiang", conversation, role=role, user_id=user, speaker_name=user, content=text, sent_at=AT  # type: ignore[arg-type]
+        "xiaoxiang",
+        conversation,
+        role=role,
+        user_id=user,
+        speaker_name=user,
+        content=text,
+        sent_at=AT,  # type: ignore[arg-type]
     )
 
 
@@ -78,8 +84,12 @@ def test_forget_deletes_only_that_scope(tmp_path: Path) -> None:
 
 def test_an_edit_changes_only_the_message_with_that_platform_id(tmp_path: Path) -> None:
     memory = WorkingMemory(MessageLog(tmp_path / "wm.sqlite3"))
-    memory.append("p", "c1", role="user", user_id="u1", speaker_name="A", content="see you at 5", sent_at=AT, source_id="m1")
-    memory.append("p", "c2", role="user", user_id="u1", speaker_name="A", content="other chat", sent_at=AT, source_id="m2")
+    memory.append(
+        "p", "c1", role="user", user_id="u1", speaker_name="A", content="see you at 5", sent_at=AT, source_id="m1"
+    )
+    memory.append(
+        "p", "c2", role="user", user_id="u1", speaker_name="A", content="other chat", sent_at=AT, source_id="m2"
+    )
     memory.append("p", "c1", role="assistant", user_id="u1", speaker_name="P", content="ok", sent_at=AT)
     edited = memory.log.edit("m1", "see you at 6")
     assert edited is not None and edited.content == "see you at 6"
@@ -90,7 +100,9 @@ def test_an_edit_changes_only_the_message_with_that_platform_id(tmp_path: Path) 
 
 def test_a_message_is_found_by_its_platform_id(tmp_path: Path) -> None:
     memory = WorkingMemory(MessageLog(tmp_path / "wm.sqlite3"))
-    stored = memory.append("p", "c1", role="user", user_id="u1", speaker_name="A", content="hi", sent_at=AT, source_id="m1")
+    stored = memory.append(
+        "p", "c1", role="user", user_id="u1", speaker_name="A", content="hi", sent_at=AT, source_id="m1"
+    )
     assert memory.log.by_source("m1") == stored
     assert memory.log.by_source("m2") is None
 

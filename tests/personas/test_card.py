@@ -76,7 +76,10 @@ def test_a_v1_card_without_data_still_imports() -> None:
     v1 = {"name": "Old Salt", "description": "an old sailor", "first_mes": "Hm.", "mes_example": "", "avatar": "none"}
     persona = persona_from_card(v1, source="salt.json")
     assert (persona.id, persona.description, persona.greetings, persona.card) == (
-        "old-salt", "an old sailor", ["Hm."], {"avatar": "none"}
+        "old-salt",
+        "an old sailor",
+        ["Hm."],
+        {"avatar": "none"},
     )
 
 

@@ -52,10 +52,22 @@ def test_a_description_may_stand_in_for_the_personality(tmp_path: Path) -> None:
         (GOOD.format(id="other"), "mia.yaml: id: 'other' does not match the file name 'mia'"),
         ("id: mia\n  name: [unclosed\n", "mia.yaml: not valid YAML at line 2"),
         ("id: mia\nname: Mia\ngreetings: [hi]\n", "mia.yaml: personality: missing (give a personality, a description"),
-        (GOOD.format(id="mia") + "models: {chatty: {model: x}}\n", "mia.yaml: models.chatty.[key]: Input should be 'chat'"),
-        (GOOD.format(id="mia") + "models: {chat: {temperature: 5}}\n", "mia.yaml: models.chat.temperature: Input should be less"),
-        (GOOD.format(id="mia") + "lorebook: {scan_depth: 0}\n", "mia.yaml: lorebook.scan_depth: Input should be greater"),
-        (GOOD.format(id="mia") + "lorebook: {entries: [{keys: [a]}]}\n", "mia.yaml: lorebook.entries.0.content: missing"),
+        (
+            GOOD.format(id="mia") + "models: {chatty: {model: x}}\n",
+            "mia.yaml: models.chatty.[key]: Input should be 'chat'",
+        ),
+        (
+            GOOD.format(id="mia") + "models: {chat: {temperature: 5}}\n",
+            "mia.yaml: models.chat.temperature: Input should be less",
+        ),
+        (
+            GOOD.format(id="mia") + "lorebook: {scan_depth: 0}\n",
+            "mia.yaml: lorebook.scan_depth: Input should be greater",
+        ),
+        (
+            GOOD.format(id="mia") + "lorebook: {entries: [{keys: [a]}]}\n",
+            "mia.yaml: lorebook.entries.0.content: missing",
+        ),
         ("- just\n- a list\n", "mia.yaml: expected a mapping"),
     ],
 )
