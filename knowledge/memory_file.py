@@ -63,6 +63,7 @@ class MemoryEdit:
     content: str | None = None
     category: Category | None = None
     importance: float | None = None
+    shared: bool | None = None
 
 
 @dataclass(slots=True)

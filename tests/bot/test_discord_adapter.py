@@ -297,8 +297,9 @@ async def test_in_a_shared_channel_one_users_memories_never_reach_anothers_promp
     discord_bot: commands.Bot, kb: Any, fake_openai: FakeOpenAIServer
 ) -> None:
     alice, bob = member(0), member(1)
-    kb.add(scope_of(alice), "Alice loves ramen", category="fact", source="user")
-    kb.add(scope_of(bob), "Bob plays the cello", category="fact", source="user")
+    here = f"discord:channel:{channel().id}"  # both were learned in this channel, so it may hear of them
+    kb.add(scope_of(alice), "Alice loves ramen", category="fact", source="user", learned_in=here)
+    kb.add(scope_of(bob), "Bob plays the cello", category="fact", source="user", learned_in=here)
     fake_openai.script("chat-model", "Noted!", "Hi Bob")
     await dpytest.message(f"{mention(discord_bot)} I had ramen today", member=alice)
     await dpytest.message(f"{mention(discord_bot)} what do I like to eat? ramen?", member=bob)

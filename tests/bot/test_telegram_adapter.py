@@ -170,8 +170,9 @@ async def test_group_messages_need_a_mention_or_a_reply(
 async def test_in_a_shared_group_each_user_sees_and_forgets_only_their_own_memories(
     telegram: Application, app: App, kb: Any, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
 ) -> None:
-    kb.add(ALICE_SCOPE, "Alice loves ramen", category="fact", source="user")
-    kb.add(BOB_SCOPE, "Bob plays the cello", category="fact", source="user")
+    here = f"telegram:chat:{GROUP['id']}"  # both were learned in this group, so it may hear of them
+    kb.add(ALICE_SCOPE, "Alice loves ramen", category="fact", source="user", learned_in=here)
+    kb.add(BOB_SCOPE, "Bob plays the cello", category="fact", source="user", learned_in=here)
     fake_openai.script("chat-model", "Noted!")
     await feed(telegram, message(f"@{BOT_USERNAME} I had ramen today", user=ALICE, chat=GROUP))
     await app.companion.tasks.drain()
