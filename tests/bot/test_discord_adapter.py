@@ -25,6 +25,7 @@ from bot.discord_adapter import (
 )
 from bot.render import DISCORD_LIMIT
 from bot.routing import PersonaChoices, PlaceRules
+from core import phrasebook
 from core.errors import UserFacingError
 from core.phrasebook import NOT_ALLOWED
 from knowledge.records import Scope
@@ -320,3 +321,34 @@ async def test_messages_of_one_channel_are_answered_in_order_even_when_they_arri
     second_prompt = [message["content"] for message in fake_openai.requests_for("chat-model")[1].messages]
     assert "First!" in second_prompt  # the second turn was built after the first was answered
     assert len(cog._order) == 0  # nothing kept once the channel is quiet
+
+
+async def test_share_is_ephemeral_and_lets_one_memory_come_up_in_the_server(
+    discord_bot: commands.Bot, cog: CompanionCog, kb: Any, fake_openai: FakeOpenAIServer
+) -> None:
+    alice, bob = member(0), member(1)
+    sister = kb.add(scope_of(alice), "Alice's sister is called Mei", category="fact", source="user")
+    kb.add(scope_of(alice), "Alice's passport number is ZQX-4471", category="fact", source="user")
+    fake_openai.set_default("chat-model", "Hm?")
+
+    async def server_prompt() -> str:
+        await dpytest.message(f"{mention(discord_bot)} who is my sister, and my passport?", member=alice)
+        return str(fake_openai.requests_for("chat-model")[-1].messages[0]["content"])
+
+    prompt = await server_prompt()  # both were told in private
+    assert "Mei" not in prompt and "ZQX-4471" not in prompt
+
+    bob_tries = FakeInteraction(bob, channel())
+    await CompanionCog.share.callback(cog, bob_tries, setting=sister.id)  # type: ignore[arg-type]
+    assert bob_tries.log[0].content == phrasebook.no_such_memory(sister.id)
+    sharing = FakeInteraction(alice, channel())
+    await CompanionCog.share.callback(cog, sharing, setting=sister.id)  # type: ignore[arg-type]
+    [answer] = sharing.log
+    assert answer.ephemeral and answer.content == phrasebook.memory_sharing(sister, True)
+    prompt = await server_prompt()
+    assert "Alice's sister is called Mei" in prompt and "ZQX-4471" not in prompt
+
+    everything = FakeInteraction(alice, channel())
+    await CompanionCog.share.callback(cog, everything, setting="on")  # type: ignore[arg-type]
+    assert everything.log[0].content == phrasebook.sharing_switched(True) and everything.log[0].ephemeral
+    assert "ZQX-4471" in await server_prompt()
