@@ -333,7 +333,7 @@ class KnowledgeMonitor:
         """Who read the turn's reply: what the chat prompt could use, and so what this turn may touch."""
         if self._user_settings is not None:
             return self._user_settings.audience(scope, turn.conversation_id, group=turn.group)
-        return Audience(group_id=learned_in(turn.conversation_id, group=turn.group))
+        return Audience.of(turn.conversation_id, group=turn.group)
 
     # -- explicit requests (sync: run in a worker thread) -----------------------------------------
 

@@ -10,7 +10,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 
-from knowledge.discretion import Audience, learned_in
+from knowledge.discretion import Audience
 from knowledge.history import ConversationHistory
 from knowledge.message_log import StoredMessage
 from knowledge.ranking import rank_for_prompt
@@ -75,7 +75,7 @@ class ResponseHandler:
         stored, `on_stored` gets what the turn stored (also kept as `TurnResult.stored`); an apology
         stores no answer and hands nothing over.
         """
-        audience = audience or Audience(group_id=learned_in(message.conversation_id, group=group))
+        audience = audience if audience is not None else Audience.of(message.conversation_id, group=group)
         stored = self.working_memory.append(
             persona.id,
             message.conversation_id,

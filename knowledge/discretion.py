@@ -27,6 +27,11 @@ class Audience:
     group_id: str | None = None  # the group conversation's id; None: a private chat
     shares_everything: bool = False  # the user allowed all they said anywhere to be used in groups
 
+    @classmethod
+    def of(cls, conversation_id: str, *, group: bool, shares_everything: bool = False) -> Audience:
+        """Who reads a reply in this conversation: the user alone in private, everyone there in a group."""
+        return cls(learned_in(conversation_id, group=group), shares_everything)
+
     @property
     def sees_everything(self) -> bool:
         """Whether nothing of the scope has to be held back."""

@@ -48,9 +48,7 @@ class UserSettings:
 
     def audience(self, scope: Scope, conversation_id: str, *, group: bool) -> Audience:
         """Who reads what the companion recalls for this user in this conversation."""
-        if not group:
-            return Audience()
-        return Audience(group_id=conversation_id, shares_everything=self.shares_in_groups(scope))
+        return Audience.of(conversation_id, group=group, shares_everything=group and self.shares_in_groups(scope))
 
     def forget(self, scope: Scope) -> int:
         """Drop every setting of the scope (they read as defaults again); returns how many rows went."""

@@ -41,6 +41,8 @@ def test_a_group_hears_what_was_learned_there_and_what_was_shared() -> None:
 def test_an_origin_is_recorded_only_for_groups() -> None:
     assert learned_in(GROUP_A, group=True) == GROUP_A
     assert learned_in("discord:dm:5", group=False) is None
+    assert Audience.of("discord:dm:5", group=False) == PRIVATE
+    assert Audience.of(GROUP_A, group=True) == Audience(group_id=GROUP_A)
 
 
 @pytest.mark.parametrize(
