@@ -32,6 +32,7 @@ from knowledge.journal import Journal
 from knowledge.message_log import MessageLog
 from knowledge.search_index import QueryEncoder
 from knowledge.store import ChromaKnowledgeBase, open_chroma_client
+from knowledge.user_settings import UserSettings
 from knowledge.working_memory import WorkingMemory
 from personas.loader import PERSONA_DIR, PersonaRegistry
 
@@ -125,6 +126,7 @@ class App:
         self.history.close()
         self.working_memory.close()
         self.journal.close()
+        self.companion.user_settings.close()
 
 
 def model_settings(settings: Settings) -> dict[Role, ModelSettings]:
@@ -224,6 +226,7 @@ def build_app(
     )
     history = ConversationHistory(working_memory.log, embedder, data_dir / "companion.sqlite3", queries=queries)
     journal = Journal(data_dir / "companion.sqlite3")
+    user_settings = UserSettings(data_dir / "companion.sqlite3")
 
     def record_usage(role: Role, model: str, prompt_tokens: int, completion_tokens: int) -> None:
         journal.usage.record(role, model, prompt_tokens, completion_tokens, at=clock.now())
@@ -252,6 +255,7 @@ def build_app(
             max_ops=settings.monitor_max_ops,
             history=history,
             use_model=settings.background_uses_model,
+            user_settings=user_settings,
         ),
         summarizer=ConversationSummarizer(llm, knowledge, working_memory, use_model=settings.background_uses_model),
         reviewer=MemoryReviewer(
@@ -272,6 +276,7 @@ def build_app(
         responses=responses,
         lifecycle=lifecycle,
         journal=journal,
+        user_settings=user_settings,
         clock=clock,
         default_persona=settings.default_persona,
         rate_limiter=RateLimiter(clock, settings.rate_limit_per_minute),

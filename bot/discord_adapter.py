@@ -216,6 +216,14 @@ class CompanionCog(commands.Cog):
         pages = MemoryPages(interaction.user.id, split_message(phrasebook.memory_listing(records), PAGE_CHARS))
         await interaction.response.send_message(**pages.current(), ephemeral=True)
 
+    @app_commands.command(name="share", description="What I may bring up in servers (only you see it)")
+    @app_commands.describe(
+        setting="on/off: everything you told me, anywhere; a memory id from /memory, optionally followed by off"
+    )
+    async def share(self, interaction: discord.Interaction, setting: str = "") -> None:
+        answer = await self.companion.share(self._scope(interaction), setting)
+        await interaction.response.send_message(answer, ephemeral=True)
+
     @app_commands.command(name="forget", description="Forget everything about you, or only what is about something")
     @app_commands.describe(what="only the memories about this (leave empty to forget everything)")
     async def forget(self, interaction: discord.Interaction, what: str | None = None) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from knowledge.discretion import describe_origin
 from knowledge.memory_file import (
     FILE_CATEGORIES,
     MemoryEdit,
@@ -58,7 +59,7 @@ def _echo_json(value: Any) -> None:
 
 
 def _line(record: MemoryRecord) -> str:
-    return f"{record.id}  {record.category:<7} {record.importance:5.2f}  {record.content}"
+    return f"{record.id}  {record.category:<7} {record.importance:5.2f}  [{describe_origin(record)}]  {record.content}"
 
 
 def _one(app: App, scope: Scope, memory_id: str) -> MemoryRecord:
@@ -175,9 +176,14 @@ def memory_show(ctx: click.Context, persona_id: str | None, user_name: str, memo
 @memory.command("edit")
 @changing_scope_options
 @click.argument("memory_id")
-@click.option("--text", help="New text (without --text, --importance or --category: opens $EDITOR).")
+@click.option("--text", help="New text (without --text, --importance, --category or --shared: opens $EDITOR).")
 @click.option("--importance", type=click.FloatRange(0, 1000), help="New importance, counted from now.")
 @click.option("--category", type=click.Choice(FILE_CATEGORIES), help="New category.")
+@click.option(
+    "--shared",
+    type=click.Choice(["yes", "no"]),
+    help="yes: it may come up in every group chat; no: only in private and in the group it was learned in.",
+)
 @click.pass_context
 def memory_edit(
     ctx: click.Context,
@@ -187,13 +193,14 @@ def memory_edit(
     text: str | None,
     importance: float | None,
     category: str | None,
+    shared: str | None,
 ) -> None:
-    """Change a memory's text, importance or category; the old version goes to its history."""
+    """Change a memory's text, importance, category or sharing; the old version goes to its history."""
 
     async def edit(app: App, scope: Scope) -> None:
         record = _one(app, scope, memory_id)
         new_text = text
-        if (text, importance, category) == (None, None, None):
+        if (text, importance, category, shared) == (None, None, None, None):
             edited = click.edit(record.content)
             if edited is None or edited.strip() == record.content:
                 click.echo("Nothing changed.")
@@ -201,7 +208,13 @@ def memory_edit(
             new_text = edited.strip()
         if new_text is not None and not new_text.strip():
             raise click.ClickException("a memory needs some text; to delete it use `companion memory forget`")
-        change = MemoryEdit(record, content=new_text, category=category, importance=importance)  # type: ignore[arg-type]
+        change = MemoryEdit(
+            record,
+            content=new_text,
+            category=category,  # type: ignore[arg-type]
+            importance=importance,
+            shared=None if shared is None else shared == "yes",
+        )
         updated = await asyncio.to_thread(app.companion.editor.edit, change)
         assert updated is not None  # `_one` found it in this scope
         click.echo(_line(updated))

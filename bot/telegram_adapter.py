@@ -57,12 +57,15 @@ HELP = (
     "/new - start a fresh conversation\n"
     "/memory - what I remember about you\n"
     "/forget - forget everything about you (asks first)\n"
+    "/share - what I may bring up in groups: by default only what was said there; "
+    "/share <id> shares one memory, /share on everything\n"
     "/help - this help"
 )
 COMMANDS = (
     BotCommand("new", "start a fresh conversation"),
     BotCommand("memory", "what I remember about you"),
     BotCommand("forget", "forget everything about you"),
+    BotCommand("share", "what I may bring up in groups (on, off, or a memory id)"),
     BotCommand("help", "how to talk to me"),
 )
 SENT_PRIVATELY = "I've answered you in a private message."
@@ -130,6 +133,7 @@ class TelegramAdapter:
         application.add_handler(CommandHandler("new", self.new, filters=new_messages))
         application.add_handler(CommandHandler("memory", self.memory, filters=new_messages))
         application.add_handler(CommandHandler("forget", self.forget, filters=new_messages))
+        application.add_handler(CommandHandler("share", self.share, filters=new_messages))
         application.add_handler(CallbackQueryHandler(self.forget_answer, pattern=_FORGET_DATA))
         application.add_handler(MessageHandler(new_messages & filters.COMMAND, self.unknown_command))
         application.add_handler(MessageHandler(new_messages & filters.TEXT, self.text))
@@ -240,6 +244,12 @@ class TelegramAdapter:
         assert message is not None and user is not None
         records = await self._companion.memories(self._scope(user.id, message.chat.id))
         await self._privately(message, context.bot, user.id, phrasebook.memory_listing(records))
+
+    async def share(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message, user = update.message, update.effective_user
+        assert message is not None and user is not None
+        answer = await self._companion.share(self._scope(user.id, message.chat.id), " ".join(context.args or []))
+        await self._privately(message, context.bot, user.id, answer)  # it may quote a memory
 
     async def forget(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message, user = update.message, update.effective_user

@@ -15,7 +15,8 @@ from knowledge.records import Scope
 
 HELP = (
     "Commands: /new (start afresh), /memory (what I remember), /forget (forget everything), "
-    "/forget <what> (forget memories about it), /quit"
+    "/forget <what> (forget memories about it), /share [on|off|<memory id> [on|off]] (what I may bring up "
+    "in group chats), /quit"
 )
 CONFIRMATIONS = {"yes", "y", "是", "确认"}
 ReadLine = Callable[[str], Awaitable[str | None]]
@@ -70,6 +71,8 @@ class TerminalChat:
         elif command == "/forget":
             what = line.strip()[len("/forget") :].strip()
             await (self._forget_about(what) if what else self._forget())
+        elif command == "/share":
+            self._say(await self._companion.share(self.scope, line.strip()[len("/share") :]))
         elif command == "/help":
             self._say(HELP)
         elif command.startswith("/"):

@@ -15,6 +15,7 @@ from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope, ScoredMemory
 from knowledge.retrieval import FORGETTABLE, SearchResults, memories_about, messages_about, search_scope
 from knowledge.store import KnowledgeBase
+from knowledge.user_settings import UserSettings
 from personas.loader import Persona, PersonaError, PersonaRegistry
 
 from . import phrasebook
@@ -25,6 +26,7 @@ from .memory_editor import MemoryEditor
 from .memory_lifecycle import MemoryLifecycle
 from .rate_limit import RateLimiter
 from .response_handler import ResponseHandler
+from .sharing import Sharing
 from .tasks import BackgroundTasks
 from .types import IncomingMessage, StoredTurn, TurnResult
 
@@ -59,6 +61,7 @@ class Companion:
         responses: ResponseHandler,
         lifecycle: MemoryLifecycle,
         journal: Journal,
+        user_settings: UserSettings,
         clock: Clock,
         default_persona: str,
         rate_limiter: RateLimiter | None = None,
@@ -71,7 +74,9 @@ class Companion:
         self.journal = journal
         self.clock = clock
         self.default_persona = default_persona
+        self.user_settings = user_settings
         self.editor = MemoryEditor(knowledge, journal.changes, clock)
+        self.sharing = Sharing(knowledge, user_settings, self.editor)
         self._rate_limiter = rate_limiter or RateLimiter(clock, per_minute=0)
 
     @property
@@ -98,7 +103,9 @@ class Companion:
         persona = self.persona(message.persona_id)
         scope = Scope(persona.id, message.user_id)
         remember = functools.partial(self._remember, persona, scope, message, group)
-        return await self.responses.reply(persona, scope, message, group=group, on_stored=remember)
+        # discretion: in a group only what was learned there, or what the user shared
+        audience = self.user_settings.audience(scope, message.conversation_id, group=group)
+        return await self.responses.reply(persona, scope, message, group=group, audience=audience, on_stored=remember)
 
     def _remember(
         self, persona: Persona, scope: Scope, message: IncomingMessage, group: bool, stored: StoredTurn
@@ -147,6 +154,10 @@ class Companion:
         speaker = next((message.speaker_name for message in reversed(window) if message.role == "user"), None)
         return self.greeting(persona.id, speaker)
 
+    async def share(self, scope: Scope, request: str) -> str:
+        """`/share [on|off|<memory id> [on|off]]`: what may come up in groups; returns what to tell the user."""
+        return await asyncio.to_thread(self.sharing.answer, scope, request)
+
     async def memories(self, scope: Scope) -> list[MemoryRecord]:
         """`/memory`: what the companion remembers about this user, most important first."""
         return await asyncio.to_thread(self.knowledge.list, scope, categories=["core", "fact", "episode"])
@@ -178,6 +189,7 @@ class Companion:
         memories = await asyncio.to_thread(self.knowledge.forget_all, scope)
         messages = await asyncio.to_thread(self.history.forget, scope)
         journal_rows = self.journal.forget(scope)
+        self.user_settings.forget(scope)  # choices such as /share read as their defaults again
         log.info("forgot %d memories, %d messages and %d journal rows of one scope", memories, messages, journal_rows)
         return ForgetReport(memories=memories, messages=messages, journal_rows=journal_rows)
 

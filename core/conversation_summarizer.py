@@ -12,6 +12,7 @@ import asyncio
 import weakref
 from collections.abc import Sequence
 
+from knowledge.discretion import learned_in
 from knowledge.message_log import StoredMessage
 from knowledge.records import MemoryRecord, Scope
 from knowledge.store import KnowledgeBase
@@ -131,6 +132,8 @@ class ConversationSummarizer:
             source="background_ai",
             conversation_id=conversation_id,
             message_ids=[message.id for message in messages],
+            # discretion: an episode of a group chat is as public as the group, one of a private chat private
+            learned_in=learned_in(conversation_id, group=any(message.in_group for message in messages)),
         )
         await asyncio.to_thread(self._working_memory.mark_summarized, [message.id for message in messages])
         return episode

@@ -19,11 +19,13 @@ from typing import Literal
 from knowledge import decay
 from knowledge.change_log import ChangeLog
 from knowledge.decay import MemoryPolicy, PolicyFor
+from knowledge.discretion import Audience, learned_in
 from knowledge.history import ConversationHistory
 from knowledge.job_queue import DeadLetter, JobQueue
 from knowledge.records import MemoryRecord, ReviewKind, Scope
 from knowledge.retrieval import DEFAULT_FORGET_SIMILARITY, memories_about, messages_about
 from knowledge.store import KnowledgeBase
+from knowledge.user_settings import UserSettings
 from personas.loader import ModelChoice, Persona
 
 from .clock import Clock
@@ -239,6 +241,7 @@ class _TurnState:
     typed: str  # the chat text as the op-echo check compares it
     report: MonitorReport
     policy: MemoryPolicy
+    audience: Audience  # a duplicate must be one this conversation may hear of, or the fact stays unknown here
     boosted: set[str] = field(default_factory=set)
     deleted: set[str] = field(default_factory=set)
     applied: int = 0
@@ -260,8 +263,10 @@ class KnowledgeMonitor:
         forget_similarity: float = DEFAULT_FORGET_SIMILARITY,
         history: ConversationHistory | None = None,
         use_model: bool = True,
+        user_settings: UserSettings | None = None,
     ) -> None:
         """`history`: when given, "forget …" also forgets the past messages that mention it.
+        `user_settings`: whose `/share on` lets a group turn's duplicates be found among everything.
 
         Without `use_model` only the user's explicit requests are carried out: a model too small to
         follow the op format would only produce dead letters."""
@@ -276,15 +281,18 @@ class KnowledgeMonitor:
         self.duplicate_similarity = duplicate_similarity
         self.forget_similarity = forget_similarity
         self.use_model = use_model
+        self._user_settings = user_settings
 
     async def review_turn(self, persona: Persona, scope: Scope, turn: Turn) -> MonitorReport:
         """Apply the user's explicit requests, ask the model about the turn, check and apply its ops."""
         report = MonitorReport()
         policy = self._policy_for(persona.id)
-        done = await asyncio.to_thread(self._explicit, scope, turn, policy, report)
+        audience = await asyncio.to_thread(self._audience, scope, turn)
+        done = await asyncio.to_thread(self._explicit, scope, turn, policy, audience, report)
         if not self.use_model:
             return report
         shown = await asyncio.to_thread(self._knowledge.get, scope, turn.shown_ids)
+        shown = [record for record in shown if audience.may_use(record)]  # e.g. `/share off` since the reply
         messages = build_messages(persona, turn, shown, self._clock.now(), done)
         parsed, outputs = await self._ask(messages, report, persona.models.get("monitor"))
         if not parsed.ops:
@@ -301,6 +309,7 @@ class KnowledgeMonitor:
             typed=squash_tags(f"{turn.user_text}\n{turn.reply_text}"),
             report=report,
             policy=policy,
+            audience=audience,
         )
         await asyncio.to_thread(self._apply_all, state, [op for op in parsed.ops if not isinstance(op, Skip)])
         return report
@@ -320,22 +329,32 @@ class KnowledgeMonitor:
             messages = [*messages, ChatMessage("assistant", answer), ChatMessage("user", RETRY_REMINDER)]
         return parsed, outputs
 
+    def _audience(self, scope: Scope, turn: Turn) -> Audience:
+        """Who read the turn's reply: what the chat prompt could use, and so what this turn may touch."""
+        if self._user_settings is not None:
+            return self._user_settings.audience(scope, turn.conversation_id, group=turn.group)
+        return Audience.of(turn.conversation_id, group=turn.group)
+
     # -- explicit requests (sync: run in a worker thread) -----------------------------------------
 
-    def _explicit(self, scope: Scope, turn: Turn, policy: MemoryPolicy, report: MonitorReport) -> list[str]:
+    def _explicit(
+        self, scope: Scope, turn: Turn, policy: MemoryPolicy, audience: Audience, report: MonitorReport
+    ) -> list[str]:
         """Carry out a "remember …" / "forget …" the user typed; returns notes for the prompt."""
         request = explicit_request(turn.user_text)
         if request is None:
             return []
         if request.kind == "remember":
-            self._remember(scope, request.what, turn, policy, report)
+            self._remember(scope, request.what, turn, policy, audience, report)
             return [f"remembered “{request.what}” as a verified fact"]
         forgotten = self._forget(scope, request.what, report)
         return [f"forgot “{request.what}” as the user asked ({forgotten} memories deleted); do not ADD it back"]
 
-    def _remember(self, scope: Scope, what: str, turn: Turn, policy: MemoryPolicy, report: MonitorReport) -> None:
+    def _remember(
+        self, scope: Scope, what: str, turn: Turn, policy: MemoryPolicy, audience: Audience, report: MonitorReport
+    ) -> None:
         # A job may run twice (a retry after a model error): an existing copy is verified, not duplicated.
-        existing = self._duplicate_of(scope, what)
+        existing = self._duplicate_of(scope, what, audience)
         if existing is not None:
             self._knowledge.update(
                 scope,
@@ -354,6 +373,7 @@ class KnowledgeMonitor:
                 importance=policy.verified_fact_importance,
                 conversation_id=turn.conversation_id,
                 message_ids=turn.message_ids,
+                learned_in=learned_in(turn.conversation_id, group=turn.group),
             )
         report.applied.append(Add(what))
 
@@ -381,13 +401,15 @@ class KnowledgeMonitor:
             self._history.forget_messages(scope, [message.id for message in mentioning])
         return len(doomed)
 
-    def _duplicate_of(self, scope: Scope, content: str, shown: Sequence[MemoryRecord] = ()) -> MemoryRecord | None:
-        """An existing fact or core memory of the scope that already says `content`, if any."""
+    def _duplicate_of(
+        self, scope: Scope, content: str, audience: Audience, shown: Sequence[MemoryRecord] = ()
+    ) -> MemoryRecord | None:
+        """An existing fact or core memory of the scope, one `audience` may hear of, that already says `content`."""
         wanted = _normalized(content)
         for record in shown:
             if record.category in ("fact", "core") and _normalized(record.content) == wanted:
                 return record
-        hits = self._knowledge.search(scope, content, limit=1, categories=["fact", "core"])
+        hits = self._knowledge.search(scope, content, limit=1, categories=["fact", "core"], audience=audience)
         if not hits:
             return None
         top = hits[0]
@@ -427,7 +449,7 @@ class KnowledgeMonitor:
         return op, "nothing to do"
 
     def _add(self, state: _TurnState, op: Add) -> tuple[Op, str | None]:
-        duplicate = self._duplicate_of(state.scope, op.content, list(state.shown.values()))
+        duplicate = self._duplicate_of(state.scope, op.content, state.audience, list(state.shown.values()))
         if duplicate is None:
             self._knowledge.add(
                 state.scope,
@@ -437,6 +459,7 @@ class KnowledgeMonitor:
                 importance=state.policy.new_fact_importance,
                 conversation_id=state.turn.conversation_id,
                 message_ids=state.turn.message_ids,
+                learned_in=learned_in(state.turn.conversation_id, group=state.turn.group),
             )
             return op, None
         if duplicate.id in state.boosted:

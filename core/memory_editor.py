@@ -48,6 +48,7 @@ class MemoryEditor:
             category=edit.category,
             importance=edit.importance,
             last_access=now if edit.importance is not None else None,
+            shared=edit.shared,
         )
 
     def forget(self, scope: Scope, ids: Iterable[str], *, actor: str) -> int:
@@ -81,4 +82,6 @@ def _describe(edit: MemoryEdit) -> str:
         changes.append(f"category {edit.record.category} -> {edit.category}")
     if edit.importance is not None:
         changes.append(f"importance {edit.record.importance:.2f} -> {edit.importance:.2f}")
+    if edit.shared is not None:
+        changes.append("shared in groups" if edit.shared else "no longer shared in groups")
     return ", ".join(changes)

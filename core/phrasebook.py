@@ -49,11 +49,61 @@ def too_fast(per_minute: int) -> str:
 
 
 def memory_listing(records: Sequence[MemoryRecord]) -> str:
-    """`/memory`: what the companion remembers about the user, most important first."""
+    """`/memory`: what the companion remembers about the user, most important first, and where each may come up."""
     if not records:
         return NOTHING_REMEMBERED
-    lines = [f"[{record.category}] {record.content}  (importance {record.importance:.2f})" for record in records]
-    return "What I remember about you:\n" + "\n".join(lines)
+    lines = [
+        f"[{record.category}] {record.content}  (importance {record.importance:.2f}; {_where(record)}; {record.id})"
+        for record in records
+    ]
+    return "What I remember about you:\n" + "\n".join(lines) + "\n\n" + SHARING_RULE
+
+
+def _where(record: MemoryRecord) -> str:
+    if record.shared:
+        return "shared"
+    return "private" if record.learned_in is None else "learned in a group"
+
+
+# -- discretion: /share ----------------------------------------------------------------------------
+
+SHARING_RULE = (
+    "In a group I only bring up what you said in that group, or what you shared: "
+    "/share <id> shares one memory, /share <id> off takes it back, /share on shares everything."
+)
+SHARE_USAGE = (
+    "/share shows what I may bring up in groups; /share on|off: everything you tell me, anywhere, may "
+    "(or may not) come up in any group; /share <memory id> [on|off]: one memory (ids are in /memory)."
+)
+
+
+def sharing_status(on: bool) -> str:
+    """`/share` alone: the user's switch as it stands."""
+    if on:
+        return "Sharing is on: anything you told me, in private or in another group, may come up in any group."
+    return (
+        "Sharing is off: in a group I only bring up what you said in that group and the memories you "
+        "shared one by one. " + SHARE_USAGE
+    )
+
+
+def sharing_switched(on: bool) -> str:
+    """`/share on|off`, done."""
+    if on:
+        return "Okay: from now on anything you told me may come up in groups. /share off takes it back."
+    return "Okay: what you tell me in private stays between us; groups only hear what was said there."
+
+
+def memory_sharing(record: MemoryRecord, shared: bool) -> str:
+    """`/share <id> [on|off]`, done."""
+    if shared:
+        return f"Okay, this may come up in groups now: {record.content}"
+    return f"Okay, this stays where you told me: {record.content}"
+
+
+def no_such_memory(memory_id: str) -> str:
+    """`/share <id>` named a memory the user does not have."""
+    return f"I have no memory {memory_id} about you; /memory lists them with their ids."
 
 
 def nothing_about(what: str) -> str:

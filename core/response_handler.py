@@ -10,6 +10,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 
+from knowledge.discretion import Audience
 from knowledge.history import ConversationHistory
 from knowledge.message_log import StoredMessage
 from knowledge.ranking import rank_for_prompt
@@ -64,13 +65,17 @@ class ResponseHandler:
         message: IncomingMessage,
         *,
         group: bool,
+        audience: Audience | None = None,
         on_stored: Callable[[StoredTurn], None] = lambda stored: None,
     ) -> TurnResult:
         """Store the message, build the prompt, and return the streamed reply.
 
-        Once the stream has been consumed and the answer stored, `on_stored` gets what the turn stored
-        (also kept as `TurnResult.stored`); an apology stores no answer and hands nothing over.
+        The prompt holds only the memories and past messages `audience` may hear of (None: in a group,
+        what was learned there or marked shared). Once the stream has been consumed and the answer
+        stored, `on_stored` gets what the turn stored (also kept as `TurnResult.stored`); an apology
+        stores no answer and hands nothing over.
         """
+        audience = audience if audience is not None else Audience.of(message.conversation_id, group=group)
         stored = self.working_memory.append(
             persona.id,
             message.conversation_id,
@@ -80,10 +85,11 @@ class ResponseHandler:
             content=message.text,
             sent_at=message.sent_at,
             source_id=message.source_id,
+            in_group=group,
         )
         window = self.working_memory.window(persona.id, message.conversation_id)
-        always, retrieved = await self._recall(persona, scope, message.text)
-        excerpts = await self._excerpts(scope, message.text, window, [*always, *retrieved])
+        always, retrieved = await self._recall(persona, scope, message.text, audience)
+        excerpts = await self._excerpts(scope, message.text, window, [*always, *retrieved], audience)
         try:
             prompt = self._injector.build(
                 persona, window=window, always=always, retrieved=retrieved, excerpts=excerpts, group=group
@@ -99,8 +105,11 @@ class ResponseHandler:
         result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_stored)
         return result
 
-    async def _recall(self, persona: Persona, scope: Scope, text: str) -> tuple[list[MemoryRecord], list[MemoryRecord]]:
-        """System and core memories (always shown) and the facts and episodes relevant to `text`."""
+    async def _recall(
+        self, persona: Persona, scope: Scope, text: str, audience: Audience
+    ) -> tuple[list[MemoryRecord], list[MemoryRecord]]:
+        """System and core memories (always shown) and the facts and episodes relevant to `text`,
+        of those `audience` may hear of."""
         try:
             core = await asyncio.to_thread(self._knowledge.list, scope, categories=["core"])
             hits = await asyncio.to_thread(
@@ -109,15 +118,17 @@ class ResponseHandler:
                 text[:MAX_QUERY_CHARS],
                 limit=self._retrieval_limit,
                 categories=["fact", "episode"],
+                audience=audience,
             )
         except Exception:  # a broken store must not cost the user their reply
             log.exception("memory retrieval failed for %s; replying without memories", scope)
             return system_records(persona), []
         ranked = rank_for_prompt(hits, self._clock.now())
-        return system_records(persona) + core, [hit.record for hit in ranked]
+        usable_core = [record for record in core if audience.may_use(record)]
+        return system_records(persona) + usable_core, [hit.record for hit in ranked]
 
     async def _excerpts(
-        self, scope: Scope, text: str, window: list[StoredMessage], memories: list[MemoryRecord]
+        self, scope: Scope, text: str, window: list[StoredMessage], memories: list[MemoryRecord], audience: Audience
     ) -> list[StoredMessage]:
         """Past messages relevant to `text` that the prompt does not already cover: neither in the window
         nor the source of a memory shown (an episode or fact made from them)."""
@@ -127,7 +138,12 @@ class ResponseHandler:
         covered.update(message_id for memory in memories for message_id in memory.message_ids)
         try:
             hits = await asyncio.to_thread(
-                self._history.search, scope, text[:MAX_QUERY_CHARS], limit=self._excerpt_limit, exclude=covered
+                self._history.search,
+                scope,
+                text[:MAX_QUERY_CHARS],
+                limit=self._excerpt_limit,
+                exclude=covered,
+                audience=audience,
             )
         except Exception:  # a broken history must not cost the user their reply
             log.exception("history search failed for %s; replying without past messages", scope)
@@ -168,6 +184,7 @@ class ResponseHandler:
             speaker_name=persona.name,
             content=text,
             sent_at=self._clock.now(),
+            in_group=stored.in_group,
         )
         result.stored = StoredTurn(message_id=stored.id, reply_id=reply.id, reply_text=text, shown_ids=shown_ids)
         on_stored(result.stored)

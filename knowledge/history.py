@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .discretion import PRIVATE, Audience
 from .embedding import Embedder
 from .lexical import Terms, combined, terms_of
 from .message_log import MessageLog, StoredMessage
@@ -103,10 +104,14 @@ class _ScopeHistory:
             if len(thread) > 1:
                 self._index.put(thread[-2], terms=self._document(thread, len(thread) - 2))
 
-    def search(self, query: Query, limit: int, exclude: Collection[str]) -> list[HistoryHit]:
-        """The most relevant messages not in `exclude`, best first."""
+    def search(self, query: Query, limit: int, exclude: Collection[str], audience: Audience) -> list[HistoryHit]:
+        """The most relevant messages not in `exclude` that `audience` may hear quoted, best first."""
         with self._lock:
-            matches = self._index.search(query, limit + len(exclude))
+            only = None
+            if not audience.sees_everything:
+                places = [thread for place, thread in self._threads.items() if audience.may_quote_from(place)]
+                only = [key for thread in places for key in thread]
+            matches = self._index.search(query, limit + len(exclude), only=only)
             return [
                 HistoryHit(self._messages[match.key], match.relevance, match.similarity)
                 for match in matches
@@ -164,11 +169,20 @@ class ConversationHistory:
                 indexed += len(batch)
         return indexed
 
-    def search(self, scope: Scope, query: str, *, limit: int = 5, exclude: Collection[str] = ()) -> list[HistoryHit]:
-        """The scope's past messages most relevant to `query`, best first, leaving out the ids in `exclude`."""
+    def search(
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        limit: int = 5,
+        exclude: Collection[str] = (),
+        audience: Audience = PRIVATE,
+    ) -> list[HistoryHit]:
+        """The scope's past messages most relevant to `query`, best first, leaving out the ids in `exclude`;
+        only those `audience` may hear quoted (in a group: those said there, unless the user shares all)."""
         if not query.strip() or limit <= 0:
             return []
-        return self._cache.get(scope).search(self._queries.encode(query), limit, set(exclude))
+        return self._cache.get(scope).search(self._queries.encode(query), limit, set(exclude), audience)
 
     def messages(self, scope: Scope) -> list[StoredMessage]:
         """Every stored message of the scope, oldest first."""

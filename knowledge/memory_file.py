@@ -2,14 +2,16 @@
 
 MEMORY.md is the human-readable file of seed 000 (§2.3): one `###` block per memory,
 
-    ### [mem_3f2a9c] fact | 1.30 | 2026-02-20 18:03 | 4
+    ### [mem_3f2a9c] fact | 1.30 | 2026-02-20 18:03 | 4 | private
     主人喜欢拉面
 
-(id, category, importance, last access in UTC, hits), in an Active and an Archived section (memories
-fading below the decay-review line), most important first. JSON holds every field of every record,
-so it restores memories exactly. Reading is fault-tolerant: a broken block is skipped with a warning
-naming its line, and the rest loads. Nothing here touches the store: `plan_import` only says what an
-import would change.
+(id, category, importance, last access in UTC, hits, where it was learned: `private` or
+`group <conversation id>`, followed by `, shared` when the user let it come up in every group), in an
+Active and an Archived section (memories fading below the decay-review line), most important first.
+Files written before origins existed have four fields; their memories read as learned in private.
+JSON holds every field of every record, so it restores memories exactly. Reading is fault-tolerant:
+a broken block is skipped with a warning naming its line, and the rest loads. Nothing here touches the
+store: `plan_import` only says what an import would change.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from .decay import MemoryPolicy, current_importance
+from .discretion import describe_origin, parse_origin
 from .records import Category, MemoryRecord, Scope, new_memory_id
 
 FILE_CATEGORIES: tuple[Category, ...] = ("core", "fact", "episode")  # system memories live in the persona file
@@ -42,6 +45,8 @@ class MemoryEntry:
     importance: float
     hits: int = 0
     last_access: datetime | None = None
+    learned_in: str | None = None  # where it was learned: a group conversation, or None (private)
+    shared: bool | None = None  # None: the file does not say (a file written before the flag existed)
     record: MemoryRecord | None = None
 
 
@@ -63,6 +68,7 @@ class MemoryEdit:
     content: str | None = None
     category: Category | None = None
     importance: float | None = None
+    shared: bool | None = None
 
 
 @dataclass(slots=True)
@@ -97,8 +103,9 @@ def render_markdown(records: Sequence[MemoryRecord], scope: Scope, *, now: datet
         f"<!-- user: {scope.user_id} -->",
         f"<!-- exported: {now.isoformat()} -->",
         f"<!-- total entries: {len(records)} -->",
-        "<!-- Edit a block's text, category (core, fact, episode) or importance, or add a block; then run",
-        "     `companion memory import`. Removing a block deletes nothing unless you import with --replace. -->",
+        "<!-- Edit a block's text, category (core, fact, episode), importance or sharing (', shared' after",
+        "     the origin: it may come up in every group), or add a block; then run `companion memory import`.",
+        "     Removing a block deletes nothing unless you import with --replace. -->",
     ]
     for title, archived in (("Active Memories", False), ("Archived Memories", True)):
         lines += ["", f"## {title}"]
@@ -108,7 +115,7 @@ def render_markdown(records: Sequence[MemoryRecord], scope: Scope, *, now: datet
                     "",
                     (
                         f"### [{record.id}] {record.category} | {record.importance:.{IMPORTANCE_DECIMALS}f} | "
-                        f"{_utc(record.last_access):{_TIME_FORMAT}} | {record.hits}"
+                        f"{_utc(record.last_access):{_TIME_FORMAT}} | {record.hits} | {describe_origin(record)}"
                     ),
                     *(_escaped(line) for line in record.content.splitlines()),
                 ]
@@ -199,11 +206,14 @@ def _markdown_entry(header: str, content: str) -> MemoryEntry:
     if match is None:
         raise ValueError("the header must look like '### [id] category | importance | last access | hits'")
     fields = [part.strip() for part in match["fields"].split("|")]
-    if len(fields) != 4:
+    if len(fields) not in (4, 5):
         raise ValueError(
-            f"the header has {len(fields)} fields after the id; expected 4 (category | importance | last access | hits)"
+            f"the header has {len(fields)} fields after the id; expected 5 "
+            "(category | importance | last access | hits | origin)"
         )
-    category, importance, last_access, hits = fields
+    category, importance, last_access, hits = fields[:4]
+    # four fields: a file written before origins existed, whose memories read as learned in private
+    learned, shared = parse_origin(fields[4]) if len(fields) == 5 else (None, None)
     if not content:
         raise ValueError("the memory has no text")
     return MemoryEntry(
@@ -213,6 +223,8 @@ def _markdown_entry(header: str, content: str) -> MemoryEntry:
         importance=_importance(importance),
         hits=_hits(hits),
         last_access=_time(last_access),
+        learned_in=learned,
+        shared=shared,
     )
 
 
@@ -255,8 +267,20 @@ def _json_entry(item: dict[str, Any], scope: Scope) -> MemoryEntry:
         base_importance=_importance(item.get("base_importance", item["importance"])),
         decay_kept=bool(item.get("decay_kept", False)),
         hits=_hits(item.get("hits", 0)),
+        learned_in=str(item["learned_in"]) if item.get("learned_in") else None,  # absent: private
+        shared=bool(item.get("shared", False)),
     )
-    return MemoryEntry(record.id, content, record.category, record.importance, record.hits, record.last_access, record)
+    return MemoryEntry(
+        record.id,
+        content,
+        record.category,
+        record.importance,
+        record.hits,
+        record.last_access,
+        record.learned_in,
+        None if item.get("shared") is None else record.shared,  # None: the file does not say, the flag stays
+        record,
+    )
 
 
 def _scope_of(persona_id: Any, user_id: Any) -> Scope | None:
@@ -284,7 +308,8 @@ def plan_import(
     """What importing `memory_file` into `scope` changes, given the scope's `stored` memories.
 
     An entry whose id the scope holds updates that memory where its text, category or importance
-    was edited (importance is compared as of the export, so decay since then is no edit). Any other
+    was edited (importance is compared as of the export, so decay since then is no edit), or its
+    sharing when the file says it; where a memory was learned is history and never changes. Any other
     entry becomes a new memory with a fresh id (ids never reach into another scope), unless the
     scope already holds its text: importing a file twice adds nothing twice. With `replace_all`,
     memories the file does not list are deleted.
@@ -326,8 +351,9 @@ def _edit_of(
             if round(exported, IMPORTANCE_DECIMALS) != round(entry.importance, IMPORTANCE_DECIMALS)
             else None
         ),
+        shared=entry.shared if entry.shared not in (None, record.shared) else None,
     )
-    return edit if (edit.content, edit.category, edit.importance) != (None, None, None) else None
+    return edit if (edit.content, edit.category, edit.importance, edit.shared) != (None, None, None, None) else None
 
 
 def _normalized(text: str) -> str:
@@ -348,4 +374,6 @@ def _new_record(entry: MemoryEntry, scope: Scope, now: datetime) -> MemoryRecord
         last_access=now,
         source="user",
         hits=entry.hits,
+        learned_in=entry.learned_in,
+        shared=bool(entry.shared),
     )

@@ -31,13 +31,18 @@ CREATE TABLE IF NOT EXISTS messages (
     content TEXT NOT NULL,
     sent_at TEXT NOT NULL,
     state TEXT NOT NULL DEFAULT 'window' CHECK (state IN ('window', 'archived', 'summarized')),
-    source_id TEXT                  -- the platform's unique message id ("discord:123"), for edits and deletes
+    source_id TEXT,                 -- the platform's unique message id ("discord:123"), for edits and deletes
+    in_group INTEGER NOT NULL DEFAULT 0  -- said in a group chat (1) or in private (0)
 );
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages (persona_id, conversation_id, state, seq);
 CREATE INDEX IF NOT EXISTS messages_by_scope ON messages (persona_id, user_id);
 """
 # Databases created before `source_id` existed get the column; the index needs it, so it comes after.
-_MIGRATIONS = (("source_id", "ALTER TABLE messages ADD COLUMN source_id TEXT"),)
+# Messages stored before `in_group` existed read as said in private: what they reveal stays discreet.
+_MIGRATIONS = (
+    ("source_id", "ALTER TABLE messages ADD COLUMN source_id TEXT"),
+    ("in_group", "ALTER TABLE messages ADD COLUMN in_group INTEGER NOT NULL DEFAULT 0"),
+)
 _SOURCE_INDEX = "CREATE INDEX IF NOT EXISTS messages_by_source ON messages (source_id)"
 
 
@@ -53,6 +58,7 @@ class StoredMessage:
     speaker_name: str
     content: str
     sent_at: datetime
+    in_group: bool = False  # said in a group chat (the conversation), not in private
 
 
 class MessageLog:
@@ -131,8 +137,8 @@ class MessageLog:
         return [_message(row) for row in rows]
 
 
-_COLUMNS = "id, persona_id, conversation_id, user_id, role, speaker_name, content, sent_at"
+_COLUMNS = "id, persona_id, conversation_id, user_id, role, speaker_name, content, sent_at, in_group"
 
 
 def _message(row: tuple[object, ...]) -> StoredMessage:
-    return StoredMessage(*row[:7], sent_at=datetime.fromisoformat(str(row[7])))  # type: ignore[arg-type]
+    return StoredMessage(*row[:7], sent_at=datetime.fromisoformat(str(row[7])), in_group=bool(row[8]))  # type: ignore[arg-type]

@@ -60,6 +60,8 @@ class MemoryRecord:
     review_pending: ReviewKind | None = None  # a review is queued; don't queue another
     decay_kept: bool = False  # kept by a decay review; re-armed when a boost lifts it above the threshold
     hits: int = 0  # how often it really shaped a reply (boosts)
+    learned_in: str | None = None  # the group conversation it was learned in; None: a private chat
+    shared: bool = False  # the user let it be used in every group, wherever it was learned
 
     def __post_init__(self) -> None:
         if self.base_importance is None:
@@ -85,6 +87,8 @@ class MemoryRecord:
             "review_pending": self.review_pending,
             "decay_kept": self.decay_kept,
             "hits": self.hits,
+            "learned_in": self.learned_in,
+            "shared": self.shared,
         }
 
 

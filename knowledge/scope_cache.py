@@ -49,13 +49,20 @@ class ScopeSnapshot:
             wanted = set(categories)
             return [record for record in self._records.values() if record.category in wanted]
 
-    def search(self, query: Query, limit: int, categories: Iterable[Category] | None = None) -> list[ScoredMemory]:
-        """The most relevant records by fused dense and lexical score, best first."""
+    def search(
+        self,
+        query: Query,
+        limit: int,
+        categories: Iterable[Category] | None = None,
+        allowed: Callable[[MemoryRecord], bool] | None = None,
+    ) -> list[ScoredMemory]:
+        """The most relevant records (of `categories`, and only those `allowed`) by fused score, best first."""
         groups = None if categories is None else [_CODE[category] for category in categories]
         with self._lock:
+            only = None if allowed is None else [key for key, record in self._records.items() if allowed(record)]
             return [
                 ScoredMemory(self._records[match.key], similarity=match.similarity, relevance=match.relevance)
-                for match in self._index.search(query, limit, groups)
+                for match in self._index.search(query, limit, groups, only)
             ]
 
     def put(self, record: MemoryRecord, vector: np.ndarray | None) -> None:

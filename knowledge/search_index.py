@@ -148,16 +148,24 @@ class SearchIndex:
             self._keys.pop()
             self._lexical.swap_remove(row)
 
-    def search(self, query: Query, limit: int, groups: Collection[int] | None = None) -> list[Match]:
-        """The `limit` most relevant items (of some groups), best first."""
+    def search(
+        self, query: Query, limit: int, groups: Collection[int] | None = None, only: Collection[str] | None = None
+    ) -> list[Match]:
+        """The `limit` most relevant items (of some groups; with `only`, among those keys), best first."""
         count = len(self._keys)
         if count == 0 or limit <= 0:
             return []
         similarity = self._vectors[:count] @ query.vector.astype(np.float32)
         lexical = self._lexical.scores(query.terms)
-        rows = np.arange(count)
+        kept = np.ones(count, dtype=bool)
         if groups is not None:
-            rows = rows[np.isin(self._groups[:count], list(groups))]
+            kept &= np.isin(self._groups[:count], list(groups))
+        if only is not None:
+            listed = np.zeros(count, dtype=bool)
+            listed[[self._row[key] for key in only if key in self._row]] = True
+            kept &= listed
+        rows = np.flatnonzero(kept)
+        if rows.size < count:
             if rows.size == 0:
                 return []
             similarity, lexical = similarity[rows], lexical[rows]

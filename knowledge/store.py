@@ -15,6 +15,7 @@ import numpy as np
 from chromadb.config import Settings as ChromaSettings
 
 from .decay import MemoryPolicy, PolicyFor, base_of, current_importance, default_policy, next_due
+from .discretion import PRIVATE, Audience
 from .embedding import Embedder
 from .records import CATEGORIES, Category, MemoryRecord, ReviewKind, Scope, ScoredMemory, Source, new_memory_id
 from .scope_cache import ScopeCache, ScopeSnapshot
@@ -48,10 +49,17 @@ class KnowledgeBase(Protocol):
         topic: str | None = None,
         conversation_id: str | None = None,
         message_ids: Sequence[str] = (),
+        learned_in: str | None = None,
     ) -> MemoryRecord: ...
 
     def search(
-        self, scope: Scope, query: str, *, limit: int = 10, categories: Iterable[Category] | None = None
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        limit: int = 10,
+        categories: Iterable[Category] | None = None,
+        audience: Audience = PRIVATE,
     ) -> list[ScoredMemory]: ...
 
     def get(self, scope: Scope, ids: Iterable[str]) -> list[MemoryRecord]: ...
@@ -71,6 +79,7 @@ class KnowledgeBase(Protocol):
         review_pending: ReviewKind | Literal[""] | None = None,
         decay_kept: bool | None = None,
         hits: int | None = None,
+        shared: bool | None = None,
     ) -> MemoryRecord | None: ...
 
     def delete(self, scope: Scope, ids: Iterable[str]) -> int: ...
@@ -103,10 +112,15 @@ def _category_filter(categories: Iterable[Category]) -> dict[str, Any]:
     return {"category": {"$in": _known(categories)}}
 
 
-def _scope_filter(scope: Scope, categories: Iterable[Category] | None = None) -> dict[str, Any]:
+def _scope_filter(
+    scope: Scope, categories: Iterable[Category] | None = None, audience: Audience = PRIVATE
+) -> dict[str, Any]:
     clauses: list[dict[str, Any]] = [{"persona_id": scope.persona_id}, {"user_id": scope.user_id}]
     if categories is not None:
         clauses.append(_category_filter(categories))
+    if not audience.sees_everything:
+        # records stored before origins existed lack both keys, so they match neither: private, as they should
+        clauses.append({"$or": [{"learned_in": audience.group_id}, {"shared": True}]})
     return {"$and": clauses}
 
 
@@ -147,6 +161,8 @@ def _metadata(record: MemoryRecord, policy: MemoryPolicy) -> dict[str, Any]:
         "message_ids": ",".join(record.message_ids),
         "decay_kept": record.decay_kept,
         "hits": record.hits,
+        "learned_in": record.learned_in or "",
+        "shared": record.shared,
         **_decay_state(record, policy),
     }
 
@@ -169,6 +185,9 @@ def _record(memory_id: str, content: str, meta: dict[str, Any]) -> MemoryRecord:
         review_pending=meta["review_pending"] or None,
         decay_kept=bool(meta["decay_kept"]),
         hits=int(meta.get("hits", 0)),  # absent in stores written before hits were counted
+        # absent in stores written before origins were recorded: learned in private, not shared
+        learned_in=meta.get("learned_in") or None,
+        shared=bool(meta.get("shared", False)),
     )
 
 
@@ -222,8 +241,9 @@ class ChromaKnowledgeBase:
         topic: str | None = None,
         conversation_id: str | None = None,
         message_ids: Sequence[str] = (),
+        learned_in: str | None = None,
     ) -> MemoryRecord:
-        """Store a new memory in `scope` and return it."""
+        """Store a new memory in `scope` and return it; `learned_in`: the group it was learned in (None: private)."""
         if category not in CATEGORIES:
             raise ValueError(f"unknown category {category!r}")
         content = content.strip()
@@ -243,6 +263,7 @@ class ChromaKnowledgeBase:
             topic=topic,
             conversation_id=conversation_id,
             message_ids=tuple(message_ids),
+            learned_in=learned_in,
         )
         vector = self._embedder.embed_passages([content])
         metadata = _metadata(record, self.policy_for(scope.persona_id))
@@ -252,9 +273,16 @@ class ChromaKnowledgeBase:
         return record
 
     def search(
-        self, scope: Scope, query: str, *, limit: int = 10, categories: Iterable[Category] | None = None
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        limit: int = 10,
+        categories: Iterable[Category] | None = None,
+        audience: Audience = PRIVATE,
     ) -> list[ScoredMemory]:
-        """The memories of `scope` most relevant to `query` (meaning and words together), best first."""
+        """The memories of `scope` most relevant to `query` (meaning and words together), best first;
+        only those `audience` may hear of."""
         if not query.strip() or limit <= 0:
             return []
         prepared = self._queries.encode(query)
@@ -265,13 +293,13 @@ class ChromaKnowledgeBase:
             result = self._collection.query(
                 query_embeddings=[prepared.vector],
                 n_results=max(limit * 5, SERVER_CANDIDATES),
-                where=_scope_filter(scope, wanted),
+                where=_scope_filter(scope, wanted, audience),
                 include=["documents", "metadatas", "embeddings"],
             )
             found = zip(result["ids"][0], result["documents"][0], result["metadatas"][0])
             records = [_record(memory_id, content, meta) for memory_id, content, meta in found]
             snapshot = ScopeSnapshot(records, np.asarray(result["embeddings"][0]), self._embedder.dim)
-        hits = snapshot.search(prepared, limit, wanted)
+        hits = snapshot.search(prepared, limit, wanted, None if audience.sees_everything else audience.may_use)
         current = self._current(hit.record for hit in hits)
         return [replace(hit, record=record) for hit, record in zip(hits, current)]
 
@@ -303,6 +331,7 @@ class ChromaKnowledgeBase:
         review_pending: ReviewKind | Literal[""] | None = None,
         decay_kept: bool | None = None,
         hits: int | None = None,
+        shared: bool | None = None,
     ) -> MemoryRecord | None:
         """Change one memory of `scope`; returns the new record, or None if `scope` has no such id.
 
@@ -319,6 +348,7 @@ class ChromaKnowledgeBase:
                 ("verified", verified),
                 ("decay_kept", decay_kept),
                 ("hits", hits),
+                ("shared", shared),
             )
             if value is not None
         }

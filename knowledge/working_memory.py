@@ -39,6 +39,7 @@ class WorkingMemory:
         content: str,
         sent_at: datetime,
         source_id: str | None = None,
+        in_group: bool = False,
     ) -> StoredMessage:
         """Store a message durably and move the oldest out of the window when it overflows."""
         message = StoredMessage(
@@ -50,11 +51,12 @@ class WorkingMemory:
             speaker_name=speaker_name,
             content=content,
             sent_at=sent_at.astimezone(UTC),
+            in_group=in_group,
         )
         with self._db.transaction() as db:
             db.execute(
                 "INSERT INTO messages (id, persona_id, conversation_id, user_id, role, speaker_name,"
-                " content, sent_at, source_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " content, sent_at, source_id, in_group) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     message.id,
                     persona_id,
@@ -65,6 +67,7 @@ class WorkingMemory:
                     content,
                     message.sent_at.isoformat(),
                     source_id,
+                    int(in_group),
                 ),
             )
             [(size,)] = db.execute(

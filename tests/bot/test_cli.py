@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from bot.app import build_app
 from bot.cli import cli
 from bot.config import load_settings
+from core import phrasebook
 from knowledge.journal import Journal
 from knowledge.records import MemoryRecord, Scope
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -24,16 +25,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_piped_chat_answers_each_line_and_handles_commands(runner: CliRunner, fake_openai: FakeOpenAIServer) -> None:
     fake_openai.script("chat-model", "Hi Alice!", "Ramen, of course.")
-    result = runner.invoke(cli, ["chat", "--user", "alice"], input="hello\nwhat should I eat?\n/memory\n/bogus\n")
+    lines_in = "hello\nwhat should I eat?\n/memory\n/share on\n/share\n/share off\n/bogus\n"
+    result = runner.invoke(cli, ["chat", "--user", "alice"], input=lines_in)
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines == [
         "Hi Alice!",
         "Ramen, of course.",
         "I don't remember anything about you yet.",
+        phrasebook.sharing_switched(True),
+        phrasebook.sharing_status(True),
+        phrasebook.sharing_switched(False),
         (
             "Unknown command /bogus. Commands: /new (start afresh), /memory (what I remember), "
-            "/forget (forget everything), /forget <what> (forget memories about it), /quit"
+            "/forget (forget everything), /forget <what> (forget memories about it), /share [on|off|<memory id> "
+            "[on|off]] (what I may bring up in group chats), /quit"
         ),
     ]
 

@@ -25,6 +25,7 @@ from bot.discord_adapter import (
 )
 from bot.render import DISCORD_LIMIT
 from bot.routing import PersonaChoices, PlaceRules
+from core import phrasebook
 from core.errors import UserFacingError
 from core.phrasebook import NOT_ALLOWED
 from knowledge.records import Scope
@@ -297,8 +298,9 @@ async def test_in_a_shared_channel_one_users_memories_never_reach_anothers_promp
     discord_bot: commands.Bot, kb: Any, fake_openai: FakeOpenAIServer
 ) -> None:
     alice, bob = member(0), member(1)
-    kb.add(scope_of(alice), "Alice loves ramen", category="fact", source="user")
-    kb.add(scope_of(bob), "Bob plays the cello", category="fact", source="user")
+    here = f"discord:channel:{channel().id}"  # both were learned in this channel, so it may hear of them
+    kb.add(scope_of(alice), "Alice loves ramen", category="fact", source="user", learned_in=here)
+    kb.add(scope_of(bob), "Bob plays the cello", category="fact", source="user", learned_in=here)
     fake_openai.script("chat-model", "Noted!", "Hi Bob")
     await dpytest.message(f"{mention(discord_bot)} I had ramen today", member=alice)
     await dpytest.message(f"{mention(discord_bot)} what do I like to eat? ramen?", member=bob)
@@ -319,3 +321,34 @@ async def test_messages_of_one_channel_are_answered_in_order_even_when_they_arri
     second_prompt = [message["content"] for message in fake_openai.requests_for("chat-model")[1].messages]
     assert "First!" in second_prompt  # the second turn was built after the first was answered
     assert len(cog._order) == 0  # nothing kept once the channel is quiet
+
+
+async def test_share_is_ephemeral_and_lets_one_memory_come_up_in_the_server(
+    discord_bot: commands.Bot, cog: CompanionCog, kb: Any, fake_openai: FakeOpenAIServer
+) -> None:
+    alice, bob = member(0), member(1)
+    sister = kb.add(scope_of(alice), "Alice's sister is called Mei", category="fact", source="user")
+    kb.add(scope_of(alice), "Alice's passport number is ZQX-4471", category="fact", source="user")
+    fake_openai.set_default("chat-model", "Hm?")
+
+    async def server_prompt() -> str:
+        await dpytest.message(f"{mention(discord_bot)} who is my sister, and my passport?", member=alice)
+        return str(fake_openai.requests_for("chat-model")[-1].messages[0]["content"])
+
+    prompt = await server_prompt()  # both were told in private
+    assert "Mei" not in prompt and "ZQX-4471" not in prompt
+
+    bob_tries = FakeInteraction(bob, channel())
+    await CompanionCog.share.callback(cog, bob_tries, setting=sister.id)  # type: ignore[arg-type]
+    assert bob_tries.log[0].content == phrasebook.no_such_memory(sister.id)
+    sharing = FakeInteraction(alice, channel())
+    await CompanionCog.share.callback(cog, sharing, setting=sister.id)  # type: ignore[arg-type]
+    [answer] = sharing.log
+    assert answer.ephemeral and answer.content == phrasebook.memory_sharing(sister, True)
+    prompt = await server_prompt()
+    assert "Alice's sister is called Mei" in prompt and "ZQX-4471" not in prompt
+
+    everything = FakeInteraction(alice, channel())
+    await CompanionCog.share.callback(cog, everything, setting="on")  # type: ignore[arg-type]
+    assert everything.log[0].content == phrasebook.sharing_switched(True) and everything.log[0].ephemeral
+    assert "ZQX-4471" in await server_prompt()

@@ -254,3 +254,59 @@ def test_commands_that_change_memories_still_name_the_persona(
     assert "Alice loves ramen" in contents(ALICE)
     help_text = runner.invoke(cli, ["memory", command[0], "--help"]).output
     assert "required: this command changes" in " ".join(help_text.split())
+
+
+def test_sharing_is_edited_shown_exported_and_imported_back(
+    runner: CliRunner, memories: dict[str, MemoryRecord], tmp_path: Path
+) -> None:
+    ramen, tea = memories["ramen"].id, memories["tea"].id
+    listed = memory(runner, "list").output
+    assert f"{ramen}  fact     1.00  [private]  Alice loves ramen" in listed  # operator-made: private
+    edited = memory(runner, "edit", ramen, "--shared", "yes")
+    assert edited.exit_code == 0 and "[private, shared]" in edited.output
+    shown = json.loads(memory(runner, "show", ramen, "--json").output)
+    assert (shown["shared"], shown["learned_in"], shown["content"]) == (True, None, "Alice loves ramen")
+    assert shown["history"][0]["detail"] == "shared in groups"
+    assert memory(runner, "edit", ramen, "--shared", "maybe").exit_code == 2
+
+    path = tmp_path / "MEMORY.md"
+    assert memory(runner, "export", "-o", str(path)).exit_code == 0
+    text = path.read_text(encoding="utf-8")
+    assert f"### [{ramen}] fact | 1.00 |" in text and "| 0 | private, shared\nAlice loves ramen" in text
+    tea_header = next(line for line in text.splitlines() if line.startswith(f"### [{tea}]"))
+    path.write_text(
+        text.replace(tea_header, tea_header + ", shared").replace(  # share the tea by editing the file
+            " | private, shared\nAlice loves ramen", " | private\nAlice loves ramen"
+        ),  # and unshare the ramen
+        encoding="utf-8",
+    )
+    imported = memory(runner, "import", str(path))
+    assert "2 updated, 0 added" in imported.stdout, imported.output
+    after = contents(ALICE)
+    assert (after["Alice drinks green tea"].shared, after["Alice loves ramen"].shared) == (True, False)
+
+    json_path = tmp_path / "alice.json"
+    assert memory(runner, "export", "-o", str(json_path)).exit_code == 0
+    assert memory(runner, "forget", "--all", "--yes").exit_code == 0 and contents(ALICE) == {}
+    assert "3 added" in memory(runner, "import", str(json_path)).stdout
+    restored = contents(ALICE)
+    assert {content: record.shared for content, record in restored.items()} == {
+        "Alice loves ramen": False,
+        "Alice's birthday is 3 May": False,
+        "Alice drinks green tea": True,
+    }
+
+
+def test_an_old_memory_file_without_origins_loads_as_private(
+    runner: CliRunner, memories: dict[str, MemoryRecord], tmp_path: Path
+) -> None:
+    path = tmp_path / "old.md"
+    path.write_text(
+        "# Memories: xiaoxiang/cli:alice\n\n<!-- persona: xiaoxiang -->\n<!-- user: cli:alice -->\n\n"
+        "## Active Memories\n\n### [new] fact | 1.50 | 2026-01-01 00:00 | 0\nAlice has a cat called Mochi\n",
+        encoding="utf-8",
+    )
+    result = memory(runner, "import", str(path))
+    assert result.exit_code == 0 and "1 added" in result.stdout and result.stderr == ""
+    mochi = contents(ALICE)["Alice has a cat called Mochi"]
+    assert (mochi.learned_in, mochi.shared) == (None, False)

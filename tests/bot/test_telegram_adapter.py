@@ -31,6 +31,7 @@ from bot.telegram_adapter import (
     SENT_PRIVATELY,
     build_telegram_application,
 )
+from core import phrasebook
 from core.phrasebook import NOT_ALLOWED
 from knowledge.records import Scope
 from tests.fakes.openai_server import FakeError, FakeOpenAIServer
@@ -170,8 +171,9 @@ async def test_group_messages_need_a_mention_or_a_reply(
 async def test_in_a_shared_group_each_user_sees_and_forgets_only_their_own_memories(
     telegram: Application, app: App, kb: Any, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
 ) -> None:
-    kb.add(ALICE_SCOPE, "Alice loves ramen", category="fact", source="user")
-    kb.add(BOB_SCOPE, "Bob plays the cello", category="fact", source="user")
+    here = f"telegram:chat:{GROUP['id']}"  # both were learned in this group, so it may hear of them
+    kb.add(ALICE_SCOPE, "Alice loves ramen", category="fact", source="user", learned_in=here)
+    kb.add(BOB_SCOPE, "Bob plays the cello", category="fact", source="user", learned_in=here)
     fake_openai.script("chat-model", "Noted!")
     await feed(telegram, message(f"@{BOT_USERNAME} I had ramen today", user=ALICE, chat=GROUP))
     await app.companion.tasks.drain()
@@ -440,3 +442,41 @@ async def test_an_edited_message_replaces_what_the_conversation_remembers(
     window = app.working_memory.window("xiaoxiang", f"telegram:chat:{ALICE['id']}")
     assert [row.content for row in window] == ["meet at 6?", "See you then!"]
     assert fake_telegram.sent_texts() == ["See you then!"]  # not answered twice
+
+
+async def test_share_lets_one_memory_or_everything_come_up_in_a_group_and_answers_only_the_caller(
+    telegram: Application, kb: Any, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    sister = kb.add(ALICE_SCOPE, "Alice's sister is called Mei", category="fact", source="user")
+    kb.add(ALICE_SCOPE, "Alice's passport number is ZQX-4471", category="fact", source="user")
+    fake_openai.set_default("chat-model", "Hm?")
+
+    async def group_prompt() -> str:
+        await feed(telegram, message(f"@{BOT_USERNAME} who is my sister, and my passport?", user=ALICE, chat=GROUP))
+        return str(fake_openai.requests_for("chat-model")[-1].messages[0]["content"])
+
+    prompt = await group_prompt()  # both were told in private
+    assert "Mei" not in prompt and "ZQX-4471" not in prompt
+
+    await feed(telegram, message(f"/share {sister.id}", user=BOB, chat=GROUP))  # not Bob's to share
+    assert fake_telegram.sent_texts(BOB["id"])[-1] == phrasebook.no_such_memory(sister.id)
+    await feed(telegram, message(f"/share {sister.id}", user=ALICE, chat=GROUP))
+    assert fake_telegram.sent_texts(GROUP["id"])[-1] == SENT_PRIVATELY  # the answer quotes the memory
+    assert fake_telegram.sent_texts(ALICE["id"])[-1] == phrasebook.memory_sharing(sister, True)
+    prompt = await group_prompt()
+    assert "Alice's sister is called Mei" in prompt and "ZQX-4471" not in prompt
+
+    await feed(telegram, message("/share on", user=ALICE, chat=private(ALICE)))
+    assert fake_telegram.sent_texts(ALICE["id"])[-1] == phrasebook.sharing_switched(True)
+    assert "ZQX-4471" in await group_prompt()
+    await feed(telegram, message("/share off", user=ALICE, chat=private(ALICE)))
+    await feed(telegram, message(f"/share {sister.id} off", user=ALICE, chat=private(ALICE)))
+    assert fake_telegram.sent_texts(ALICE["id"])[-2:] == [
+        phrasebook.sharing_switched(False),
+        phrasebook.memory_sharing(sister, False),
+    ]
+    prompt = await group_prompt()
+    assert "Mei" not in prompt and "ZQX-4471" not in prompt
+    await feed(telegram, message("/share", user=ALICE, chat=private(ALICE)))
+    assert fake_telegram.sent_texts(ALICE["id"])[-1] == phrasebook.sharing_status(False)
+    assert "/share" in HELP

@@ -280,3 +280,13 @@ async def test_a_deleted_message_leaves_the_conversation(
     await (await companion.handle(make_message("my password is hunter2", source_id="m1"))).text()
     assert await companion.message_deleted("m1")
     assert stored_texts(settings) == ["Oh no!"]
+
+
+async def test_forget_everything_also_forgets_the_users_choice_to_share(
+    companion: Companion, alice: Scope, bob: Scope
+) -> None:
+    await companion.share(alice, "on")
+    await companion.share(bob, "on")
+    await companion.forget_everything(alice)
+    assert not companion.user_settings.shares_in_groups(alice)  # back to the default that protects her
+    assert companion.user_settings.shares_in_groups(bob)

@@ -18,6 +18,7 @@ import pytest
 
 from bot.app import build_app
 from bot.config import Settings
+from core import phrasebook
 from core.companion import Companion
 from knowledge.decay import MemoryPolicy
 from knowledge.embedding import Embedder
@@ -606,6 +607,9 @@ async def test_background_jobs_of_interleaved_users_never_see_each_others_memori
 
     group = "discord:channel:42"
     her.conversation_id = him.conversation_id = group
+    # both let groups hear what they told in private: only the scope filter may keep them apart now
+    await companion.share(alice, "on")
+    await companion.share(bob, "on")
     await her.say("Alice here: which ramen do I love, and how is my pet?", group=True)
     await him.say("Bob here: which ramen do I love, and how is my pet?", group=True)
     await settle(companion)
@@ -726,3 +730,135 @@ async def test_explicit_memory_mode_keeps_what_was_asked_and_never_calls_a_backg
         await no_trouble(companion, alice)
     finally:
         await app.aclose()
+
+
+# -- 13. discretion: what was said in private stays out of groups ----------------------------------------
+
+GROUP_A, GROUP_B = "telegram:chat:-1001", "telegram:chat:-2002"
+SECRETS = ("ZQX-4471", "7781", "3 May")  # a fact, a past message and a core memory, all told in private
+
+
+async def test_what_alice_told_in_private_never_reaches_a_group_prompt_unless_she_shares_it(
+    companion: Companion, kb: ChromaKnowledgeBase, clock: FakeClock, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    fake_openai.set_default(
+        MONITOR,
+        monitor_rules(
+            {
+                "my passport number is": "[ADD] Alice's passport number is ZQX-4471",
+                "my birthday is on": "[ADD] Alice's birthday is on 3 May",
+            }
+        ),
+    )
+    in_private = Person(companion, clock, user_id=alice.user_id)
+    in_group = Person(companion, clock, user_id=alice.user_id, conversation_id=GROUP_A)
+    await in_private.say("my passport number is ZQX-4471")
+    await in_private.say("my birthday is on 3 May")
+    await in_private.say("my diary code is 7781, don't tell anyone")  # only a message: no memory is made of it
+    await settle(companion)
+    passport, birthday = (
+        facts(kb, alice)["Alice's passport number is ZQX-4471"],
+        facts(kb, alice)["Alice's birthday is on 3 May"],
+    )
+    kb.update(alice, birthday, category="core")  # as a promote review would: core memories are always in mind
+    assert [record.learned_in for record in kb.list(alice)] == [None, None]
+    question = "what are my passport number, my diary code and my birthday?"
+
+    async def asked_in_the_group() -> tuple[str, str]:
+        """The chat prompt of the group turn, and what its monitor was shown."""
+        await in_group.say(question, group=True)
+        await settle(companion)
+        return prompt_text(fake_openai.requests_for(CHAT)[-1]), prompt_text(fake_openai.requests_for(MONITOR)[-1])
+
+    chat, monitor = await asked_in_the_group()
+    assert [secret for secret in SECRETS if secret in chat or secret in monitor] == []
+    assert turn_user_text(fake_openai.requests_for(MONITOR)[-1]) == question
+
+    await in_private.say(question)  # in private all three are there to be found
+    assert [secret for secret in SECRETS if secret in prompt_text(fake_openai.requests_for(CHAT)[-1])] == list(SECRETS)
+
+    assert await companion.share(alice, passport) == phrasebook.memory_sharing(kb.get(alice, [passport])[0], True)
+    chat, monitor = await asked_in_the_group()
+    assert [secret for secret in SECRETS if secret in chat] == ["ZQX-4471"]
+    assert set(memories_in(fake_openai.requests_for(MONITOR)[-1])) == {passport}
+
+    assert await companion.share(alice, "on") == phrasebook.sharing_switched(True)
+    chat, _ = await asked_in_the_group()
+    assert [secret for secret in SECRETS if secret in chat] == list(SECRETS)
+    assert (
+        "7781" in system_message(fake_openai.requests_for(CHAT)[-1]).split("## Earlier messages that may matter now")[1]
+    )
+
+    assert await companion.share(alice, "off") == phrasebook.sharing_switched(False)
+    chat, _ = await asked_in_the_group()
+    assert [secret for secret in SECRETS if secret in chat] == ["ZQX-4471"]  # shared on its own, it stays shared
+    await no_trouble(companion, alice)
+
+
+async def test_a_fact_learned_in_one_group_is_used_there_and_in_private_but_not_in_another_group(
+    companion: Companion, kb: ChromaKnowledgeBase, clock: FakeClock, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    fake_openai.set_default(MONITOR, monitor_rules({"I sing in a choir": "[ADD] Alice sings in a choir"}))
+    in_a = Person(companion, clock, user_id=alice.user_id, conversation_id=GROUP_A)
+    in_b = Person(companion, clock, user_id=alice.user_id, conversation_id=GROUP_B)
+    in_private = Person(companion, clock, user_id=alice.user_id)
+    await in_a.say("I sing in a choir every Thursday", group=True)
+    await settle(companion)
+    [choir] = kb.list(alice)
+    assert (choir.content, choir.learned_in, choir.shared) == ("Alice sings in a choir", GROUP_A, False)
+
+    for person, group, heard in ((in_a, True, True), (in_b, True, False), (in_private, False, True)):
+        await person.say("what do I do on Thursdays?", group=group)
+        await settle(companion)
+        assert ("choir" in prompt_text(fake_openai.requests_for(CHAT)[-1])) is heard, person.conversation_id
+        assert (choir.id in memories_in(fake_openai.requests_for(MONITOR)[-1])) is heard, person.conversation_id
+
+    # told again in group B, it becomes known there too: a memory of its own, not a boost of group A's
+    await in_b.say("I sing in a choir, did you know?", group=True)
+    await settle(companion)
+    by_origin = {record.learned_in: record for record in kb.list(alice)}
+    assert set(by_origin) == {GROUP_A, GROUP_B}
+    assert by_origin[GROUP_A] == kb.get(alice, [choir.id])[0] and by_origin[GROUP_A].hits == 0
+    await no_trouble(companion, alice)
+
+
+async def test_the_monitor_and_the_summarizer_record_where_each_memory_was_learned(
+    companion: Companion, kb: ChromaKnowledgeBase, clock: FakeClock, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    fake_openai.set_default(
+        MONITOR,
+        monitor_rules(
+            {
+                "actually I moved": update("Lyon", "Alice lives in Paris"),  # the first rule that matches wins
+                "I moved to": "[ADD] Alice lives in Lyon",
+                "I work at": "[ADD] Alice works at a bakery",
+            }
+        ),
+    )
+    in_private = Person(companion, clock, user_id=alice.user_id)
+    in_group = Person(companion, clock, user_id=alice.user_id, conversation_id=GROUP_A)
+    await in_private.say("I moved to Lyon last year")
+    await in_group.say("I work at a bakery now", group=True)
+    await in_group.say("remember that my locker code is 9913", group=True)  # done in code, not by the model
+    await settle(companion)
+    learned = {record.content: record.learned_in for record in kb.list(alice)}
+    assert learned == {
+        "Alice lives in Lyon": None,
+        "Alice works at a bakery": GROUP_A,
+        "my locker code is 9913": GROUP_A,
+    }
+
+    # a private fact she shared, corrected in a group, is still a private fact she shared
+    lyon = facts(kb, alice)["Alice lives in Lyon"]
+    await companion.share(alice, lyon)
+    await in_group.say("actually I moved to Paris in May", group=True)
+    await settle(companion)
+    [paris] = kb.get(alice, [lyon])
+    assert (paris.content, paris.learned_in, paris.shared) == ("Alice lives in Paris", None, True)
+
+    await companion.new_conversation(None, GROUP_A)
+    await companion.new_conversation(None, in_private.message("").conversation_id)
+    await settle(companion)
+    episodes = {record.learned_in for record in kb.list(alice, categories=["episode"])}
+    assert episodes == {None, GROUP_A}  # an episode is as private as the conversation it sums up
+    await no_trouble(companion, alice)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from core import phrasebook
@@ -24,14 +25,14 @@ def memory(content: str, category: str, importance: float) -> MemoryRecord:
     )
 
 
-def test_the_memory_listing_keeps_the_order_it_is_given_and_shows_category_and_importance() -> None:
+def test_the_memory_listing_keeps_the_order_it_is_given_and_shows_category_importance_and_where() -> None:
     listing = phrasebook.memory_listing(
         [memory("Alice's birthday is 3 May", "core", 3.0), memory("likes ramen", "fact", 0.8)]
     )
     assert listing == (
         "What I remember about you:\n"
-        "[core] Alice's birthday is 3 May  (importance 3.00)\n"
-        "[fact] likes ramen  (importance 0.80)"
+        "[core] Alice's birthday is 3 May  (importance 3.00; private; mem_1)\n"
+        "[fact] likes ramen  (importance 0.80; private; mem_1)\n\n" + phrasebook.SHARING_RULE
     )
     assert phrasebook.memory_listing([]) == phrasebook.NOTHING_REMEMBERED
 
@@ -53,3 +54,12 @@ def test_the_forget_everything_question_names_the_user_only_when_asked_to() -> N
     assert phrasebook.forgot_everything(2, 5, about="Alice Smith") == (
         "Done. I forgot 2 memories and 5 messages about Alice Smith."
     )
+
+
+def test_the_memory_listing_says_where_each_memory_may_come_up() -> None:
+    learned_there = replace(memory("sings in a choir", "fact", 1.0), learned_in="telegram:chat:-1001")
+    shared = replace(memory("sister is Mei", "fact", 1.0), shared=True, learned_in="telegram:chat:-1001")
+    listing = phrasebook.memory_listing([learned_there, shared])
+    assert "[fact] sings in a choir  (importance 1.00; learned in a group; mem_1)" in listing
+    assert "[fact] sister is Mei  (importance 1.00; shared; mem_1)" in listing
+    assert "telegram:chat" not in listing  # which group is the operator's business, not the listing's

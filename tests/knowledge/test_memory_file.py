@@ -45,11 +45,11 @@ def test_markdown_has_the_seed_format_sorted_by_importance_in_two_sections() -> 
     active, archived = text.split("## Archived Memories")
     headers = [line for line in active.splitlines() if line.startswith("### ")]
     assert headers == [
-        "### [mem_core] core | 3.00 | 2026-02-19 18:03 | 12",
-        "### [mem_ramen] fact | 1.30 | 2026-02-19 18:03 | 4",
-        "### [mem_ep] episode | 0.90 | 2026-02-19 18:03 | 0",
+        "### [mem_core] core | 3.00 | 2026-02-19 18:03 | 12 | private",
+        "### [mem_ramen] fact | 1.30 | 2026-02-19 18:03 | 4 | private",
+        "### [mem_ep] episode | 0.90 | 2026-02-19 18:03 | 0 | private",
     ]
-    assert "### [mem_low] fact | 0.42 | 2026-02-19 18:03 | 0\nAlice once tried Vue" in archived
+    assert "### [mem_low] fact | 0.42 | 2026-02-19 18:03 | 0 | private\nAlice once tried Vue" in archived
     assert "<!-- persona: xiaoxiang -->" in text and "<!-- user: cli:alice -->" in text
 
 
@@ -69,7 +69,7 @@ def test_a_broken_block_is_skipped_with_a_warning_and_the_rest_loads() -> None:
     assert [entry.id for entry in parsed.entries] == ["mem_core", "mem_low"]
     assert len(parsed.warnings) == 4
     assert "importance 'lots' is not a number" in parsed.warnings[0] and parsed.warnings[0].startswith("line ")
-    assert "expected 4" in parsed.warnings[1]
+    assert "expected 5" in parsed.warnings[1]
     assert "unknown category 'secret'" in parsed.warnings[2] and "no text" in parsed.warnings[3]
 
 
@@ -99,7 +99,7 @@ def test_edits_become_updates_and_unknown_ids_new_memories_in_the_target_scope()
 
 
 def test_removed_blocks_are_deleted_only_with_replace() -> None:
-    text = markdown().replace("### [mem_low] fact | 0.42 | 2026-02-19 18:03 | 0\nAlice once tried Vue", "")
+    text = markdown().replace("### [mem_low] fact | 0.42 | 2026-02-19 18:03 | 0 | private\nAlice once tried Vue", "")
     parsed = parse_memory_file(text, ALICE)
     assert plan_import(RECORDS, parsed, ALICE, now=NOW, policy=POLICY).deletions == []
     assert [r.id for r in plan_import(RECORDS, parsed, ALICE, now=NOW, policy=POLICY, replace_all=True).deletions] == [
@@ -116,7 +116,15 @@ def test_decay_since_the_export_is_not_an_edit() -> None:
 
 
 def test_json_restores_every_field_under_a_fresh_id() -> None:
-    original = replace(RECORDS[1], verified=True, topic="personal", conversation_id="cli:alice", message_ids=("m1",))
+    original = replace(
+        RECORDS[1],
+        verified=True,
+        topic="personal",
+        conversation_id="telegram:chat:-1001",
+        message_ids=("m1",),
+        learned_in="telegram:chat:-1001",
+        shared=True,
+    )
     parsed = parse_memory_file(render_json([original], ALICE, now=NOW), BOB)
     assert parsed.scope == ALICE and parsed.warnings == []
     [restored] = plan_import([], parsed, BOB, now=NOW, policy=POLICY).additions
@@ -137,3 +145,82 @@ def test_a_stored_id_listed_twice_counts_once() -> None:
     parsed = parse_memory_file(text, ALICE)
     plan = plan_import(RECORDS, parsed, ALICE, now=NOW, policy=POLICY)
     assert plan.updates == [] and plan.additions == [] and "[mem_core] appears twice" in parsed.warnings[0]
+
+
+# -- discretion: where a memory was learned, and whether the user shared it --------------------------
+
+GROUP = "telegram:chat:-1001"
+
+
+def test_origin_and_sharing_are_written_and_read_back() -> None:
+    records = [
+        record("mem_group", "Alice sings in a choir", 1.0, learned_in=GROUP),
+        record("mem_told", "Alice's sister is called Mei", 1.0, shared=True),
+        record("mem_both", "Alice runs on Sundays", 1.0, learned_in=GROUP, shared=True),
+    ]
+    text = render_markdown(records, ALICE, now=NOW, archive_below=0.5)
+    assert "### [mem_group] fact | 1.00 | 2026-02-19 18:03 | 0 | group telegram:chat:-1001\n" in text
+    assert "### [mem_told] fact | 1.00 | 2026-02-19 18:03 | 0 | private, shared\n" in text
+    assert "### [mem_both] fact | 1.00 | 2026-02-19 18:03 | 0 | group telegram:chat:-1001, shared\n" in text
+    parsed = parse_memory_file(text, ALICE)
+    assert parsed.warnings == []
+    assert plan_import(records, parsed, ALICE, now=NOW, policy=POLICY).unchanged == 3
+    # imported into an empty scope, each keeps where it was learned and whether it is shared
+    added = plan_import([], parsed, BOB, now=NOW, policy=POLICY).additions
+    assert {(memory.content, memory.learned_in, memory.shared) for memory in added} == {
+        ("Alice sings in a choir", GROUP, False),
+        ("Alice's sister is called Mei", None, True),
+        ("Alice runs on Sundays", GROUP, True),
+    }
+
+
+def test_sharing_changed_in_the_file_is_an_update_and_the_origin_never_changes() -> None:
+    stored = [record("mem_told", "Alice's sister is called Mei", 1.0)]
+    text = render_markdown(stored, ALICE, now=NOW, archive_below=0.5).replace("| private", "| private, shared")
+    [edit] = plan_import(stored, parse_memory_file(text, ALICE), ALICE, now=NOW, policy=POLICY).updates
+    assert (edit.record.id, edit.shared, edit.content, edit.category, edit.importance) == (
+        "mem_told",
+        True,
+        None,
+        None,
+        None,
+    )
+    moved = text.replace("| private, shared", f"| group {GROUP}")
+    assert plan_import(stored, parse_memory_file(moved, ALICE), ALICE, now=NOW, policy=POLICY).unchanged == 1
+
+
+def test_a_file_written_before_origins_loads_unchanged_and_its_new_memories_are_private() -> None:
+    old = (
+        "# Memories: xiaoxiang/cli:alice\n\n## Active Memories\n\n"
+        "### [mem_told] fact | 1.00 | 2026-02-19 18:03 | 0\nAlice's sister is called Mei\n\n"
+        "### [new] fact | 1.50 | 2026-02-20 10:00 | 2\nAlice has a cat called Mochi\n"
+    )
+    parsed = parse_memory_file(old, ALICE)
+    assert parsed.warnings == [] and [entry.shared for entry in parsed.entries] == [None, None]
+    stored = [record("mem_told", "Alice's sister is called Mei", 1.0, shared=True)]
+    plan = plan_import(stored, parsed, ALICE, now=NOW, policy=POLICY)
+    assert plan.updates == [] and plan.unchanged == 1  # the file says nothing of sharing: the flag stays
+    [added] = plan.additions
+    assert (added.learned_in, added.shared) == (None, False)
+
+
+def test_json_without_origins_reads_as_private_and_leaves_sharing_alone() -> None:
+    text = (
+        render_json([RECORDS[1]], ALICE, now=NOW)
+        .replace('"learned_in": null,', "")
+        .replace('"shared": false', '"x": 0')
+    )
+    parsed = parse_memory_file(text, ALICE)
+    assert parsed.warnings == []
+    [entry] = parsed.entries
+    assert entry.shared is None and entry.record is not None and entry.record.learned_in is None
+    stored = [replace(RECORDS[1], shared=True)]
+    assert plan_import(stored, parsed, ALICE, now=NOW, policy=POLICY).updates == []
+
+
+def test_an_unreadable_origin_skips_the_block_with_a_warning() -> None:
+    text = markdown().replace("| 12 | private", "| 12 | everywhere").replace("| 4 | private", "| 4 | private, loud")
+    parsed = parse_memory_file(text, ALICE)
+    assert sorted(entry.id for entry in parsed.entries) == ["mem_ep", "mem_low"]
+    assert "'everywhere' is neither 'private'" in parsed.warnings[0]
+    assert "'loud' after the origin" in parsed.warnings[1]

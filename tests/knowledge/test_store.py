@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from knowledge.decay import default_policy
+from knowledge.discretion import PRIVATE, Audience
 from knowledge.embedding import Embedder
 from knowledge.records import Scope
-from knowledge.store import ChromaKnowledgeBase, open_chroma_client
+from knowledge.store import COLLECTION, ChromaKnowledgeBase, _metadata, open_chroma_client
 from tests.fakes.clock import FakeClock
 
 
@@ -140,3 +142,62 @@ def test_hybrid_search_finds_chinese_and_english_memories_in_their_own_scope(
     assert top("which herb do I hate?") == "Alice can't stand coriander"
     assert top("what does my sibling do for a living") == "Alice's sister Emma works as a nurse in Toronto"
     assert [hit.record.scope for hit in store.search(bob, "团子", limit=10)] == [bob] * len(MIXED)
+
+
+# -- discretion: where a memory was learned, and who may hear of it ------------------------------------
+
+GROUP_A, GROUP_B = "telegram:chat:-1001", "telegram:chat:-2002"
+
+
+@pytest.mark.parametrize("cache_scopes", [True, False], ids=["snapshots", "chromadb query"])
+def test_a_group_audience_finds_only_what_was_learned_there_or_shared(
+    tmp_path: Path, embedder: Embedder, clock: FakeClock, alice: Scope, cache_scopes: bool
+) -> None:
+    store = ChromaKnowledgeBase(
+        open_chroma_client(path=tmp_path / "chroma"), embedder, now=clock.now, cache_scopes=cache_scopes
+    )
+    private = store.add(alice, "Alice's ramen place is Ichiran", category="fact", source="user")
+    in_a = store.add(alice, "Alice cooks ramen on Fridays", category="fact", source="user", learned_in=GROUP_A)
+    in_b = store.add(alice, "Alice hates instant ramen", category="fact", source="user", learned_in=GROUP_B)
+    told = store.add(alice, "Alice's ramen budget is 20 euros", category="fact", source="user")
+    told = store.update(alice, told.id, shared=True)
+    assert told is not None and told.shared and told.learned_in is None
+
+    def found(audience: Audience) -> set[str]:
+        return {hit.record.id for hit in store.search(alice, "ramen", limit=10, audience=audience)}
+
+    assert found(PRIVATE) == {private.id, in_a.id, in_b.id, told.id}
+    assert found(Audience(group_id=GROUP_A)) == {in_a.id, told.id}
+    assert found(Audience(group_id=GROUP_B)) == {in_b.id, told.id}
+    assert found(Audience(group_id="telegram:chat:-3003")) == {told.id}
+    assert found(Audience(group_id=GROUP_A, shares_everything=True)) == found(PRIVATE)
+    # the origin survives a restart and is never touched by other updates
+    reopened = ChromaKnowledgeBase(open_chroma_client(path=tmp_path / "chroma"), embedder, now=clock.now)
+    updated = reopened.update(alice, in_a.id, content="Alice cooks tonkotsu ramen on Fridays", importance=2.0)
+    assert updated is not None and (updated.learned_in, updated.shared) == (GROUP_A, False)
+    assert reopened.get(alice, [told.id])[0].shared
+
+
+@pytest.mark.parametrize("cache_scopes", [True, False], ids=["snapshots", "chromadb query"])
+def test_a_memory_stored_before_origins_existed_reads_as_private_and_unshared(
+    tmp_path: Path, embedder: Embedder, clock: FakeClock, alice: Scope, cache_scopes: bool
+) -> None:
+    client = open_chroma_client(path=tmp_path / "chroma")
+    store = ChromaKnowledgeBase(client, embedder, now=clock.now, cache_scopes=cache_scopes)
+    model = store.add(alice, "Alice's locker code is 9913", category="fact", source="user", learned_in=GROUP_A)
+    store.delete(alice, [model.id])
+    # the metadata an earlier version wrote: everything but the origin and the sharing flag
+    legacy = _metadata(model, default_policy("xiaoxiang"))
+    del legacy["learned_in"], legacy["shared"]
+    client.get_collection(COLLECTION).add(
+        ids=[model.id],
+        documents=[model.content],
+        metadatas=[legacy],
+        embeddings=embedder.embed_passages([model.content]),
+    )
+    store = ChromaKnowledgeBase(client, embedder, now=clock.now, cache_scopes=cache_scopes)
+
+    [old] = store.get(alice, [model.id])
+    assert (old.learned_in, old.shared) == (None, False)
+    assert [hit.record.id for hit in store.search(alice, "locker code")] == [model.id]
+    assert store.search(alice, "locker code", audience=Audience(group_id=GROUP_A)) == []

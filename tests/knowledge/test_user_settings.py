@@ -1,0 +1,57 @@
+"""Per-user settings: defaults that protect the user, one row per scope, kept across restarts."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from knowledge.discretion import Audience
+from knowledge.records import Scope
+from knowledge.user_settings import UserSettings
+
+
+def test_sharing_is_off_until_the_user_turns_it_on_and_is_kept_across_a_restart(
+    tmp_path: Path, alice: Scope, bob: Scope
+) -> None:
+    settings = UserSettings(tmp_path / "companion.sqlite3")
+    assert settings.shares_in_groups(alice) is False
+    settings.set_shares_in_groups(alice, True)
+    assert settings.shares_in_groups(alice) and not settings.shares_in_groups(bob)
+    assert not settings.shares_in_groups(Scope("another", alice.user_id))  # a choice made with one persona
+    settings.close()
+
+    reopened = UserSettings(tmp_path / "companion.sqlite3")
+    assert reopened.shares_in_groups(alice)
+    reopened.set_shares_in_groups(alice, False)
+    assert not reopened.shares_in_groups(alice)
+
+
+def test_forgetting_a_scope_brings_its_settings_back_to_the_defaults(tmp_path: Path, alice: Scope, bob: Scope) -> None:
+    settings = UserSettings(tmp_path / "companion.sqlite3")
+    settings.set_shares_in_groups(alice, True)
+    settings.set_shares_in_groups(bob, True)
+    assert settings.forget(alice) == 1
+    assert not settings.shares_in_groups(alice) and settings.shares_in_groups(bob)
+    assert settings.forget(alice) == 0
+
+
+def test_the_audience_of_a_conversation_follows_the_users_switch(tmp_path: Path, alice: Scope) -> None:
+    settings = UserSettings(tmp_path / "companion.sqlite3")
+    assert settings.audience(alice, "dm:cli:alice", group=False) == Audience()
+    assert settings.audience(alice, "telegram:chat:-1001", group=True) == Audience(group_id="telegram:chat:-1001")
+    settings.set_shares_in_groups(alice, True)
+    assert settings.audience(alice, "telegram:chat:-1001", group=True).sees_everything
+
+
+def test_a_database_made_before_a_setting_existed_gets_its_column(tmp_path: Path, alice: Scope) -> None:
+    path = tmp_path / "companion.sqlite3"
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE user_settings (persona_id TEXT NOT NULL, user_id TEXT NOT NULL,"
+            " PRIMARY KEY (persona_id, user_id))"
+        )
+        db.execute("INSERT INTO user_settings VALUES (?, ?)", (alice.persona_id, alice.user_id))
+    settings = UserSettings(path)
+    assert not settings.shares_in_groups(alice)  # the row existed, the choice was never made
+    settings.set_shares_in_groups(alice, True)
+    assert settings.shares_in_groups(alice)
