@@ -101,12 +101,14 @@ class App:
         A long-running process first summarises the conversations that went quiet while it was down.
         """
         self.companion.tasks.resume()
+        await self.lifecycle.prune_finished_work()
         if schedule:
             await self.lifecycle.summarize_idle()
             self.scheduler = Scheduler()
             self.scheduler.add_maintenance(
                 decay=self.lifecycle.run_decay,
                 summarize_idle=self.lifecycle.summarize_idle,
+                prune=self.lifecycle.prune_finished_work,
                 decay_cron=self.settings.decay_cron,
                 idle_check=min(self.lifecycle.idle_timeout / 2, timedelta(minutes=5)),
             )
@@ -275,6 +277,7 @@ def build_app(
         persona=personas.get,
         clock=clock,
         idle_timeout=timedelta(minutes=settings.idle_timeout_minutes),
+        dead_letter_retention=timedelta(days=settings.dead_letter_days),
         enabled=background,
     )
     companion = Companion(

@@ -113,7 +113,7 @@ def _platforms(settings: Settings) -> list[Callable[[App], Coroutine[Any, Any, N
 @cli.command()
 @click.pass_context
 def maintenance(ctx: click.Context) -> None:
-    """Run the memory maintenance once (decay, idle summaries, reviews), for deployments using system cron."""
+    """Run the memory maintenance once (decay, idle summaries, reviews, pruning), for deployments using system cron."""
     settings = cli_settings(ctx)
 
     async def run(app: App) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from knowledge.forget_fence import ForgetFence, ScopeForgottenError
@@ -77,6 +77,10 @@ class BackgroundTasks:
         if pending:
             log.info("resuming %d pending background jobs", len(pending))
         return len(pending)
+
+    def prune(self, *, dead_letters_before: datetime) -> int:
+        """Finished work keeps no text: delete finished jobs, and dead letters older than the cutoff."""
+        return self._jobs.prune(dead_letters_before=dead_letters_before)
 
     async def drain(self) -> None:
         """Wait until every scheduled job has finished (or been dead-lettered)."""

@@ -189,10 +189,13 @@ class JobQueue:
     # -- retention and erasure -----------------------------------------------------------------
 
     def prune(self, *, dead_letters_before: datetime) -> int:
-        """Delete finished jobs, and dead letters written before the retention cutoff; returns how many rows went."""
+        """Delete finished jobs, and dead letters written before the retention cutoff; returns how many rows went.
+
+        The write-ahead log is truncated after, so the pages that held their text leave it too."""
         with self._db.transaction() as db:
             jobs = db.execute("DELETE FROM jobs WHERE state != 'pending'").rowcount
             letters = db.execute("DELETE FROM dead_letters WHERE at < ?", (iso(dead_letters_before),)).rowcount
+        self._db.checkpoint()
         return jobs + letters
 
     def forget(self, scope: Scope) -> int:
