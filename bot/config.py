@@ -184,6 +184,11 @@ class Settings(BaseSettings):
     )
     log_level: str = Field("WARNING", validation_alias=_env("COMPANION_LOG_LEVEL"), description="logging level")
 
+    def secrets(self) -> list[str]:
+        """The values of the secret settings that are set (for the log redactor)."""
+        values = [getattr(self, name) for name in sorted(SECRET_FIELDS)]
+        return [value.get_secret_value() for value in values if value is not None]
+
     @property
     def uses_embedded_model(self) -> bool:
         return not self.openai_base_url
