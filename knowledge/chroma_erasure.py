@@ -10,13 +10,20 @@
 So after a forget, on our own connection: the queued writes of every id a later Delete superseded go
 (the Delete rows stay: a restart still replays the deletion into the vector index), superseded queued
 versions that quote the forgotten text lose their document, the full-text index is merged
-(`optimize`), and VACUUM rewrites the file without a free byte. The vector files hold numbers only.
+(`optimize`), and VACUUM rewrites the file without a free byte.
+
+The vector index files hold numbers, except for one leak: hnswlib allocates room for more vectors than
+it holds without zeroing it, and writes that room to `data_level0.bin` and `length.bin` as it is, so
+whatever text the process freed before (a message, a prompt) can land on disk. The room past the last
+vector is zeroed too (`zero_unused_capacity`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
+import struct
 import time
 from pathlib import Path
 
@@ -27,10 +34,19 @@ DELETE_OPERATION = 3  # chromadb's embeddings_queue code for a Delete
 DOCUMENT_KEY = "chroma:document"
 FULLTEXT = "embedding_fulltext_search"
 BUSY_TIMEOUT_MS = 30_000
+# hnswlib's header.bin as chromadb writes it: a format version, then offsetLevel0, max_elements,
+# cur_element_count and size_data_per_element (little-endian u32, then u64s).
+_HNSW_HEADER = struct.Struct("<IQQQQ")
+_HNSW_VERSION = 1
+LINK_COUNT_BYTES = 4  # length.bin: one u32 per element
+
+log = logging.getLogger(__name__)
 
 
 def erase_remnants(database: Path, target: ForgetTarget) -> None:
     """Remove deleted records' remnants, and queued superseded versions matching `target`, from `database`."""
+    for header in database.parent.glob("*/header.bin"):
+        zero_unused_capacity(header.parent)
     if not database.exists():
         return
     connection = sqlite3.connect(database, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
@@ -84,3 +100,20 @@ def _truncate_wal(connection: sqlite3.Connection, attempts: int = 50) -> None:
         if not connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:
             return
         time.sleep(0.02)
+
+
+def zero_unused_capacity(segment: Path) -> None:
+    """Zero the room of a vector index segment past its last vector (uninitialised memory written as it was)."""
+    header = (segment / "header.bin").read_bytes()
+    if len(header) < _HNSW_HEADER.size:
+        return
+    version, _, capacity, count, element_bytes = _HNSW_HEADER.unpack_from(header)
+    if version != _HNSW_VERSION or count > capacity:
+        log.warning("unknown vector index header in %s; its unused room was not zeroed", segment.name)
+        return
+    for name, used in (("data_level0.bin", count * element_bytes), ("length.bin", count * LINK_COUNT_BYTES)):
+        path = segment / name
+        if path.exists() and path.stat().st_size > used:
+            with path.open("r+b") as file:
+                file.seek(used)
+                file.write(bytes(path.stat().st_size - used))
