@@ -90,7 +90,7 @@ class ChangeLog:
         if not rows:
             return
         with ExitStack() as fences:
-            for scope in {scope for scope, _ in changes}:
+            for scope in sorted({scope for scope, _ in changes}, key=str):  # one lock order for every writer
                 fences.enter_context(fenced_write(scope))  # no content may come back into a forgotten scope
             self._write(rows)
 
