@@ -7,10 +7,13 @@
 - in the full-text index (FTS5), whose deletes only append tombstones to its segments;
 - in free pages and free space inside pages: chromadb's own connection does not use `secure_delete`.
 
-So after a forget, on our own connection: the queued writes of every id a later Delete superseded go
+So after a forget, on our own connection in a child process: the queued writes of every id a later Delete superseded go
 (the Delete rows stay: a restart still replays the deletion into the vector index), superseded queued
 versions that quote the forgotten text lose their document, the full-text index is merged
-(`optimize`), and VACUUM rewrites the file without a free byte.
+(`optimize`), and VACUUM rewrites the file without a free byte. The child process is not a detail: a
+second copy of SQLite in chromadb's process (Python's, beside the one chromadb bundles) shares its POSIX
+locks, and closing our connection can drop chromadb's locks mid-transaction; run beside chromadb's
+writers that corrupted the file, while from a child it never did (see the research notes of issue 12).
 
 The vector index files hold numbers, except for one leak: hnswlib allocates room for more vectors than
 it holds without zeroing it, and writes that room to `data_level0.bin` and `length.bin` as it is, so
@@ -22,8 +25,11 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 import sqlite3
 import struct
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -43,12 +49,35 @@ LINK_COUNT_BYTES = 4  # length.bin: one u32 per element
 log = logging.getLogger(__name__)
 
 
+CHILD_TIMEOUT_SECONDS = 600
+
+
+class ErasureError(RuntimeError):
+    """The child process that erases chromadb's remnants failed; what it said is the message."""
+
+
 def erase_remnants(database: Path, target: ForgetTarget) -> None:
-    """Remove deleted records' remnants, and queued superseded versions matching `target`, from `database`."""
+    """Remove deleted records' remnants, and queued superseded versions matching `target`, from `database`.
+
+    The SQL runs in a child process (see above); the vector files are only zeroed past their last vector.
+    """
     for header in database.parent.glob("*/header.bin"):
         zero_unused_capacity(header.parent)
     if not database.exists():
         return
+    done = subprocess.run(
+        [sys.executable, "-m", __name__, str(database)],
+        input=pickle.dumps(target),
+        capture_output=True,
+        timeout=CHILD_TIMEOUT_SECONDS,
+        check=False,
+    )
+    if done.returncode:
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise ErasureError(f"erasing chromadb's remnants failed: {said[-1] if said else f'exit {done.returncode}'}")
+
+
+def _erase_in_this_process(database: Path, target: ForgetTarget) -> None:
     connection = sqlite3.connect(database, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -117,3 +146,7 @@ def zero_unused_capacity(segment: Path) -> None:
             with path.open("r+b") as file:
                 file.seek(used)
                 file.write(bytes(path.stat().st_size - used))
+
+
+if __name__ == "__main__":
+    _erase_in_this_process(Path(sys.argv[1]), pickle.loads(sys.stdin.buffer.read()))
