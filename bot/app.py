@@ -14,8 +14,10 @@ from core.companion import Companion
 from core.conversation_summarizer import ConversationSummarizer
 from core.embedded_llm import EMBEDDED_MODEL_NAME, LlamaCppClient
 from core.errors import UserFacingError
+from core.forgetting import Forgetting
 from core.knowledge_monitor import KnowledgeMonitor
 from core.llm import LLMClient, ModelSettings, OpenAIClient, UsageSink
+from core.memory_editor import MemoryEditor
 from core.memory_injector import Budget, MemoryInjector
 from core.memory_lifecycle import MemoryLifecycle
 from core.memory_reviewer import MemoryReviewer
@@ -27,6 +29,7 @@ from core.types import ROLES, Role
 from knowledge.decay import MemoryPolicy, PolicyFor
 from knowledge.decay_pass import DecayPass
 from knowledge.embedding import Embedder, load_embedder
+from knowledge.forget_fence import ForgetFence
 from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
 from knowledge.message_log import MessageLog
@@ -99,12 +102,14 @@ class App:
         A long-running process first summarises the conversations that went quiet while it was down.
         """
         self.companion.tasks.resume()
+        await self.lifecycle.prune_finished_work()
         if schedule:
             await self.lifecycle.summarize_idle()
             self.scheduler = Scheduler()
             self.scheduler.add_maintenance(
                 decay=self.lifecycle.run_decay,
                 summarize_idle=self.lifecycle.summarize_idle,
+                prune=self.lifecycle.prune_finished_work,
                 decay_cron=self.settings.decay_cron,
                 idle_check=min(self.lifecycle.idle_timeout / 2, timedelta(minutes=5)),
             )
@@ -208,7 +213,8 @@ def build_app(
     def policy_for(persona_id: str) -> MemoryPolicy:
         return MemoryPolicy().overridden(personas.get(persona_id).memory_rules)
 
-    client = open_chroma_client(path=data_dir / "chroma", host=settings.chroma_host, port=settings.chroma_port)
+    chroma_dir = data_dir / "chroma"
+    client = open_chroma_client(path=chroma_dir, host=settings.chroma_host, port=settings.chroma_port)
     queries = QueryEncoder(embedder)  # one embedding per message for memories and history alike
     knowledge = ChromaKnowledgeBase(
         client,
@@ -218,6 +224,7 @@ def build_app(
         policy_for=policy_for,  # what a memory's importance is at any moment depends on its persona's rules
         # A Chroma server may be shared with other bot processes, whose writes a snapshot would miss.
         cache_scopes=settings.chroma_host is None,
+        files=chroma_dir if settings.chroma_host is None else None,
     )
     working_memory = WorkingMemory(
         MessageLog(data_dir / "companion.sqlite3"),
@@ -233,6 +240,17 @@ def build_app(
 
     llm = llm or build_llm(settings, usage=record_usage)
     chat = llm.settings("chat")
+    fence = ForgetFence()  # a forget wins over background work that began before it
+    editor = MemoryEditor(knowledge, journal.changes, clock)
+    forgetting = Forgetting(
+        knowledge=knowledge,
+        history=history,
+        journal=journal,
+        editor=editor,
+        user_settings=user_settings,
+        fence=fence,
+        files=data_dir,
+    )
 
     responses = ResponseHandler(
         working_memory=working_memory,
@@ -244,7 +262,9 @@ def build_app(
         retrieval_limit=settings.retrieval_limit,
     )
     lifecycle = MemoryLifecycle(
-        tasks=BackgroundTasks(journal.jobs, clock, backoff=backoff, concurrency=settings.background_workers),
+        tasks=BackgroundTasks(
+            journal.jobs, clock, backoff=backoff, concurrency=settings.background_workers, fence=fence
+        ),
         monitor=KnowledgeMonitor(
             llm,
             knowledge,
@@ -252,8 +272,8 @@ def build_app(
             journal.jobs,
             clock,
             policy_for,
+            forgetting,
             max_ops=settings.monitor_max_ops,
-            history=history,
             use_model=settings.background_uses_model,
             user_settings=user_settings,
         ),
@@ -267,6 +287,7 @@ def build_app(
         persona=personas.get,
         clock=clock,
         idle_timeout=timedelta(minutes=settings.idle_timeout_minutes),
+        dead_letter_retention=timedelta(days=settings.dead_letter_days),
         enabled=background,
     )
     companion = Companion(
@@ -277,6 +298,8 @@ def build_app(
         lifecycle=lifecycle,
         journal=journal,
         user_settings=user_settings,
+        editor=editor,
+        forgetting=forgetting,
         clock=clock,
         default_persona=settings.default_persona,
         rate_limiter=RateLimiter(clock, settings.rate_limit_per_minute),

@@ -12,9 +12,11 @@ from typing import Any
 import click
 
 from core.errors import CompanionError
+from knowledge.privacy_scan import scan_directory
+from knowledge.records import Scope
 
 from .app import App, load_models, startup_notices
-from .cli_support import cli_settings, run_app
+from .cli_support import changing_scope_options, cli_settings, run_app, user_id_for
 from .config import CONFIG_ENV, Settings, settings_help
 from .memory_cli import memory
 from .persona_cli import persona
@@ -113,7 +115,7 @@ def _platforms(settings: Settings) -> list[Callable[[App], Coroutine[Any, Any, N
 @cli.command()
 @click.pass_context
 def maintenance(ctx: click.Context) -> None:
-    """Run the memory maintenance once (decay, idle summaries, reviews), for deployments using system cron."""
+    """Run the memory maintenance once (decay, idle summaries, reviews, pruning), for deployments using system cron."""
     settings = cli_settings(ctx)
 
     async def run(app: App) -> None:
@@ -126,6 +128,32 @@ def maintenance(ctx: click.Context) -> None:
         )
 
     run_app(settings, run, start=True)
+
+
+@cli.command("privacy-check")
+@changing_scope_options
+@click.argument("text")
+@click.pass_context
+def privacy_check(ctx: click.Context, persona_id: str, user_name: str, text: str) -> None:
+    """Prove TEXT is gone: scan every file under the data directory (raw bytes and live SQLite rows) for it.
+
+    Lists every file scanned and every place TEXT still is; exits 1 if it is anywhere. Nothing is changed.
+    """
+    settings = cli_settings(ctx)
+    scope = Scope(persona_id, user_id_for(user_name))
+    report = scan_directory(settings.data_dir, text)
+    click.echo(f"privacy check for {scope} in {settings.data_dir}: {len(report.scanned)} files scanned")
+    for path in report.scanned:
+        click.echo(f"  scanned {path.relative_to(settings.data_dir)} ({path.stat().st_size:,} bytes)")
+    for table in report.unreadable:
+        click.echo(f"  could not read the rows of {table}; its bytes were scanned", err=True)
+    for path, count in report.in_files.items():
+        click.echo(f"FOUND {count} times in the bytes of {path.relative_to(settings.data_dir)}")
+    for place, rows in report.in_rows.items():
+        click.echo(f"FOUND in {rows} live rows of {place}")
+    if not report.clean:
+        raise SystemExit(1)
+    click.echo("not found anywhere: no file holds it, no live row holds it")
 
 
 cli.add_command(memory)

@@ -16,6 +16,7 @@ from knowledge.records import Scope
 
 from .app import App, build_app
 from .config import Settings, load_settings
+from .log_redaction import redact_secrets
 
 T = TypeVar("T")
 
@@ -51,6 +52,7 @@ def cli_settings(ctx: click.Context, **overrides: Any) -> Settings:
     except CompanionError as error:
         raise click.ClickException(str(error)) from error
     logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    redact_secrets(settings.secrets())
     return settings
 
 

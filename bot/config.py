@@ -155,6 +155,13 @@ class Settings(BaseSettings):
         "decided in code, no model call (for models too small to follow the monitor); auto: explicit with the "
         "embedded demo model, else model",
     )
+    dead_letter_days: float = Field(
+        7,
+        gt=0,
+        validation_alias=_env("COMPANION_DEAD_LETTER_DAYS"),
+        description="days a dead letter keeps the text of the work that failed, for an operator to see; "
+        "a forget that matches one erases it sooner",
+    )
     monitor_max_ops: int = Field(
         10, ge=1, validation_alias=_env("COMPANION_MONITOR_MAX_OPS"), description="memory operations applied per turn"
     )
@@ -176,6 +183,11 @@ class Settings(BaseSettings):
         default_factory=PlaceRules, description="Telegram operator rules: personas, allow-lists, every-message chats"
     )
     log_level: str = Field("WARNING", validation_alias=_env("COMPANION_LOG_LEVEL"), description="logging level")
+
+    def secrets(self) -> list[str]:
+        """The values of the secret settings that are set (for the log redactor)."""
+        values = [getattr(self, name) for name in sorted(SECRET_FIELDS)]
+        return [value.get_secret_value() for value in values if value is not None]
 
     @property
     def uses_embedded_model(self) -> bool:

@@ -239,16 +239,17 @@ def memory_forget(
         if everything:
             if not yes:
                 click.confirm(f"Forget every memory, message and history row of {scope}?", abort=True)
-            report = await app.companion.forget_everything(scope)
-            click.echo(
-                f"Forgot {report.memories} memories, {report.messages} messages, {report.journal_rows} journal rows."
-            )
-            return
-        found = {record.id for record in app.companion.knowledge.get(scope, memory_ids)}
-        for missing in (memory_id for memory_id in memory_ids if memory_id not in found):
-            click.echo(f"warning: {scope} has no memory {missing}", err=True)
-        count = await app.companion.forget_memories(scope, sorted(found), actor="operator")
-        click.echo(f"Forgot {count} memories.")
+            report = await app.companion.forgetting.everything(scope)
+        else:
+            found = {record.id for record in app.companion.knowledge.get(scope, memory_ids)}
+            for missing in (memory_id for memory_id in memory_ids if memory_id not in found):
+                click.echo(f"warning: {scope} has no memory {missing}", err=True)
+            report = await app.companion.forgetting.memories(scope, sorted(found), actor="operator")
+        click.echo(
+            f"Forgot {report.memories} memories, {report.messages} messages, {report.journal_rows} journal rows."
+        )
+        for path in report.files:
+            click.echo(f"deleted {path}, a memory file holding what was forgotten")
 
     _in_scope(ctx, persona_id, user_name, forget)
 

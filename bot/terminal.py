@@ -85,21 +85,21 @@ class TerminalChat:
         if (answer or "").strip().lower() not in CONFIRMATIONS:
             self._say(phrasebook.FORGETTING_NOTHING)
             return
-        report = await self._companion.forget_everything(self.scope)
+        report = await self._companion.forgetting.everything(self.scope)
         self._say(phrasebook.forgot_everything(report.memories, report.messages))
 
     async def _forget_about(self, what: str) -> None:
-        found = await self._companion.memories_about(self.scope, what)
-        if not found:
+        plan = await self._companion.forgetting.find(self.scope, what)
+        if not plan.found:
             self._say(phrasebook.nothing_about(what))
             return
-        self._say(phrasebook.remembered(found))
+        self._say(phrasebook.remembered(plan.found))
         answer = await self._read_line("Forget these? Type 'yes' to confirm: ")
         if (answer or "").strip().lower() not in CONFIRMATIONS:
             self._say(phrasebook.FORGETTING_NOTHING)
             return
-        forgotten = await self._companion.forget_memories(self.scope, [record.id for record in found])
-        self._say(phrasebook.forgot(forgotten))
+        report = await self._companion.forgetting.forget(plan)
+        self._say(phrasebook.forgot(report.memories + report.messages))
 
     async def _chat(self, text: str) -> None:
         message = IncomingMessage(

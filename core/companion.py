@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 import random
-from dataclasses import dataclass
 
 from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
-from knowledge.message_log import StoredMessage
 from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope, ScoredMemory
-from knowledge.retrieval import FORGETTABLE, SearchResults, memories_about, messages_about, search_scope
+from knowledge.retrieval import FORGETTABLE, SearchResults, search_scope
 from knowledge.store import KnowledgeBase
 from knowledge.user_settings import UserSettings
 from personas.loader import Persona, PersonaError, PersonaRegistry
@@ -21,6 +18,7 @@ from personas.loader import Persona, PersonaError, PersonaRegistry
 from . import phrasebook
 from .clock import Clock
 from .errors import UserFacingError
+from .forgetting import Forgetting
 from .knowledge_monitor import Turn
 from .memory_editor import MemoryEditor
 from .memory_lifecycle import MemoryLifecycle
@@ -30,23 +28,12 @@ from .sharing import Sharing
 from .tasks import BackgroundTasks
 from .types import IncomingMessage, StoredTurn, TurnResult
 
-log = logging.getLogger(__name__)
-
 # Far beyond any chat message; above this we refuse before storing, so one paste cannot fill the disk.
 MAX_MESSAGE_CHARS = 100_000
 
 
 class UnknownPersonaError(UserFacingError):
     """The requested persona does not exist or its file is broken."""
-
-
-@dataclass(frozen=True, slots=True)
-class ForgetReport:
-    """What `/forget` deleted, layer by layer."""
-
-    memories: int
-    messages: int
-    journal_rows: int
 
 
 class Companion:
@@ -62,6 +49,8 @@ class Companion:
         lifecycle: MemoryLifecycle,
         journal: Journal,
         user_settings: UserSettings,
+        editor: MemoryEditor,
+        forgetting: Forgetting,
         clock: Clock,
         default_persona: str,
         rate_limiter: RateLimiter | None = None,
@@ -75,8 +64,9 @@ class Companion:
         self.clock = clock
         self.default_persona = default_persona
         self.user_settings = user_settings
-        self.editor = MemoryEditor(knowledge, journal.changes, clock)
-        self.sharing = Sharing(knowledge, user_settings, self.editor)
+        self.editor = editor
+        self.sharing = Sharing(knowledge, user_settings, editor)
+        self.forgetting = forgetting  # every route to forgetting: /forget, /forget <what>, the CLI, deletions
         self._rate_limiter = rate_limiter or RateLimiter(clock, per_minute=0)
 
     @property
@@ -136,8 +126,8 @@ class Companion:
         return await asyncio.to_thread(self.history.edit, source_id, text) is not None
 
     async def message_deleted(self, source_id: str) -> bool:
-        """A message was deleted on its platform: it leaves the conversation and its history here too."""
-        return await asyncio.to_thread(self.history.delete, source_id)
+        """A message was deleted on its platform: it is forgotten, with what quotes it (see `Forgetting`)."""
+        return await self.forgetting.message_deleted(source_id)
 
     def greeting(self, persona_id: str | None = None, user_name: str | None = None) -> str:
         """One of the persona's greetings, macros filled for `user_name`."""
@@ -170,28 +160,6 @@ class Companion:
         """The memories of this scope that a message like `query` would recall, in prompt order."""
         hits = await asyncio.to_thread(self.knowledge.search, scope, query, limit=limit, categories=FORGETTABLE)
         return rank_for_prompt(hits, self.clock.now())
-
-    async def memories_about(self, scope: Scope, what: str) -> list[MemoryRecord | StoredMessage]:
-        """`/forget <what>`, first step: the memories and past messages it would delete, to show before asking."""
-        memories: list[MemoryRecord | StoredMessage] = []
-        memories += await asyncio.to_thread(memories_about, self.knowledge, scope, what)
-        memories += await asyncio.to_thread(messages_about, self.history, scope, what)
-        return memories
-
-    async def forget_memories(self, scope: Scope, ids: list[str], *, actor: str = "user") -> int:
-        """`/forget <what>`, once confirmed: delete these memories and messages of this scope (others' ids: nothing)."""
-        memories = await asyncio.to_thread(self.editor.forget, scope, ids, actor=actor)
-        return memories + await asyncio.to_thread(self.history.forget_messages, scope, ids)
-
-    async def forget_everything(self, scope: Scope) -> ForgetReport:
-        """`/forget`: delete every memory, message (and its index), history row and pending job of this scope."""
-        await self.tasks.discard(scope)  # queued work must not re-add what we are about to delete
-        memories = await asyncio.to_thread(self.knowledge.forget_all, scope)
-        messages = await asyncio.to_thread(self.history.forget, scope)
-        journal_rows = self.journal.forget(scope)
-        self.user_settings.forget(scope)  # choices such as /share read as their defaults again
-        log.info("forgot %d memories, %d messages and %d journal rows of one scope", memories, messages, journal_rows)
-        return ForgetReport(memories=memories, messages=messages, journal_rows=journal_rows)
 
 
 def _notice(message: IncomingMessage, text: str) -> TurnResult:
