@@ -61,7 +61,7 @@ def chat(ctx: click.Context, persona_id: str | None, user_name: str) -> None:
         if not interactive:
             await app.companion.tasks.drain()  # a script ends once what it said has been remembered
 
-    run_app(settings, talk, start=True, schedule=interactive)
+    run_app(settings, talk, start=True, schedule=interactive, owner=True)
 
 
 @cli.command()
@@ -91,7 +91,7 @@ def run(ctx: click.Context) -> None:
         except* asyncio.CancelledError:
             click.echo("stopped; pending background work is saved and resumes at the next start", err=True)
 
-    run_app(settings, serve, start=True, schedule=True)
+    run_app(settings, serve, start=True, schedule=True, owner=True)
 
 
 def _platforms(settings: Settings) -> list[Callable[[App], Coroutine[Any, Any, None]]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from datetime import datetime
@@ -14,38 +13,38 @@ import click
 from core.errors import CompanionError
 from knowledge.records import Scope
 
-from .app import App, build_app
+from .app import App
 from .config import Settings, load_settings
+from .ownership import live_app, run_in_data_dir
 
 T = TypeVar("T")
 
 
 def run_app(
-    settings: Settings, work: Callable[[App], Coroutine[Any, Any, T]], *, start: bool = False, schedule: bool = False
+    settings: Settings,
+    work: Callable[[App], Coroutine[Any, Any, T]],
+    *,
+    start: bool = False,
+    schedule: bool = False,
+    owner: bool = False,
 ) -> T:
     """Build the app, run `work` with it, and always close it; known errors become clean CLI errors.
 
     With `start`, background jobs left by an earlier run resume first (inspection commands leave them
-    alone); on the way out pending work gets a grace period and otherwise stays in the journal.
+    alone); on the way out pending work gets a grace period and otherwise stays in the journal. While
+    a bot owns the data directory, the command is carried out by it (`ownership.py`); an `owner` (run,
+    chat) refuses to start beside another.
     """
-
-    async def main() -> T:
-        app = build_app(settings)
-        try:
-            if start:
-                await app.start(schedule=schedule)
-            return await work(app)
-        finally:
-            await app.aclose()
-
     try:
-        return asyncio.run(main())
+        return run_in_data_dir(settings, work, start=start, schedule=schedule, owner=owner)
     except CompanionError as error:
         raise click.ClickException(str(error)) from error
 
 
 def cli_settings(ctx: click.Context, **overrides: Any) -> Settings:
     """The settings for this invocation (with `--data-dir`), logging set up; errors become CLI errors."""
+    if (live := live_app()) is not None:
+        return live.app.settings  # a command forwarded to the running bot acts on the bot's own settings
     try:
         settings = load_settings(data_dir=ctx.obj.get("data_dir"), **overrides)
     except CompanionError as error:

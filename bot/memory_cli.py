@@ -33,6 +33,7 @@ from .cli_support import (
     scope_of,
     scope_options,
 )
+from .ownership import confirm, edit_text
 
 IMPORTANCE_BINS = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0)  # histogram edges; 0.5 is the decay-review line, 3.0 never decays
 
@@ -194,7 +195,7 @@ def memory_edit(
         record = _one(app, scope, memory_id)
         new_text = text
         if (text, importance, category) == (None, None, None):
-            edited = click.edit(record.content)
+            edited = edit_text(record.content, param="text")
             if edited is None or edited.strip() == record.content:
                 click.echo("Nothing changed.")
                 return
@@ -225,7 +226,7 @@ def memory_forget(
     async def forget(app: App, scope: Scope) -> None:
         if everything:
             if not yes:
-                click.confirm(f"Forget every memory, message and history row of {scope}?", abort=True)
+                confirm(f"Forget every memory, message and history row of {scope}?", param="yes")
             report = await app.companion.forget_everything(scope)
             click.echo(
                 f"Forgot {report.memories} memories, {report.messages} messages, {report.journal_rows} journal rows."
