@@ -26,7 +26,7 @@ from .memory_lifecycle import MemoryLifecycle
 from .rate_limit import RateLimiter
 from .response_handler import ResponseHandler
 from .tasks import BackgroundTasks
-from .types import IncomingMessage, StoredTurn, TurnResult
+from .types import IncomingMessage, StoredTurn, TurnResult, clean_text
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class Companion:
         Nothing is re-answered (the reply stays as it was), and memories already drawn from the old
         wording stay until corrected or forgotten. Whether the message was one we keep is returned.
         """
-        text = text.strip()
+        text = clean_text(text).strip()
         if not text or len(text) > MAX_MESSAGE_CHARS:
             return False  # the stored wording stays; nothing said is lost
         return await asyncio.to_thread(self.history.edit, source_id, text) is not None
@@ -162,6 +162,7 @@ class Companion:
 
     async def memories_about(self, scope: Scope, what: str) -> list[MemoryRecord | StoredMessage]:
         """`/forget <what>`, first step: the memories and past messages it would delete, to show before asking."""
+        what = clean_text(what)
         memories: list[MemoryRecord | StoredMessage] = []
         memories += await asyncio.to_thread(memories_about, self.knowledge, scope, what)
         memories += await asyncio.to_thread(messages_about, self.history, scope, what)
