@@ -7,10 +7,10 @@ import tempfile
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from core.clock import Clock, SystemClock
-from core.companion import Companion
+from core.companion import Companion, UnknownPersonaError
 from core.conversation_summarizer import ConversationSummarizer
 from core.embedded_llm import EMBEDDED_MODEL_NAME, LlamaCppClient
 from core.errors import UserFacingError
@@ -31,12 +31,14 @@ from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
 from knowledge.message_log import MessageLog
 from knowledge.search_index import QueryEncoder
-from knowledge.store import ChromaKnowledgeBase, open_chroma_client
+from knowledge.store import COLLECTION, ChromaKnowledgeBase, open_chroma_client
+from knowledge.store_guard import MemoryStoreGuard, MemoryStoreMissingError
 from knowledge.working_memory import WorkingMemory
 from personas.loader import PERSONA_DIR, PersonaRegistry
 
 from .config import ConfigError, Settings
 from .routing import PersonaChoices, Router
+from .startup import RESTORE_MEMORIES, RESTORE_MESSAGES, StartupError, opening
 
 EMBEDDED_REPLY_TOKENS = 200
 EMBEDDED_MODEL_NOTICE = (
@@ -184,6 +186,15 @@ def ensure_writable(directory: Path) -> Path:
     return directory
 
 
+def _check_memory_store(guard: MemoryStoreGuard, client: Any, database: Path, *, messages_held: bool) -> None:
+    try:
+        guard.check(client, messages_held=messages_held)
+    except MemoryStoreMissingError as error:
+        raise StartupError(
+            f"{database.parent / 'chroma'}: {error}; refusing to start without the memories: {RESTORE_MEMORIES}"
+        ) from error
+
+
 def build_app(
     settings: Settings,
     *,
@@ -192,11 +203,13 @@ def build_app(
     embedder: Embedder | None = None,
     backoff: tuple[float, ...] = DEFAULT_BACKOFF,
     background: bool = True,
+    accept_empty_memory: bool = False,
 ) -> App:
     """Wire settings into a ready `App`; tests pass their own clock, LLM, embedder or retry backoff.
 
     `background=False` submits no monitor, summarizer or review job, so benchmarks can measure what
-    the background costs the reply path.
+    the background costs the reply path. A memory store that went missing is refused (`StartupError`)
+    unless `accept_empty_memory`.
     """
     clock = clock or SystemClock()
     data_dir = ensure_writable(settings.data_dir)
@@ -206,24 +219,33 @@ def build_app(
     def policy_for(persona_id: str) -> MemoryPolicy:
         return MemoryPolicy().overridden(personas.get(persona_id).memory_rules)
 
-    client = open_chroma_client(path=data_dir / "chroma", host=settings.chroma_host, port=settings.chroma_port)
     queries = QueryEncoder(embedder)  # one embedding per message for memories and history alike
-    knowledge = ChromaKnowledgeBase(
-        client,
-        embedder,
-        queries=queries,
-        now=clock.now,
-        policy_for=policy_for,  # what a memory's importance is at any moment depends on its persona's rules
-        # A Chroma server may be shared with other bot processes, whose writes a snapshot would miss.
-        cache_scopes=settings.chroma_host is None,
-    )
-    working_memory = WorkingMemory(
-        MessageLog(data_dir / "companion.sqlite3"),
-        window_size=settings.working_memory_size,
-        overflow_batch=min(settings.summary_batch, settings.working_memory_size),
-    )
-    history = ConversationHistory(working_memory.log, embedder, data_dir / "companion.sqlite3", queries=queries)
-    journal = Journal(data_dir / "companion.sqlite3")
+    database = data_dir / "companion.sqlite3"
+    with opening(database, if_damaged=RESTORE_MESSAGES):
+        working_memory = WorkingMemory(
+            MessageLog(database),
+            window_size=settings.working_memory_size,
+            overflow_batch=min(settings.summary_batch, settings.working_memory_size),
+        )
+        history = ConversationHistory(working_memory.log, embedder, database, queries=queries)
+        journal = Journal(database)
+    embedded = settings.chroma_host is None
+    with opening(data_dir / "chroma" / "chroma.sqlite3", if_damaged=RESTORE_MEMORIES):
+        client = open_chroma_client(path=data_dir / "chroma", host=settings.chroma_host, port=settings.chroma_port)
+        guard = MemoryStoreGuard(database, COLLECTION)
+        if embedded and not accept_empty_memory:
+            _check_memory_store(guard, client, database, messages_held=bool(working_memory.log.messages_after(0, 1)))
+        knowledge = ChromaKnowledgeBase(
+            client,
+            embedder,
+            queries=queries,
+            now=clock.now,
+            policy_for=policy_for,  # what a memory's importance is at any moment depends on its persona's rules
+            # A Chroma server may be shared with other bot processes, whose writes a snapshot would miss.
+            cache_scopes=embedded,
+        )
+        if embedded:
+            guard.record(client)
 
     def record_usage(role: Role, model: str, prompt_tokens: int, completion_tokens: int) -> None:
         journal.usage.record(role, model, prompt_tokens, completion_tokens, at=clock.now())
@@ -277,7 +299,14 @@ def build_app(
         rate_limiter=RateLimiter(clock, settings.rate_limit_per_minute),
     )
     # Fail at start-up, not at the first message, if the default persona or its memory rules are broken.
-    policy_for(companion.persona().id)
+    try:
+        policy_for(companion.persona().id)
+    except UnknownPersonaError as error:
+        where = personas.path(companion.default_persona)
+        raise StartupError(
+            f"{error}{f' ({where})' if where else ''}; fix the file (`companion persona validate` says what is "
+            "wrong) or choose another COMPANION_DEFAULT_PERSONA"
+        ) from error
     return App(
         settings=settings,
         companion=companion,

@@ -18,6 +18,7 @@ from .cli_support import cli_settings, run_app
 from .config import CONFIG_ENV, Settings, settings_help
 from .memory_cli import memory
 from .persona_cli import persona
+from .startup import DEBUG_HINT
 from .terminal import TerminalChat, stdin_reader
 
 EPILOG = f"""\b
@@ -28,13 +29,33 @@ variables, which win. Secrets are read from the environment only.
 """
 
 
-@click.group(epilog=EPILOG, context_settings={"max_content_width": 110})
+class _OneLineErrors(click.Group):
+    """Any failure a command did not foresee is one line naming what failed; `--debug` shows the traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as error:
+            if (ctx.obj or {}).get("debug"):
+                raise
+            raise click.ClickException(f"{type(error).__name__}: {error} {DEBUG_HINT}") from error
+
+
+@click.group(cls=_OneLineErrors, epilog=EPILOG, context_settings={"max_content_width": 110})
 @click.option("--data-dir", type=click.Path(file_okay=False), help="Overrides COMPANION_DATA_DIR.")
+@click.option("--debug", is_flag=True, help="Show the traceback of an unexpected error.")
+@click.option(
+    "--accept-empty-memory",
+    is_flag=True,
+    help="Start even though the memory store is missing or new (after restoring what you could; see the README).",
+)
 @click.version_option(package_name="companion")
 @click.pass_context
-def cli(ctx: click.Context, data_dir: str | None) -> None:
+def cli(ctx: click.Context, data_dir: str | None, debug: bool, accept_empty_memory: bool) -> None:
     """Companion: a character who remembers you, on Discord, Telegram and in your terminal."""
-    ctx.obj = {"data_dir": data_dir}
+    ctx.obj = {"data_dir": data_dir, "debug": debug, "accept_empty_memory": accept_empty_memory}
 
 
 @cli.command()

@@ -38,7 +38,15 @@ def run_app(
     try:
         return run_in_data_dir(settings, work, start=start, schedule=schedule, owner=owner)
     except CompanionError as error:
+        if _debugging():
+            raise
         raise click.ClickException(str(error)) from error
+
+
+def _debugging() -> bool:
+    """Whether `--debug` asks for tracebacks instead of one-line errors."""
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and bool((ctx.find_root().obj or {}).get("debug"))
 
 
 def cli_settings(ctx: click.Context, **overrides: Any) -> Settings:
@@ -48,6 +56,8 @@ def cli_settings(ctx: click.Context, **overrides: Any) -> Settings:
     try:
         settings = load_settings(data_dir=ctx.obj.get("data_dir"), **overrides)
     except CompanionError as error:
+        if _debugging():
+            raise
         raise click.ClickException(str(error)) from error
     logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     return settings

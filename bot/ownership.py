@@ -37,6 +37,7 @@ from .app import App, build_app, ensure_writable
 from .config import Settings
 from .control_socket import ControlServer, Request, Response, send
 from .data_dir_lock import DataDirLock
+from .startup import opening
 
 log = logging.getLogger(__name__)
 
@@ -106,11 +107,13 @@ def run_in_data_dir(
     if (live := live_app()) is not None:
         return live.run(work(live.app))  # a command forwarded to us: the app is already running
     lock = claim(settings.data_dir, owner=owner)
-    root = click.get_current_context().find_root().command
+    root_ctx = click.get_current_context().find_root()
+    root = root_ctx.command
     assert isinstance(root, click.Group)
+    accept_empty_memory = bool((root_ctx.obj or {}).get("accept_empty_memory"))
 
     async def main() -> T:
-        app = build_app(settings)
+        app = build_app(settings, accept_empty_memory=accept_empty_memory)
         control = ControlServer(settings.data_dir, CommandRunner(root, app)) if owner else None
         try:
             if control is not None:
@@ -144,7 +147,7 @@ def claim(data_dir: Path, *, owner: bool) -> DataDirLock:
     command = " ".join(_command_path(ctx))
     lock = DataDirLock(ensure_writable(data_dir))
     deadline = time.monotonic() + WAIT_FOR_OWNER
-    while not lock.try_acquire(command):
+    while not _try_acquire(lock, command):
         holder = lock.holder()
         if owner and holder.command in OWNER_COMMANDS:
             raise click.ClickException(
@@ -157,6 +160,11 @@ def claim(data_dir: Path, *, owner: bool) -> DataDirLock:
             raise click.ClickException(f"{data_dir} is in use by {holder}, which did not answer; try again later")
         time.sleep(POLL)
     return lock
+
+
+def _try_acquire(lock: DataDirLock, command: str) -> bool:
+    with opening(lock.path, if_damaged=f"delete {lock.path.name} (it holds only the PID of its holder)"):
+        return lock.try_acquire(command)
 
 
 def _send(data_dir: Path, request: Request) -> Response | None:

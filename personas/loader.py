@@ -116,6 +116,8 @@ def load_persona(path: Path) -> Persona:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise PersonaError(f"{path.name}: cannot be read ({error.strerror})") from error
+    except UnicodeDecodeError as error:
+        raise PersonaError(f"{path.name}: not UTF-8 text (byte {error.start}; a binary file?)") from error
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import shlex
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from bot.control_socket import socket_path
 
@@ -64,10 +67,37 @@ def companion(
     env: dict[str, str], *args: str, stdin: str | bytes = b"", **extra: Any
 ) -> subprocess.CompletedProcess[str]:
     """Run one `companion` command in its own process, as an operator would."""
+    return run([*COMPANION, *args], env, stdin, **extra)
+
+
+def run(command: list[str], env: dict[str, str], stdin: str | bytes, **extra: Any) -> subprocess.CompletedProcess[str]:
+    """Run `command` to its end; its output is text (bytes that are not UTF-8 shown as U+FFFD)."""
     data = stdin.encode() if isinstance(stdin, str) else stdin
-    result = subprocess.run(
-        [*COMPANION, *args], check=False, env=env, input=data, capture_output=True, timeout=120, **extra
-    )
+    done = subprocess.run(command, check=False, env=env, input=data, capture_output=True, timeout=120, **extra)
     return subprocess.CompletedProcess(
-        result.args, result.returncode, result.stdout.decode(errors="replace"), result.stderr.decode(errors="replace")
+        done.args, done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
     )
+
+
+def on_a_full_disk(
+    env: dict[str, str], data_dir: Path, *args: str, stdin: bytes = b""
+) -> subprocess.CompletedProcess[str]:
+    """Run a `companion` command with a copy of `data_dir` on a small file system filled to the last byte.
+
+    The file system is a tmpfs mounted in a user and mount namespace of its own (no privileges needed
+    where the kernel allows unprivileged user namespaces; the test is skipped where it does not).
+    """
+    probe = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "true"], check=False, capture_output=True
+    )
+    if probe.returncode != 0:
+        pytest.skip("unprivileged user and mount namespaces are not available here")
+    mount = data_dir.parent / "small-disk"
+    mount.mkdir()
+    command = " ".join(shlex.quote(part) for part in [*COMPANION, *args])
+    script = (
+        f"mount -t tmpfs -o size=4m tmpfs {mount} && cp -r {data_dir} {mount}/data && "
+        f"(dd if=/dev/zero of={mount}/filler bs=64k 2>/dev/null; true) && "
+        f"COMPANION_DATA_DIR={mount}/data exec {command}"
+    )
+    return run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script], env, stdin)

@@ -1,0 +1,38 @@
+"""What went wrong with a store on disk, in a few words: full, failing, unwritable or damaged.
+
+SQLite, chromadb and the file system each say it their own way; callers above knowledge/ need one
+answer to tell the person at the keyboard what to do (free space, fix permissions, restore a backup).
+"""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+from typing import Literal
+
+from chromadb.errors import ChromaError
+
+StorageProblem = Literal["full", "io", "unwritable", "damaged"]
+STORAGE_ERRORS: tuple[type[BaseException], ...] = (OSError, sqlite3.DatabaseError, ChromaError)
+
+_UNWRITABLE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+
+
+def storage_problem(error: BaseException) -> StorageProblem | None:
+    """The kind of storage failure `error` is, or None if it is not one."""
+    if isinstance(error, OSError):
+        if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            return "full"
+        return "unwritable" if error.errno in _UNWRITABLE_ERRNOS else None
+    if not isinstance(error, STORAGE_ERRORS):
+        return None
+    text = str(error).lower()
+    if "full" in text or "no space" in text:
+        return "full"
+    if "readonly" in text or "read-only" in text or "unable to open" in text or "permission" in text:
+        return "unwritable"
+    if "disk i/o error" in text:  # SQLite's word for a write the disk refused, often for want of space
+        return "io"
+    if "not a database" in text or "malformed" in text or "corrupt" in text or "code: 26" in text:
+        return "damaged"
+    return None
