@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from typing import Any
 
@@ -14,6 +15,7 @@ from core.phrasebook import EMPTY_MESSAGE, too_long
 from knowledge.embedding import Embedder
 from knowledge.records import Scope
 from knowledge.store import ChromaKnowledgeBase
+from personas.loader import PERSONA_DIR
 from tests.fakes.clock import FakeClock
 from tests.fakes.messages import make_message
 from tests.fakes.openai_server import FakeError, FakeHang, FakeOpenAIServer
@@ -280,3 +282,18 @@ async def test_a_deleted_message_leaves_the_conversation(
     await (await companion.handle(make_message("my password is hunter2", source_id="m1"))).text()
     assert await companion.message_deleted("m1")
     assert stored_texts(settings) == ["Oh no!"]
+
+
+async def test_while_the_persona_file_is_broken_messages_are_answered_and_stored(
+    companion: Companion, fake_openai: FakeOpenAIServer, settings: Settings
+) -> None:
+    own = settings.own_persona_dir / "xiaoxiang.yaml"
+    own.parent.mkdir(parents=True)
+    own.write_text(PERSONA_DIR.joinpath("xiaoxiang.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    fake_openai.script("chat-model", "first", "second")
+    assert await (await companion.handle(make_message("before the edit"))).text() == "first"
+    own.write_text("name: [a half-saved edit\n", encoding="utf-8")
+    os.utime(own, (own.stat().st_atime, own.stat().st_mtime + 5))
+    assert await (await companion.handle(make_message("during the broken edit"))).text() == "second"
+    assert stored_texts(settings) == ["before the edit", "first", "during the broken edit", "second"]
+    assert "小祥" in fake_openai.requests_for("chat-model")[-1].messages[0]["content"]
