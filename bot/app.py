@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import tempfile
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -38,9 +37,12 @@ from personas.loader import PERSONA_DIR, PersonaRegistry
 
 from .config import ConfigError, Settings
 from .routing import PersonaChoices, Router
-from .startup import RESTORE_MEMORIES, RESTORE_MESSAGES, StartupError, opening
+from .startup import RESTORE_MEMORIES, RESTORE_MESSAGES, StartupError, ensure_writable, opening
 
 EMBEDDED_REPLY_TOKENS = 200
+# Seconds background jobs get to finish at shutdown; what is left stays pending for the next start, so a
+# stop (SIGTERM) returns within a few seconds even while a model hangs.
+SHUTDOWN_GRACE = 3.0
 EMBEDDED_MODEL_NOTICE = (
     "Using the embedded demo model (SmolLM2-135M, offline, tiny): it runs anywhere but its replies are "
     "simple and it often loses the thread. For real conversations point the companion at an "
@@ -120,7 +122,7 @@ class App:
         if self.scheduler is not None:
             self.scheduler.shutdown()
             await self.lifecycle.summarize_idle()
-        await self.companion.tasks.aclose()
+        await self.companion.tasks.aclose(grace=SHUTDOWN_GRACE)
         close = getattr(self.llm, "close", None)
         if close is not None:
             await close()
@@ -170,20 +172,6 @@ def build_llm(settings: Settings, usage: UsageSink | None = None) -> LLMClient:
         max_retries=settings.llm_max_retries,
         usage=usage,
     )
-
-
-def ensure_writable(directory: Path) -> Path:
-    """Create the data directory if needed and prove we can write there, or say clearly why not."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=directory):
-            pass
-    except OSError as error:
-        raise ConfigError(
-            f"the data directory {directory} is not writable ({error.strerror}); "
-            "set COMPANION_DATA_DIR to a directory you can write to"
-        ) from error
-    return directory
 
 
 def _check_memory_store(guard: MemoryStoreGuard, client: Any, database: Path, *, messages_held: bool) -> None:

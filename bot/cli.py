@@ -7,19 +7,20 @@ import getpass
 import signal
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from core.errors import CompanionError
 
-from .app import App, load_models, startup_notices
 from .cli_support import cli_settings, run_app
 from .config import CONFIG_ENV, Settings, settings_help
 from .memory_cli import memory
 from .persona_cli import persona
 from .startup import DEBUG_HINT
-from .terminal import TerminalChat, stdin_reader
+
+if TYPE_CHECKING:  # the app, the models and the platforms load only in the commands that need them
+    from .app import App
 
 EPILOG = f"""\b
 Settings come from an optional TOML file (./companion.toml, or the file named by {CONFIG_ENV};
@@ -66,10 +67,12 @@ def chat(ctx: click.Context, persona_id: str | None, user_name: str) -> None:
     """Chat in the terminal. With piped input: one message per line, replies on stdout."""
     settings = cli_settings(ctx)
     interactive = sys.stdin.isatty()
-    for notice in startup_notices(settings):
-        click.echo(notice, err=True)
 
     async def talk(app: App) -> None:
+        from .app import load_models, startup_notices
+        from .terminal import TerminalChat, stdin_reader
+
+        _tell(startup_notices(settings))  # once the data directory is ours: a refused start says only why
         await load_models(app)
         await TerminalChat(
             app.companion,
@@ -94,10 +97,11 @@ def run(ctx: click.Context) -> None:
         raise click.ClickException(
             "no platform is configured: set DISCORD_TOKEN and/or TELEGRAM_TOKEN; for a local chat use `companion chat`"
         )
-    for notice in startup_notices(settings):
-        click.echo(notice, err=True)
 
     async def serve(app: App) -> None:
+        from .app import load_models, startup_notices
+
+        _tell(startup_notices(settings))
         await load_models(app)
         serving = asyncio.current_task()
         assert serving is not None
@@ -113,6 +117,11 @@ def run(ctx: click.Context) -> None:
             click.echo("stopped; pending background work is saved and resumes at the next start", err=True)
 
     run_app(settings, serve, start=True, schedule=True, owner=True)
+
+
+def _tell(notices: list[str]) -> None:
+    for notice in notices:
+        click.echo(notice, err=True)
 
 
 def _platforms(settings: Settings) -> list[Callable[[App], Coroutine[Any, Any, None]]]:

@@ -6,16 +6,18 @@ import logging
 from collections.abc import Callable, Coroutine
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from core.errors import CompanionError
 from knowledge.records import Scope
 
-from .app import App
 from .config import Settings, load_settings
 from .ownership import live_app, run_in_data_dir
+
+if TYPE_CHECKING:
+    from .app import App
 
 T = TypeVar("T")
 

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -23,7 +23,6 @@ from knowledge.memory_file import (
 )
 from knowledge.records import MemoryRecord, Scope
 
-from .app import App
 from .cli_support import (
     changing_scope_options,
     cli_settings,
@@ -34,6 +33,9 @@ from .cli_support import (
     scope_options,
 )
 from .ownership import confirm, edit_text
+
+if TYPE_CHECKING:
+    from .app import App
 
 IMPORTANCE_BINS = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0)  # histogram edges; 0.5 is the decay-review line, 3.0 never decays
 

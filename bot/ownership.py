@@ -29,15 +29,17 @@ from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from .app import App, build_app, ensure_writable
 from .config import Settings
 from .control_socket import ControlServer, Request, Response, send
 from .data_dir_lock import DataDirLock
-from .startup import opening
+from .startup import ensure_writable, opening
+
+if TYPE_CHECKING:  # the app (chromadb, the models) is imported only by the process that builds one
+    from .app import App
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +115,8 @@ def run_in_data_dir(
     accept_empty_memory = bool((root_ctx.obj or {}).get("accept_empty_memory"))
 
     async def main() -> T:
+        from .app import build_app
+
         app = build_app(settings, accept_empty_memory=accept_empty_memory)
         control = ControlServer(settings.data_dir, CommandRunner(root, app)) if owner else None
         try:

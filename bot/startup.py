@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from core.errors import UserFacingError
-from knowledge.storage_errors import STORAGE_ERRORS, storage_problem
+from knowledge.storage_errors import storage_problem
 
 DEBUG_HINT = "(companion --debug ... shows the traceback)"
 FREE_SPACE = "free some space on that disk and start again"
@@ -26,12 +27,26 @@ class StartupError(UserFacingError):
     """The companion cannot start; the message names the file and the fix."""
 
 
+def ensure_writable(directory: Path) -> Path:
+    """Create the data directory if needed and prove we can write there, or say clearly why not."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as error:
+        raise StartupError(
+            f"the data directory {directory} is not writable ({error.strerror}); "
+            "set COMPANION_DATA_DIR to a directory you can write to"
+        ) from error
+    return directory
+
+
 @contextmanager
 def opening(path: Path, *, if_damaged: str) -> Iterator[None]:
     """Turn a storage failure while opening `path` into a `StartupError` saying what to do."""
     try:
         yield
-    except STORAGE_ERRORS as error:
+    except Exception as error:
         problem = storage_problem(error)
         if problem is None:
             raise

@@ -10,10 +10,7 @@ import errno
 import sqlite3
 from typing import Literal
 
-from chromadb.errors import ChromaError
-
 StorageProblem = Literal["full", "io", "unwritable", "damaged"]
-STORAGE_ERRORS: tuple[type[BaseException], ...] = (OSError, sqlite3.DatabaseError, ChromaError)
 
 _UNWRITABLE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 
@@ -24,7 +21,8 @@ def storage_problem(error: BaseException) -> StorageProblem | None:
         if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
             return "full"
         return "unwritable" if error.errno in _UNWRITABLE_ERRNOS else None
-    if not isinstance(error, STORAGE_ERRORS):
+    # chromadb's errors are told by their module, so that the command line need not import chromadb
+    if not isinstance(error, sqlite3.DatabaseError) and not type(error).__module__.startswith("chromadb"):
         return None
     text = str(error).lower()
     if "full" in text or "no space" in text:
