@@ -123,6 +123,8 @@ class App:
             self.scheduler.shutdown()
             await self.lifecycle.summarize_idle()
         await self.companion.tasks.aclose(grace=SHUTDOWN_GRACE)
+        if not self.companion.unsaved.save():
+            self.companion.unsaved.give_up()
         close = getattr(self.llm, "close", None)
         if close is not None:
             await close()

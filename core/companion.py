@@ -14,6 +14,7 @@ from knowledge.message_log import StoredMessage
 from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope, ScoredMemory
 from knowledge.retrieval import FORGETTABLE, SearchResults, memories_about, messages_about, search_scope
+from knowledge.storage_errors import storage_problem
 from knowledge.store import KnowledgeBase
 from personas.loader import Persona, PersonaError, PersonaRegistry
 
@@ -27,6 +28,7 @@ from .rate_limit import RateLimiter
 from .response_handler import ResponseHandler
 from .tasks import BackgroundTasks
 from .types import IncomingMessage, StoredTurn, TurnResult, clean_text
+from .unsaved_messages import UnsavedMessages
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,7 @@ class Companion:
         self.default_persona = default_persona
         self.editor = MemoryEditor(knowledge, journal.changes, clock)
         self._rate_limiter = rate_limiter or RateLimiter(clock, per_minute=0)
+        self.unsaved = UnsavedMessages(responses.store_message, clock)  # while the disk refuses writes
 
     @property
     def tasks(self) -> BackgroundTasks:
@@ -97,8 +100,18 @@ class Companion:
             return _notice(message, phrasebook.too_fast(self._rate_limiter.per_minute))
         persona = self.persona(message.persona_id)
         scope = Scope(persona.id, message.user_id)
+        if len(self.unsaved) and not self.unsaved.save():  # what was said before comes first
+            self.unsaved.hold(persona.id, scope, message)
+            return _notice(message, phrasebook.HELD_NOT_SAVED)
         remember = functools.partial(self._remember, persona, scope, message, group)
-        return await self.responses.reply(persona, scope, message, group=group, on_stored=remember)
+        try:
+            return await self.responses.reply(persona, scope, message, group=group, on_stored=remember)
+        except Exception as error:
+            if storage_problem(error) is None:
+                raise
+            log.error("storage unavailable (%s): holding a message in memory", storage_problem(error))
+            self.unsaved.hold(persona.id, scope, message)
+            return _notice(message, phrasebook.HELD_NOT_SAVED)
 
     def _remember(
         self, persona: Persona, scope: Scope, message: IncomingMessage, group: bool, stored: StoredTurn

@@ -35,8 +35,12 @@ class Bot:
 
     def start(self, *args: str) -> Bot:
         """Start serving and wait until its control socket answers (the app is built by then)."""
+        return self._start([*COMPANION, *args, "run"])
+
+    def _start(self, command: list[str]) -> Bot:
         with self.log.open("ab") as log:
-            self.process = subprocess.Popen([*COMPANION, *args, "run"], env=self.env, stdout=log, stderr=log)
+            self.process = subprocess.Popen(command, env=self.env, stdout=log, stderr=log)
+        self.data_dir = self.data_dir_of(self.process.pid)
         deadline = time.monotonic() + START_TIMEOUT
         while not socket_path(self.data_dir).exists():
             if self.process.poll() is not None:
@@ -45,6 +49,10 @@ class Bot:
                 raise AssertionError(f"companion run did not start: {self.output()}")
             time.sleep(0.05)
         return self
+
+    def data_dir_of(self, pid: int) -> Path:
+        """The data directory as this test process reaches it."""
+        return self.data_dir
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -61,6 +69,50 @@ class Bot:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+class BotOnASmallDisk(Bot):
+    """`companion run` with its data directory on a 16 MB file system of its own, which the test can fill.
+
+    The file system is a tmpfs mounted in a user and mount namespace (no privileges needed where the
+    kernel allows unprivileged user namespaces; the test is skipped where it does not). The test reaches
+    it through the bot's `/proc/<pid>/root`.
+    """
+
+    MOUNT = "/mnt"
+
+    def start(self, *args: str) -> Bot:
+        skip_without_namespaces()
+        command = " ".join(shlex.quote(part) for part in [*COMPANION, *args, "run"])
+        script = f"mount -t tmpfs -o size=16m tmpfs {self.MOUNT} && COMPANION_DATA_DIR={self.MOUNT}/data exec {command}"
+        return self._start(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script])
+
+    @property
+    def disk(self) -> Path:
+        return Path(f"/proc/{self.pid}/root{self.MOUNT}")
+
+    def data_dir_of(self, pid: int) -> Path:
+        return Path(f"/proc/{pid}/root{self.MOUNT}/data")
+
+    def fill(self) -> None:
+        """Fill the disk to its last byte."""
+        with (self.disk / "filler").open("wb", buffering=0) as filler:
+            try:
+                while filler.write(bytes(65536)):
+                    pass
+            except OSError:  # no space left: what we meant
+                pass
+
+    def make_room(self) -> None:
+        (self.disk / "filler").unlink()
+
+
+def skip_without_namespaces() -> None:
+    probe = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "true"], check=False, capture_output=True
+    )
+    if probe.returncode != 0:
+        pytest.skip("unprivileged user and mount namespaces are not available here")
 
 
 def companion(
