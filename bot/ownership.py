@@ -26,7 +26,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -131,15 +131,10 @@ def run_in_data_dir(
             await app.aclose()
 
     try:
-        with serving_commands() if owner else _nothing():
+        with serving_commands() if owner else nullcontext():
             return asyncio.run(main())
     finally:
         lock.release()
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 def claim(data_dir: Path, *, owner: bool) -> DataDirLock:
