@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -227,7 +228,14 @@ class _SecretFreeToml(TomlConfigSettingsSource):
 
     def __init__(self, settings_cls: type[BaseSettings], path: Path) -> None:
         self.path = path
-        super().__init__(settings_cls, toml_file=path)
+        try:
+            super().__init__(settings_cls, toml_file=path)
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+            raise ConfigError(
+                f"{path.absolute()}: not valid TOML ({error}); fix the file, or name another with {CONFIG_ENV}"
+            ) from error
+        except OSError as error:
+            raise ConfigError(f"{path.absolute()}: cannot be read ({error.strerror})") from error
 
     def __call__(self) -> dict[str, Any]:
         leaked = SECRET_FIELDS & {key.lower() for key in self.toml_data}

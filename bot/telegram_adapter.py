@@ -113,6 +113,10 @@ async def run_telegram(app: App, token: str, base_url: str = DEFAULT_BASE_URL) -
             await asyncio.Event().wait()
         finally:
             await application.updater.stop()
+            if isinstance(application.update_processor, PerChatUpdateProcessor):
+                abandoned = application.update_processor.abandon()  # their messages are stored already
+                if abandoned:
+                    log.warning("stopping: abandoned %d updates in progress", abandoned)
             await application.stop()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TextIO
@@ -125,7 +126,12 @@ class TerminalChat:
 
 
 def stdin_reader(stream: TextIO, *, echo_prompt: bool) -> ReadLine:
-    """Read lines from `stream` without blocking the event loop; None at end of input."""
+    """Read lines from `stream` without blocking the event loop; None at end of input.
+
+    Bytes that are not UTF-8 are read as U+FFFD, so one bad line never ends the chat.
+    """
+    if isinstance(stream, io.TextIOWrapper):
+        stream.reconfigure(errors="replace")
 
     async def read_line(prompt: str) -> str | None:
         def read() -> str | None:

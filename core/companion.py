@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import random
 
 from knowledge.history import ConversationHistory
@@ -11,6 +12,7 @@ from knowledge.journal import Journal
 from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope, ScoredMemory
 from knowledge.retrieval import FORGETTABLE, SearchResults, search_scope
+from knowledge.storage_errors import storage_problem
 from knowledge.store import KnowledgeBase
 from knowledge.user_settings import UserSettings
 from personas.loader import Persona, PersonaError, PersonaRegistry
@@ -26,7 +28,10 @@ from .rate_limit import RateLimiter
 from .response_handler import ResponseHandler
 from .sharing import Sharing
 from .tasks import BackgroundTasks
-from .types import IncomingMessage, StoredTurn, TurnResult
+from .types import IncomingMessage, StoredTurn, TurnResult, clean_text
+from .unsaved_messages import UnsavedMessages
+
+log = logging.getLogger(__name__)
 
 # Far beyond any chat message; above this we refuse before storing, so one paste cannot fill the disk.
 MAX_MESSAGE_CHARS = 100_000
@@ -68,6 +73,10 @@ class Companion:
         self.sharing = Sharing(knowledge, user_settings, editor)
         self.forgetting = forgetting  # every route to forgetting: /forget, /forget <what>, the CLI, deletions
         self._rate_limiter = rate_limiter or RateLimiter(clock, per_minute=0)
+        self.unsaved = UnsavedMessages(
+            lambda persona_id, scope, message, group: responses.store_message(persona_id, scope, message, group=group),
+            clock,
+        )  # while the disk refuses writes
 
     @property
     def tasks(self) -> BackgroundTasks:
@@ -92,10 +101,22 @@ class Companion:
             return _notice(message, phrasebook.too_fast(self._rate_limiter.per_minute))
         persona = self.persona(message.persona_id)
         scope = Scope(persona.id, message.user_id)
+        if len(self.unsaved) and not self.unsaved.save():  # what was said before comes first
+            self.unsaved.hold(persona.id, scope, message, group=group)
+            return _notice(message, phrasebook.HELD_NOT_SAVED)
         remember = functools.partial(self._remember, persona, scope, message, group)
         # discretion: in a group only what was learned there, or what the user shared
         audience = self.user_settings.audience(scope, message.conversation_id, group=group)
-        return await self.responses.reply(persona, scope, message, group=group, audience=audience, on_stored=remember)
+        try:
+            return await self.responses.reply(
+                persona, scope, message, group=group, audience=audience, on_stored=remember
+            )
+        except Exception as error:
+            if storage_problem(error) is None:
+                raise
+            log.error("storage unavailable (%s): holding a message in memory", storage_problem(error))
+            self.unsaved.hold(persona.id, scope, message, group=group)
+            return _notice(message, phrasebook.HELD_NOT_SAVED)
 
     def _remember(
         self, persona: Persona, scope: Scope, message: IncomingMessage, group: bool, stored: StoredTurn
@@ -120,7 +141,7 @@ class Companion:
         Nothing is re-answered (the reply stays as it was), and memories already drawn from the old
         wording stay until corrected or forgotten. Whether the message was one we keep is returned.
         """
-        text = text.strip()
+        text = clean_text(text).strip()
         if not text or len(text) > MAX_MESSAGE_CHARS:
             return False  # the stored wording stays; nothing said is lost
         return await asyncio.to_thread(self.history.edit, source_id, text) is not None

@@ -38,6 +38,7 @@ from knowledge.store import ChromaKnowledgeBase
 from knowledge.user_settings import UserSettings
 
 from .memory_editor import MemoryEditor
+from .types import clean_text
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ class Forgetting:
 
     async def find(self, scope: Scope, what: str) -> ForgetPlan:
         """`/forget <what>`, first step: the memories and past messages it would delete."""
-        return await asyncio.to_thread(self._find, scope, what)
+        return await asyncio.to_thread(self._find, scope, clean_text(what))
 
     async def forget(self, plan: ForgetPlan, *, actor: str = "user") -> ForgetReport:
         """`/forget <what>`, once confirmed: what was shown, and what matches the same words now

@@ -15,6 +15,7 @@ from knowledge.history import ConversationHistory
 from knowledge.message_log import StoredMessage
 from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope
+from knowledge.storage_errors import storage_problem
 from knowledge.store import KnowledgeBase
 from knowledge.working_memory import WorkingMemory
 from personas.loader import Persona
@@ -76,17 +77,7 @@ class ResponseHandler:
         stores no answer and hands nothing over.
         """
         audience = audience if audience is not None else Audience.of(message.conversation_id, group=group)
-        stored = self.working_memory.append(
-            persona.id,
-            message.conversation_id,
-            role="user",
-            user_id=scope.user_id,
-            speaker_name=message.speaker_name,
-            content=message.text,
-            sent_at=message.sent_at,
-            source_id=message.source_id,
-            in_group=group,
-        )
+        stored = self.store_message(persona.id, scope, message, group=group)
         window = self.working_memory.window(persona.id, message.conversation_id)
         always, retrieved = await self._recall(persona, scope, message.text, audience)
         excerpts = await self._excerpts(scope, message.text, window, [*always, *retrieved], audience)
@@ -104,6 +95,20 @@ class ResponseHandler:
         result = TurnResult(message.conversation_id, reply="")
         result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_stored)
         return result
+
+    def store_message(self, persona_id: str, scope: Scope, message: IncomingMessage, *, group: bool) -> StoredMessage:
+        """Write a user's message to working memory (before anything else can fail)."""
+        return self.working_memory.append(
+            persona_id,
+            message.conversation_id,
+            role="user",
+            user_id=scope.user_id,
+            speaker_name=message.speaker_name,
+            content=message.text,
+            sent_at=message.sent_at,
+            source_id=message.source_id,
+            in_group=group,
+        )
 
     async def _recall(
         self, persona: Persona, scope: Scope, text: str, audience: Audience
@@ -176,15 +181,21 @@ class ResponseHandler:
             result.notice = phrasebook.LOST_WORDS
             yield result.notice
             return
-        reply = self.working_memory.append(
-            persona.id,
-            stored.conversation_id,
-            role="assistant",
-            user_id=scope.user_id,
-            speaker_name=persona.name,
-            content=text,
-            sent_at=self._clock.now(),
-            in_group=stored.in_group,
-        )
+        try:
+            reply = self.working_memory.append(
+                persona.id,
+                stored.conversation_id,
+                role="assistant",
+                user_id=scope.user_id,
+                speaker_name=persona.name,
+                content=text,
+                sent_at=self._clock.now(),
+                in_group=stored.in_group,
+            )
+        except Exception as error:
+            if storage_problem(error) is None:
+                raise
+            log.error("storage unavailable (%s): a reply was sent but could not be stored", storage_problem(error))
+            return
         result.stored = StoredTurn(message_id=stored.id, reply_id=reply.id, reply_text=text, shown_ids=shown_ids)
         on_stored(result.stored)

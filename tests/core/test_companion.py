@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from typing import Any
 
@@ -14,6 +15,7 @@ from core.phrasebook import EMPTY_MESSAGE, too_long
 from knowledge.embedding import Embedder
 from knowledge.records import Scope
 from knowledge.store import ChromaKnowledgeBase
+from personas.loader import PERSONA_DIR
 from tests.fakes.clock import FakeClock
 from tests.fakes.messages import make_message
 from tests.fakes.openai_server import FakeError, FakeHang, FakeOpenAIServer
@@ -287,3 +289,18 @@ async def test_forget_everything_also_forgets_the_users_choice_to_share(
     await companion.forgetting.everything(alice)
     assert not companion.user_settings.shares_in_groups(alice)  # back to the default that protects her
     assert companion.user_settings.shares_in_groups(bob)
+
+
+async def test_while_the_persona_file_is_broken_messages_are_answered_and_stored(
+    companion: Companion, fake_openai: FakeOpenAIServer, settings: Settings
+) -> None:
+    own = settings.own_persona_dir / "xiaoxiang.yaml"
+    own.parent.mkdir(parents=True)
+    own.write_text(PERSONA_DIR.joinpath("xiaoxiang.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    fake_openai.script("chat-model", "first", "second")
+    assert await (await companion.handle(make_message("before the edit"))).text() == "first"
+    own.write_text("name: [a half-saved edit\n", encoding="utf-8")
+    os.utime(own, (own.stat().st_atime, own.stat().st_mtime + 5))
+    assert await (await companion.handle(make_message("during the broken edit"))).text() == "second"
+    assert stored_texts(settings) == ["before the edit", "first", "during the broken edit", "second"]
+    assert "小祥" in fake_openai.requests_for("chat-model")[-1].messages[0]["content"]
