@@ -11,7 +11,7 @@ from knowledge.records import Scope
 from knowledge.store import ChromaKnowledgeBase
 from tests.fakes.clock import FakeClock
 from tests.fakes.messages import make_message
-from tests.fakes.openai_server import FakeError, FakeOpenAIServer
+from tests.fakes.openai_server import FakeCut, FakeError, FakeOpenAIServer
 
 
 def window_of(app: App, conversation_id: str) -> list[tuple[str, str]]:
@@ -105,3 +105,19 @@ async def test_an_empty_answer_is_not_stored_as_a_reply(app: App, fake_openai: F
     assert (await result.text()).strip() == result.notice  # the blank answer streamed, then the notice
     assert not result.completed and result.stored is None and handed == []
     assert window_of(app, message.conversation_id) == [("user", "hello?")]
+
+
+async def test_a_stream_cut_before_its_end_is_an_apology_not_a_reply(
+    app: App, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    fake_openai.script("chat-model", FakeCut("Of course, your locker code is", chunks=3))
+    handed: list[StoredTurn] = []
+    message = make_message("what is my locker code?", user_id=alice.user_id)
+    result = await app.companion.responses.reply(
+        app.companion.persona(), alice, message, group=False, on_stored=handed.append
+    )
+    text = await result.text()
+    assert not result.completed and result.notice is not None and text.endswith(result.notice)
+    assert "cut off" in result.notice
+    assert result.stored is None and handed == []
+    assert window_of(app, message.conversation_id) == [("user", "what is my locker code?")]
