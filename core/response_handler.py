@@ -11,7 +11,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 
 from knowledge.history import ConversationHistory
-from knowledge.message_log import StoredMessage
+from knowledge.message_log import StoredMessage, new_message_id
 from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope
 from knowledge.store import KnowledgeBase
@@ -71,6 +71,20 @@ class ResponseHandler:
         Once the stream has been consumed and the answer stored, `on_stored` gets what the turn stored
         (also kept as `TurnResult.stored`); an apology stores no answer and hands nothing over.
         """
+        incoming = StoredMessage(
+            id=new_message_id(),
+            persona_id=persona.id,
+            conversation_id=message.conversation_id,
+            user_id=scope.user_id,
+            role="user",
+            speaker_name=message.speaker_name,
+            content=message.text,
+            sent_at=message.sent_at,
+        )
+        try:
+            self._injector.check_fits(persona, incoming, group=group)
+        except MessageTooLongError as error:
+            return _refused(message, error)
         stored = self.working_memory.append(
             persona.id,
             message.conversation_id,
@@ -80,6 +94,7 @@ class ResponseHandler:
             content=message.text,
             sent_at=message.sent_at,
             source_id=message.source_id,
+            message_id=incoming.id,
         )
         window = self.working_memory.window(persona.id, message.conversation_id)
         always, retrieved = await self._recall(persona, scope, message.text)
@@ -88,8 +103,9 @@ class ResponseHandler:
             prompt = self._injector.build(
                 persona, window=window, always=always, retrieved=retrieved, excerpts=excerpts, group=group
             )
-        except MessageTooLongError as error:
-            return TurnResult(message.conversation_id, reply=str(error), notice=str(error), completed=False)
+        except MessageTooLongError as error:  # lore the earlier messages bring in left no room: refused after all
+            await asyncio.to_thread(self.working_memory.log.forget_messages, scope, [stored.id])
+            return _refused(message, error)
         dropped = {record.id for record in prompt.dropped_memories}
         # what the chat model actually saw, so the monitor can judge which memories were used
         shown_ids = tuple(
@@ -171,3 +187,8 @@ class ResponseHandler:
         )
         result.stored = StoredTurn(message_id=stored.id, reply_id=reply.id, reply_text=text, shown_ids=shown_ids)
         on_stored(result.stored)
+
+
+def _refused(message: IncomingMessage, error: MessageTooLongError) -> TurnResult:
+    """A message no prompt can hold: answered with why, and not stored."""
+    return TurnResult(message.conversation_id, reply=str(error), notice=str(error), completed=False)

@@ -8,6 +8,7 @@ platform id for edits and deletes, and deleted only when forgotten.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,6 +40,11 @@ CREATE INDEX IF NOT EXISTS messages_by_scope ON messages (persona_id, user_id);
 # Databases created before `source_id` existed get the column; the index needs it, so it comes after.
 _MIGRATIONS = (("source_id", "ALTER TABLE messages ADD COLUMN source_id TEXT"),)
 _SOURCE_INDEX = "CREATE INDEX IF NOT EXISTS messages_by_source ON messages (source_id)"
+
+
+def new_message_id() -> str:
+    """A fresh message id, `msg_<hex>`."""
+    return f"msg_{uuid.uuid4().hex[:16]}"
 
 
 @dataclass(frozen=True, slots=True)
