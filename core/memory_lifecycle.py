@@ -92,16 +92,16 @@ class MemoryLifecycle:
     # -- scheduled passes ----------------------------------------------------------------------
 
     async def run_decay(self) -> DecayReport:
-        """The decay pass over every scope, then a review job for each memory that asked for one."""
+        """The decay pass over every scope, then a review job for each review it requested (or asked again)."""
         report = await asyncio.to_thread(self._decay_pass.apply_decay)
-        for scope, memory_id in report.reviews:
-            self.review(scope, memory_id, "decay")
+        for scope, memory_id, kind in report.reviews:
+            self.review(scope, memory_id, kind)
         log.info(
-            "decay pass: %d due, %d deleted, %d reviews (%d deferred to a later pass), %d rescheduled in %.2fs",
+            "decay pass: %d due, %d deleted, %d reviews%s, %d rescheduled in %.2fs",
             report.scanned,
             report.deleted,
             len(report.reviews),
-            report.deferred,
+            " (the most a pass asks: more wait for later passes)" if report.capped else "",
             report.rescheduled,
             report.seconds,
         )

@@ -60,6 +60,7 @@ class MemoryRecord:
     review_pending: ReviewKind | None = None  # a review is queued; don't queue another
     decay_kept: bool = False  # kept by a decay review; re-armed when a boost lifts it above the threshold
     hits: int = 0  # how often it really shaped a reply (boosts)
+    review_retry_at: datetime | None = None  # a requested review that has not run by then is asked again
 
     def __post_init__(self) -> None:
         if self.base_importance is None:

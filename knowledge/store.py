@@ -14,7 +14,7 @@ import chromadb
 import numpy as np
 from chromadb.config import Settings as ChromaSettings
 
-from .decay import MemoryPolicy, PolicyFor, base_of, current_importance, default_policy, next_due
+from .decay import MemoryPolicy, PolicyFor, base_of, current_importance, default_policy, due_for_review, next_due
 from .embedding import Embedder
 from .records import CATEGORIES, Category, MemoryRecord, ReviewKind, Scope, ScoredMemory, Source, new_memory_id
 from .scope_cache import ScopeCache, ScopeSnapshot
@@ -71,6 +71,7 @@ class KnowledgeBase(Protocol):
         review_pending: ReviewKind | Literal[""] | None = None,
         decay_kept: bool | None = None,
         hits: int | None = None,
+        review_retry_at: datetime | None = None,
     ) -> MemoryRecord | None: ...
 
     def delete(self, scope: Scope, ids: Iterable[str]) -> int: ...
@@ -125,9 +126,16 @@ def _storable(importance: float) -> float:
 
 
 def _decay_state(record: MemoryRecord, policy: MemoryPolicy) -> dict[str, Any]:
-    """The metadata the decay pass reads and writes: the review flag and when the pass must act next."""
-    due = next_due(record, policy)
-    return {"review_pending": record.review_pending or "", "due_at": NEVER_DUE if due is None else _timestamp(due)}
+    """The metadata the decay pass reads and writes: the review flag, its retry time, and when the pass must
+    act next: `review_due_at` if that act is asking for a review (capped per pass), else `due_at`."""
+    due = NEVER_DUE if (moment := next_due(record, policy)) is None else _timestamp(moment)
+    review = due_for_review(record, policy)
+    return {
+        "review_pending": record.review_pending or "",
+        "review_retry_at": 0.0 if record.review_retry_at is None else _timestamp(record.review_retry_at),
+        "due_at": NEVER_DUE if review else due,
+        "review_due_at": due if review else NEVER_DUE,
+    }
 
 
 def _metadata(record: MemoryRecord, policy: MemoryPolicy) -> dict[str, Any]:
@@ -169,6 +177,7 @@ def _record(memory_id: str, content: str, meta: dict[str, Any]) -> MemoryRecord:
         review_pending=meta["review_pending"] or None,
         decay_kept=bool(meta["decay_kept"]),
         hits=int(meta.get("hits", 0)),  # absent in stores written before hits were counted
+        review_retry_at=_moment(meta["review_retry_at"]) if meta.get("review_retry_at") else None,  # absent: older
     )
 
 
@@ -303,6 +312,7 @@ class ChromaKnowledgeBase:
         review_pending: ReviewKind | Literal[""] | None = None,
         decay_kept: bool | None = None,
         hits: int | None = None,
+        review_retry_at: datetime | None = None,
     ) -> MemoryRecord | None:
         """Change one memory of `scope`; returns the new record, or None if `scope` has no such id.
 
@@ -319,6 +329,7 @@ class ChromaKnowledgeBase:
                 ("verified", verified),
                 ("decay_kept", decay_kept),
                 ("hits", hits),
+                ("review_retry_at", review_retry_at),
             )
             if value is not None
         }
@@ -412,7 +423,8 @@ class ChromaKnowledgeBase:
     def iter_due_record_pages(
         self, now: datetime, *, page_size: int = MAINTENANCE_PAGE
     ) -> Iterator[list[MemoryRecord]]:
-        """The memories of every scope that the decay pass must act on at `now`, as of `now`, a page at a time.
+        """The memories of every scope that the decay pass must act on at `now` other than by asking for a
+        review (see `fetch_review_due_records`), as of `now`, a page at a time.
 
         One range query over `due_at` (kept by every write) finds them; the ids are listed first and
         then read by id, so changing or deleting records between pages neither skips nor repeats any.
@@ -421,8 +433,18 @@ class ChromaKnowledgeBase:
         for start in range(0, len(ids), page_size):
             yield self._current(self._fetch(ids=ids[start : start + page_size]), now)
 
+    def fetch_review_due_records(self, now: datetime, *, limit: int) -> list[MemoryRecord]:
+        """At most `limit` of the memories (of any scope) whose review the decay pass must ask for at `now`.
+
+        Only as many as the pass may request are read: the rest of a backlog waits in the store, unread,
+        until a later pass has room for it."""
+        if limit <= 0:
+            return []
+        ids = self._collection.get(where={"review_due_at": {"$lte": _timestamp(now)}}, limit=limit, include=[])["ids"]
+        return self._current(self._fetch(ids=ids), now) if ids else []
+
     def write_decay_state_many(self, records: Sequence[MemoryRecord]) -> None:
-        """Write the review flag of records of any scope, and with it when the pass must act on them next.
+        """Write the review flag and wait of records of any scope, and with them when the pass must act next.
 
         Only those two keys are written (chromadb merges them into the stored metadata), so a boost
         that lands after the pass read a record keeps its base and last access; the due time computed

@@ -73,7 +73,7 @@ async def test_the_decay_pass_queues_a_decay_review_for_each_memory_that_asks_fo
     report = await app.lifecycle.run_decay()
     await app.companion.tasks.drain()
 
-    assert report.reviews == [(alice, fading.id)]
+    assert report.reviews == [(alice, fading.id, "decay")]
     [request] = fake_openai.requests_for("reviewer-model")
     assert "Alice once tried Vue" in request.messages[1]["content"]
     assert [(change.memory_id, change.action) for change in app.journal.changes.changes(alice)] == [(fading.id, "keep")]
