@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
+from core.checkpoint import CrashPoint, no_crash
 from core.clock import Clock, SystemClock
 from core.companion import Companion
 from core.conversation_summarizer import ConversationSummarizer
@@ -192,11 +193,13 @@ def build_app(
     embedder: Embedder | None = None,
     backoff: tuple[float, ...] = DEFAULT_BACKOFF,
     background: bool = True,
+    crash_point: CrashPoint = no_crash,
 ) -> App:
     """Wire settings into a ready `App`; tests pass their own clock, LLM, embedder or retry backoff.
 
     `background=False` submits no monitor, summarizer or review job, so benchmarks can measure what
-    the background costs the reply path.
+    the background costs the reply path. `crash_point` is told of every point between two writes of a
+    background job; tests raise there to leave what a crash would.
     """
     clock = clock or SystemClock()
     data_dir = ensure_writable(settings.data_dir)
@@ -241,7 +244,9 @@ def build_app(
         retrieval_limit=settings.retrieval_limit,
     )
     lifecycle = MemoryLifecycle(
-        tasks=BackgroundTasks(journal.jobs, clock, backoff=backoff, concurrency=settings.background_workers),
+        tasks=BackgroundTasks(
+            journal.jobs, clock, backoff=backoff, concurrency=settings.background_workers, crash_point=crash_point
+        ),
         monitor=KnowledgeMonitor(
             llm,
             knowledge,

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import random
 from dataclasses import dataclass
 
 from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
-from knowledge.message_log import StoredMessage
+from knowledge.message_log import StoredMessage, new_message_id
 from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope, ScoredMemory
 from knowledge.retrieval import FORGETTABLE, SearchResults, memories_about, messages_about, search_scope
@@ -20,13 +19,12 @@ from personas.loader import Persona, PersonaError, PersonaRegistry
 from . import phrasebook
 from .clock import Clock
 from .errors import UserFacingError
-from .knowledge_monitor import Turn
 from .memory_editor import MemoryEditor
 from .memory_lifecycle import MemoryLifecycle
 from .rate_limit import RateLimiter
 from .response_handler import ResponseHandler
 from .tasks import BackgroundTasks
-from .types import IncomingMessage, StoredTurn, TurnResult
+from .types import IncomingMessage, TurnResult
 
 log = logging.getLogger(__name__)
 
@@ -97,25 +95,10 @@ class Companion:
             return _notice(message, phrasebook.too_fast(self._rate_limiter.per_minute))
         persona = self.persona(message.persona_id)
         scope = Scope(persona.id, message.user_id)
-        remember = functools.partial(self._remember, persona, scope, message, group)
-        return await self.responses.reply(persona, scope, message, group=group, on_stored=remember)
-
-    def _remember(
-        self, persona: Persona, scope: Scope, message: IncomingMessage, group: bool, stored: StoredTurn
-    ) -> None:
-        """Hand a turn whose reply was delivered and stored to the background."""
-        turn = Turn(
-            user_text=message.text,
-            reply_text=stored.reply_text,
-            speaker_name=message.speaker_name,
-            persona_name=persona.name,
-            user_title=persona.title_for(message.speaker_name),
-            shown_ids=stored.shown_ids,
-            conversation_id=message.conversation_id,
-            message_ids=(stored.message_id, stored.reply_id),
-            group=group,
-        )
-        self.lifecycle.turn_finished(scope, turn)
+        # The monitor hears of every stored message, whatever becomes of the reply.
+        message_id = new_message_id()
+        end_turn = self.lifecycle.turn_started(scope, message.conversation_id, message_id, group=group)
+        return await self.responses.reply(persona, scope, message, group=group, message_id=message_id, on_end=end_turn)
 
     async def message_edited(self, source_id: str, text: str) -> bool:
         """A message was edited on its platform: the conversation and its history keep the new wording.

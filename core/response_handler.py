@@ -64,15 +64,32 @@ class ResponseHandler:
         message: IncomingMessage,
         *,
         group: bool,
-        on_stored: Callable[[StoredTurn], None] = lambda stored: None,
+        message_id: str | None = None,
+        on_end: Callable[[StoredTurn | None], None] = lambda stored: None,
     ) -> TurnResult:
-        """Store the message, build the prompt, and return the streamed reply.
+        """Store the message (as `message_id`, if given), build the prompt, and return the streamed reply.
 
-        Once the stream has been consumed and the answer stored, `on_stored` gets what the turn stored
-        (also kept as `TurnResult.stored`); an apology stores no answer and hands nothing over.
+        `on_end` is told once that the turn is over: with what it stored once the stream has been
+        consumed and the answer stored (also kept as `TurnResult.stored`), or with None when no answer
+        was stored (the message was refused, the model failed or said nothing, the stream was dropped).
         """
+        try:
+            return await self._reply(persona, scope, message, group, message_id or new_message_id(), on_end)
+        except BaseException:
+            on_end(None)
+            raise
+
+    async def _reply(
+        self,
+        persona: Persona,
+        scope: Scope,
+        message: IncomingMessage,
+        group: bool,
+        message_id: str,
+        on_end: Callable[[StoredTurn | None], None],
+    ) -> TurnResult:
         incoming = StoredMessage(
-            id=new_message_id(),
+            id=message_id,
             persona_id=persona.id,
             conversation_id=message.conversation_id,
             user_id=scope.user_id,
@@ -84,6 +101,7 @@ class ResponseHandler:
         try:
             self._injector.check_fits(persona, incoming, group=group)
         except MessageTooLongError as error:
+            on_end(None)
             return _refused(message, error)
         stored = self.working_memory.append(
             persona.id,
@@ -105,6 +123,7 @@ class ResponseHandler:
             )
         except MessageTooLongError as error:  # lore the earlier messages bring in left no room: refused after all
             await asyncio.to_thread(self.working_memory.log.forget_messages, scope, [stored.id])
+            on_end(None)
             return _refused(message, error)
         dropped = {record.id for record in prompt.dropped_memories}
         # what the chat model actually saw, so the monitor can judge which memories were used
@@ -112,7 +131,7 @@ class ResponseHandler:
             record.id for record in [*always, *retrieved] if record.category != "system" and record.id not in dropped
         )
         result = TurnResult(message.conversation_id, reply="")
-        result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_stored)
+        result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_end)
         return result
 
     async def _recall(self, persona: Persona, scope: Scope, text: str) -> tuple[list[MemoryRecord], list[MemoryRecord]]:
@@ -158,35 +177,37 @@ class ResponseHandler:
         prompt: Prompt,
         shown_ids: tuple[str, ...],
         result: TurnResult,
-        on_stored: Callable[[StoredTurn], None],
+        on_end: Callable[[StoredTurn | None], None],
     ) -> AsyncIterator[str]:
         parts: list[str] = []
         try:
-            async for piece in self._llm.stream(prompt.messages, role="chat", choice=persona.models.get("chat")):
-                parts.append(piece)
-                yield piece
-        except LLMError as error:
-            result.completed = False
-            result.notice = phrasebook.apology(error)
-            yield ("\n\n" if parts else "") + result.notice
-            return
-        text = "".join(parts).strip()
-        if not text:
-            result.completed = False
-            result.notice = phrasebook.LOST_WORDS
-            yield result.notice
-            return
-        reply = self.working_memory.append(
-            persona.id,
-            stored.conversation_id,
-            role="assistant",
-            user_id=scope.user_id,
-            speaker_name=persona.name,
-            content=text,
-            sent_at=self._clock.now(),
-        )
-        result.stored = StoredTurn(message_id=stored.id, reply_id=reply.id, reply_text=text, shown_ids=shown_ids)
-        on_stored(result.stored)
+            try:
+                async for piece in self._llm.stream(prompt.messages, role="chat", choice=persona.models.get("chat")):
+                    parts.append(piece)
+                    yield piece
+            except LLMError as error:
+                result.completed = False
+                result.notice = phrasebook.apology(error)
+                yield ("\n\n" if parts else "") + result.notice
+                return
+            text = "".join(parts).strip()
+            if not text:
+                result.completed = False
+                result.notice = phrasebook.LOST_WORDS
+                yield result.notice
+                return
+            reply = self.working_memory.append(
+                persona.id,
+                stored.conversation_id,
+                role="assistant",
+                user_id=scope.user_id,
+                speaker_name=persona.name,
+                content=text,
+                sent_at=self._clock.now(),
+            )
+            result.stored = StoredTurn(message_id=stored.id, reply_id=reply.id, reply_text=text, shown_ids=shown_ids)
+        finally:  # answered, failed, or dropped by the caller (the stream closed before its end)
+            on_end(result.stored)
 
 
 def _refused(message: IncomingMessage, error: MessageTooLongError) -> TurnResult:

@@ -31,7 +31,7 @@ class Journal:
         with self._db.transaction() as db:
             return sum(
                 db.execute(f"DELETE FROM {table} WHERE persona_id = ? AND user_id = ?", params).rowcount
-                for table in ("memory_history", "dead_letters", "jobs")
+                for table in ("memory_history", "dead_letters", "jobs", "job_progress")
             )
 
     def close(self) -> None:

@@ -84,6 +84,11 @@ class MessageLog:
             db.execute("UPDATE messages SET content = ? WHERE source_id = ? AND role = 'user'", (content, source_id))
         return self.by_source(source_id)
 
+    def get(self, ids: Iterable[str]) -> list[StoredMessage]:
+        """The messages with these ids that are still stored, in the order they were stored."""
+        wanted = list(ids)
+        return self.select(f"id IN ({','.join('?' * len(wanted))})", tuple(wanted)) if wanted else []
+
     def messages_of(self, scope: Scope) -> list[StoredMessage]:
         """Every stored message of the scope, in every state and conversation, oldest first."""
         return self.select("persona_id = ? AND user_id = ?", (scope.persona_id, scope.user_id))

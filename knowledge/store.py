@@ -48,6 +48,7 @@ class KnowledgeBase(Protocol):
         topic: str | None = None,
         conversation_id: str | None = None,
         message_ids: Sequence[str] = (),
+        memory_id: str | None = None,
     ) -> MemoryRecord: ...
 
     def search(
@@ -231,8 +232,12 @@ class ChromaKnowledgeBase:
         topic: str | None = None,
         conversation_id: str | None = None,
         message_ids: Sequence[str] = (),
+        memory_id: str | None = None,
     ) -> MemoryRecord:
-        """Store a new memory in `scope` and return it."""
+        """Store a new memory in `scope` and return it.
+
+        `memory_id`: the id a background job planned it under; a second write of it (the job re-run
+        after a crash) replaces the first instead of adding a copy."""
         if category not in CATEGORIES:
             raise ValueError(f"unknown category {category!r}")
         content = content.strip()
@@ -240,7 +245,7 @@ class ChromaKnowledgeBase:
             raise ValueError("a memory needs some content")
         now = self._now()
         record = MemoryRecord(
-            id=new_memory_id(),
+            id=memory_id or new_memory_id(),
             scope=scope,
             content=content,
             category=category,
@@ -255,7 +260,8 @@ class ChromaKnowledgeBase:
         )
         vector = self._embedder.embed_passages([content])
         metadata = _metadata(record, self.policy_for(scope.persona_id))
-        self._collection.add(ids=[record.id], documents=[content], metadatas=[metadata], embeddings=vector)
+        write = self._collection.add if memory_id is None else self._collection.upsert
+        write(ids=[record.id], documents=[content], metadatas=[metadata], embeddings=vector)
         if snapshot := self._written(scope):
             snapshot.put(record, vector[0])
         return record
