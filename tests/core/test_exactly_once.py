@@ -1,8 +1,9 @@
 """Exactly-once effects of the background jobs: a crash at any point between two writes, then a restart.
 
-One turn exercises every writing step of the three jobs: the monitor (an explicit "remember …", then
+Two turns exercise every writing step of the three jobs: the monitor (an explicit "remember …", then
 the model's ADD, an ADD that repeats a memory and becomes a BOOST, an UPDATE, a DELETE and a BOOST
-that asks for a promote review), the summarizer (`/new` turns the conversation into an episode) and
+that asks for a promote review; then an explicit "forget …" that deletes a memory and the messages
+naming it), the summarizer (`/new` turns the conversation into an episode) and
 the reviewer (the promote review). The test first lives through it without a crash and records every
 crash point the jobs pass; then, for each point, it lives through it again in a fresh data directory,
 "dies" there (`tests.fakes.crash`), starts a new app on the same directory, lets it resume the pending
@@ -23,13 +24,15 @@ from knowledge.records import Scope
 from tests.fakes.clock import FakeClock
 from tests.fakes.crash import CrashAt
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.fakes.scenario import CHAT, MONITOR, REVIEWER, SUMMARIZER, Body, Person, memories_in
+from tests.fakes.scenario import CHAT, MONITOR, REVIEWER, SUMMARIZER, Body, Person, memories_in, monitor_rules
 
 ALICE = Scope("xiaoxiang", "cli:alice")
 SAID = (
     "Remember that my locker code is LOCK-9913. Also: I moved from Beijing to Shanghai, ramen is still "
     "my favourite food, I gave up the guitar, and my best friend Kai visits every summer."
 )
+
+FORGET = "Please forget about my ex Tom."  # the memory goes, and so does every message naming Tom: this one too
 
 
 def monitor_answer(body: Body) -> str:
@@ -49,7 +52,7 @@ def monitor_answer(body: Body) -> str:
 def script(fake: FakeOpenAIServer) -> None:
     # Defaults, not queues: a re-run asks the same question again and must get the same answer.
     fake.set_default(CHAT, "Noted, all of it!")
-    fake.set_default(MONITOR, monitor_answer)
+    fake.set_default(MONITOR, monitor_rules({"locker code": monitor_answer}))
     fake.set_default(SUMMARIZER, "Alice told 小祥 about her move, ramen, the guitar and Kai.")
     fake.set_default(REVIEWER, "A lasting friendship. [PROMOTE]")
 
@@ -72,9 +75,12 @@ async def live_through(app: App, clock: FakeClock) -> None:
         ("Alice lives in Beijing", 1.0),
         ("Alice is learning the guitar", 1.0),
         ("Alice and Kai have been friends since school", 2.3),
+        ("Alice's ex Tom still texts her", 1.0),
     ]:
         kb.add(ALICE, content, category="fact", source="user", importance=importance)
-    await Person(app.companion, clock).say(SAID)
+    alice = Person(app.companion, clock)
+    await alice.say(SAID)
+    await alice.say(FORGET)
     await app.companion.new_conversation(None, f"dm:{ALICE.user_id}")
     await app.companion.tasks.drain()
 
@@ -130,12 +136,19 @@ async def test_a_crash_between_any_two_writes_of_a_job_changes_nothing_after_a_r
     assert [m[1] for m in expected["memories"] if m[0] == "episode"] == [
         "[2026-01-03 18:00] Alice told 小祥 about her move, ramen, the guitar and Kai."
     ]
-    assert [change[0] for change in expected["changes"]] == ["update", "delete", "promote"]
+    assert sorted(change[0] for change in expected["changes"]) == ["delete", "delete", "promote", "update"]
+    assert not [m for m in expected["memories"] if "Tom" in m[1]]
+    assert [content for _, content, _ in expected["messages"] if "Tom" in content] == []
     assert expected["pending jobs"] == [] and expected["dead letters"] == []
 
     points = _numbered(recorder.passed)
     assert len(points) >= 14, points  # every write of the three jobs, and each job's end
-    for kinds in ("explicit: planned", "model: effect 5 of 5 written", "summarize: episode written"):
+    for kinds in (
+        "explicit: planned",
+        "model: effect 5 of 5 written",
+        "explicit-last: effect 1 of 1 written",
+        "summarize: episode written",
+    ):
         assert kinds in recorder.passed
     assert "review: verdict saved" in recorder.passed and "verdict: effect 1 of 1 written" in recorder.passed
 
