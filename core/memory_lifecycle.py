@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from knowledge.decay_pass import DecayPass, DecayReport
+from knowledge.embedding import background_lane
 from knowledge.history import ConversationHistory
 from knowledge.job_queue import Job
 from knowledge.records import ReviewKind, Scope
@@ -153,8 +154,9 @@ class MemoryLifecycle:
         return pruned
 
     async def index_history(self) -> int:
-        """Index the messages stored since the last time; returns how many."""
-        return await asyncio.to_thread(self._history.index_pending)
+        """Index the messages stored since the last time (background work); returns how many."""
+        with background_lane():
+            return await asyncio.to_thread(self._history.index_pending)
 
     # -- job handlers --------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
+from knowledge.embedding import background_lane
 from knowledge.forget_fence import ForgetFence, ScopeForgottenError
 from knowledge.job_queue import Job, JobQueue
 from knowledge.records import Scope
@@ -165,7 +166,8 @@ class BackgroundTasks:
     async def _admitted(self, handler: JobHandler, job: Job) -> None:
         token = self._fence.admit()
         try:
-            await handler(job)
+            with background_lane():  # its embeddings yield the CPU to replies: a backlog waits, replies don't
+                await handler(job)
         finally:
             self._fence.leave(token)
 

