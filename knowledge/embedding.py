@@ -67,6 +67,7 @@ class Embedder(Protocol):
 
     name: str
     dim: int
+    cpu: CPUMeter  # what its calls cost
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
 
