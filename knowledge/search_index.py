@@ -47,28 +47,35 @@ class Query:
 
 
 class QueryEncoder:
-    """Prepares queries, remembering the most recent ones: a turn searches memories and history with one
-    message, and the background roles often search the same text again."""
+    """Prepares texts for search, remembering the most recent ones, so each is embedded once: a turn
+    searches memories and history with one message, the background roles often search the same text
+    again, and a memory checked for duplicates is stored with the vector it was checked with."""
 
     def __init__(self, embedder: Embedder, *, cache_size: int = 256) -> None:
         self.embedder = embedder
         self._cache_size = cache_size
-        self._cache: OrderedDict[str, Query] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, bool], Query] = OrderedDict()
         self._lock = threading.Lock()
 
-    def encode(self, text: str) -> Query:
-        """The prepared query for `text`."""
+    def encode(self, text: str, *, as_passage: bool = False) -> Query:
+        """The prepared query for `text`; `as_passage`: embedded as a passage (a memory's own text)."""
+        key = (text, as_passage)
         with self._lock:
-            query = self._cache.get(text)
+            query = self._cache.get(key)
             if query is not None:
-                self._cache.move_to_end(text)
+                self._cache.move_to_end(key)
                 return query
-        query = Query(text, self.embedder.embed_queries([text])[0], tuple(tokenize(text)))
+        embed = self.embedder.embed_passages if as_passage else self.embedder.embed_queries
+        query = Query(text, embed([text])[0], tuple(tokenize(text)))
         with self._lock:
-            self._cache[text] = query
+            self._cache[key] = query
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return query
+
+    def passage_vector(self, text: str) -> np.ndarray:
+        """The passage embedding of `text`, computed once for a duplicate check and for storing it."""
+        return self.encode(text, as_passage=True).vector
 
 
 @dataclass(frozen=True, slots=True)

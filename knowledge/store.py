@@ -70,6 +70,7 @@ class KnowledgeBase(Protocol):
         limit: int = 10,
         categories: Iterable[Category] | None = None,
         audience: Audience = PRIVATE,
+        as_passage: bool = False,
     ) -> list[ScoredMemory]: ...
 
     def get(self, scope: Scope, ids: Iterable[str]) -> list[MemoryRecord]: ...
@@ -295,7 +296,7 @@ class ChromaKnowledgeBase:
             message_ids=tuple(message_ids),
             learned_in=learned_in,
         )
-        vector = self._embedder.embed_passages([content])
+        vector = self._queries.passage_vector(content)[np.newaxis]
         metadata = _metadata(record, self.policy_for(scope.persona_id))
         write = self._collection.add if memory_id is None else self._collection.upsert
         with fenced_write(scope):
@@ -312,12 +313,14 @@ class ChromaKnowledgeBase:
         limit: int = 10,
         categories: Iterable[Category] | None = None,
         audience: Audience = PRIVATE,
+        as_passage: bool = False,
     ) -> list[ScoredMemory]:
         """The memories of `scope` most relevant to `query` (meaning and words together), best first;
-        only those `audience` may hear of."""
+        only those `audience` may hear of. `as_passage`: `query` is a memory's text (a duplicate check),
+        compared memory to memory, and its vector is kept for storing it."""
         if not query.strip() or limit <= 0:
             return []
-        prepared = self._queries.encode(query)
+        prepared = self._queries.encode(query, as_passage=as_passage)
         wanted = None if categories is None else _known(categories)
         if self._cache is not None:
             snapshot = self._cache.get(scope)
@@ -394,7 +397,7 @@ class ChromaKnowledgeBase:
             changes["review_pending"] = review_pending or None
         record = replace(found[0], **changes)
         metadata = _metadata(record, self.policy_for(scope.persona_id))
-        vector = None if content is None else self._embedder.embed_passages([record.content])
+        vector = None if content is None else self._queries.passage_vector(record.content)[np.newaxis]
         with fenced_write(scope):
             if vector is None:
                 # documents without embeddings would make chromadb embed them with its own (downloaded) model

@@ -138,8 +138,8 @@ async def test_a_correction_replaces_the_old_fact_and_keeps_it_only_in_history(
 async def test_a_change_over_time_keeps_both_states(
     companion: Companion, kb: ChromaKnowledgeBase, clock: FakeClock, fake_openai: FakeOpenAIServer, alice: Scope
 ) -> None:
-    # With the real embedder the two statements score ~0.94, above the monitor's duplicate line (0.93):
-    # only the "restates" check keeps the later ADD from being merged into a BOOST of the earlier one.
+    # With the real embedder the two statements score ~0.96 memory to memory, below the monitor's
+    # duplicate line (0.98), and the "restates" check would keep them apart as well.
     fake_openai.set_default(
         MONITOR,
         monitor_rules(

@@ -47,6 +47,30 @@ def test_search_finds_by_meaning_in_both_languages(store: ChromaKnowledgeBase, a
     assert store.search(alice, "what is the name of my pet?", limit=1)[0].record.content.startswith("Alice has a cat")
 
 
+def test_a_memory_checked_for_duplicates_is_embedded_once(
+    tmp_path: Path, embedder: Embedder, clock: FakeClock, alice: Scope
+) -> None:
+    calls: list[tuple[str, list[str]]] = []
+
+    class Counting:
+        name, dim = embedder.name, embedder.dim
+
+        def embed_queries(self, texts):  # type: ignore[no-untyped-def]
+            calls.append(("query", list(texts)))
+            return embedder.embed_queries(texts)
+
+        def embed_passages(self, texts):  # type: ignore[no-untyped-def]
+            calls.append(("passage", list(texts)))
+            return embedder.embed_passages(texts)
+
+    store = ChromaKnowledgeBase(open_chroma_client(path=tmp_path / "chroma"), Counting(), now=clock.now)
+    ramen = store.add(alice, "主人喜欢拉面", category="fact", source="user")
+    [hit] = store.search(alice, "主人很喜欢拉面", limit=1, as_passage=True)  # compared memory to memory
+    assert hit.record.id == ramen.id and hit.similarity > 0.98
+    store.add(alice, "主人很喜欢拉面", category="fact", source="user")  # stored with the vector it was checked with
+    assert calls == [("passage", ["主人喜欢拉面"]), ("passage", ["主人很喜欢拉面"])]
+
+
 def test_no_operation_crosses_scopes(store: ChromaKnowledgeBase, alice: Scope, bob: Scope) -> None:
     secret = store.add(alice, "Alice's bank PIN is 4321", category="fact", source="user")
     bobs = store.add(bob, "Bob likes jazz", category="fact", source="user")
