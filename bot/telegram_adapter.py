@@ -26,7 +26,7 @@ from telegram import (
     Update,
 )
 from telegram.constants import ChatAction, ChatType
-from telegram.error import Forbidden
+from telegram.error import Forbidden, TelegramError
 from telegram.ext import (
     Application,
     ApplicationBuilder,
@@ -203,10 +203,13 @@ class TelegramAdapter:
 
         async def keep_typing() -> None:
             while True:
+                try:
+                    await message.reply_chat_action(ChatAction.TYPING)
+                except TelegramError as error:  # a failed typing action must not cost the reply
+                    log.warning("sending the typing action failed: %s", error)
                 await asyncio.sleep(TYPING_REFRESH)
-                await message.reply_chat_action(ChatAction.TYPING)
 
-        await message.reply_chat_action(ChatAction.TYPING)  # at least once, before any LLM work
+        # at least once before any LLM work, yet never waited for: the reply does not queue behind it
         refresher = asyncio.create_task(keep_typing())  # owned: cancelled and awaited below
         try:
             yield

@@ -120,6 +120,16 @@ async def test_a_private_message_is_answered_in_its_chat_after_a_typing_action(
     assert fake_openai.requests_for("chat-model")[0].messages[-1]["content"] == "hi there"
 
 
+async def test_a_typing_action_that_fails_does_not_cost_the_reply(
+    telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_telegram.failing.add("sendChatAction")  # under saturation the network or the Bot API may refuse it
+    fake_openai.script("chat-model", "Hello, 主人!")
+    await feed(telegram, message("hi there", user=ALICE, chat=private(ALICE)))
+    assert fake_telegram.calls_to("sendChatAction")  # it was tried
+    assert fake_telegram.sent_texts() == ["Hello, 主人!"]
+
+
 async def test_a_broken_emoji_is_kept_as_a_replacement_character_and_answered(
     telegram: Application, app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
 ) -> None:

@@ -68,6 +68,8 @@ class FakeBotAPI(LoopbackServer):
             self._calls: list[Call] = []
             # People who never started a private chat with the bot: Telegram refuses to message them.
             self.unreachable: set[int] = set()
+            # Methods answered with a gateway error, as an overloaded network or Bot API server does.
+            self.failing: set[str] = set()
             self._listeners: list[Callable[[Call], None]] = []
 
     def push_update(self, update: dict[str, Any]) -> dict[str, Any]:
@@ -137,6 +139,8 @@ class FakeBotAPI(LoopbackServer):
             for listener in self._listeners:
                 listener(call)
             self._lock.notify_all()
+        if method in self.failing:
+            return 502, {"ok": False, "error_code": 502, "description": "Bad Gateway"}
         if method == "getUpdates":
             return 200, {"ok": True, "result": list(self._take_updates(params))}
         if method == "getMe":
