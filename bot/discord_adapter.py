@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Literal
 
 import aiohttp
@@ -144,7 +145,7 @@ class CompanionCog(commands.Cog):
         # discord.py runs events at once; a conversation's messages are still stored and answered in order.
         async with self._order.turn(incoming.conversation_id):
             try:
-                async with message.channel.typing():
+                async with _typing(message.channel):
                     result = await self.companion.handle(incoming, group=not direct)
                     reply = await result.text()
             except UserFacingError as error:
@@ -368,3 +369,14 @@ class ForgetConfirmation(_OwnedView):
     async def no(self, interaction: discord.Interaction, button: discord.ui.Button[ForgetConfirmation]) -> None:
         self.stop()
         await interaction.response.edit_message(content=phrasebook.FORGETTING_NOTHING, view=None)
+
+
+@asynccontextmanager
+async def _typing(channel: discord.abc.Messageable) -> AsyncIterator[None]:
+    """ "typing…" while the reply is generated; a typing request that fails must not cost the reply."""
+    async with AsyncExitStack() as stack:
+        try:
+            await stack.enter_async_context(channel.typing())
+        except (discord.HTTPException, aiohttp.ClientError) as error:
+            log.warning("sending the typing indicator failed: %s", error)
+        yield

@@ -97,6 +97,17 @@ async def test_a_direct_message_is_answered_after_typing_and_pings_nobody(
     assert (row.user_id, row.speaker_name) == (f"discord:{alice.id}", "Alice")
 
 
+async def test_a_typing_indicator_that_fails_does_not_cost_the_reply(
+    discord_bot: commands.Bot, http: HttpLog, fake_openai: FakeOpenAIServer
+) -> None:
+    http.failing.add("typing")  # under saturation Discord may answer it with a gateway error
+    fake_openai.script("chat-model", "Hello, Alice!")
+    alice = member(0)
+    await dpytest.message("hi there", channel=await alice.create_dm(), member=alice)
+    assert [kind for kind, _ in http.calls] == ["typing", "send"]
+    assert http.texts() == ["Hello, Alice!"]
+
+
 async def test_server_messages_need_a_mention_or_a_reply(
     discord_bot: commands.Bot, http: HttpLog, app: App, fake_openai: FakeOpenAIServer
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import itertools
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import discord
@@ -23,6 +24,7 @@ class HttpLog:
     """What the bot asked Discord to do, in order: ("typing", channel id) or ("send", payload)."""
 
     calls: list[tuple[str, Any]] = field(default_factory=list)
+    failing: set[str] = field(default_factory=set)  # kinds of call Discord answers with a gateway error
 
     def sent(self) -> list[dict[str, Any]]:
         return [payload for kind, payload in self.calls if kind == "send"]
@@ -44,6 +46,8 @@ def record_http(bot: discord.Client) -> HttpLog:
 
     async def send_typing(channel_id: int) -> None:
         log.calls.append(("typing", channel_id))
+        if "typing" in log.failing:
+            raise discord.DiscordServerError(SimpleNamespace(status=502, reason="Bad Gateway"), "Bad Gateway")
         await typing(channel_id)
 
     http.send_message = send_message  # type: ignore[method-assign]
