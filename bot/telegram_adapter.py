@@ -13,8 +13,9 @@ import asyncio
 import logging
 import re
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 
 from telegram import (
     Bot,
@@ -26,7 +27,7 @@ from telegram import (
     Update,
 )
 from telegram.constants import ChatAction, ChatType
-from telegram.error import Forbidden, TelegramError
+from telegram.error import BadRequest, Forbidden, NetworkError, TelegramError
 from telegram.ext import (
     Application,
     ApplicationBuilder,
@@ -75,6 +76,8 @@ NOT_TEXT = "I can only read text messages for now; stickers, photos and files do
 EXPIRED = "This question has expired; send /forget again."
 NOT_YOUR_BUTTON = "This button belongs to whoever asked; send /forget yourself to forget what I know about you."
 TYPING_REFRESH = 4.5  # seconds; Telegram shows "typing" for about five seconds per action
+SEND_ATTEMPTS = 3  # a reply survives two network failures in a row
+SEND_RETRY_DELAY = 0.5  # seconds, times the attempt
 # Callback data (at most 64 bytes): the answer, the id of the user who asked, and for `/forget <what>`
 # the key of the memory ids shown to them.
 _FORGET_DATA = re.compile(r"^forget:(yes|no|some):(-?\d+)(?::([0-9a-f]{16}))?$")
@@ -165,7 +168,7 @@ class TelegramAdapter:
         group = TelegramAdapter._is_group(message)
         for index, chunk in enumerate(split_message(text, TELEGRAM_LIMIT)):
             # In a group the first chunk quotes the message it answers, so it is clear whom we answer.
-            await message.reply_text(chunk, do_quote=group and index == 0)
+            await _delivered(partial(message.reply_text, chunk, do_quote=group and index == 0))
 
     @staticmethod
     def _addressed(message: Message, bot: Bot) -> bool:
@@ -408,6 +411,22 @@ async def _send_to(bot: Bot, chat_id: int, text: str, keyboard: InlineKeyboardMa
     chunks = split_message(text, TELEGRAM_LIMIT)
     for index, chunk in enumerate(chunks):
         await bot.send_message(chat_id=chat_id, text=chunk, reply_markup=keyboard if index == len(chunks) - 1 else None)
+
+
+async def _delivered(send: Callable[[], Awaitable[object]]) -> None:
+    """`send()`, tried again after a network failure (a dropped connection, a gateway error, a timeout),
+    never after a refusal: a reply sent twice after a timeout is better than one lost."""
+    for attempt in range(1, SEND_ATTEMPTS + 1):
+        try:
+            await send()
+            return
+        except BadRequest:
+            raise
+        except NetworkError as error:
+            if attempt == SEND_ATTEMPTS:
+                raise
+            log.warning("sending a message failed (%s); trying again", error)
+            await asyncio.sleep(SEND_RETRY_DELAY * attempt)
 
 
 def _source_of(message: Message) -> str:

@@ -123,10 +123,20 @@ async def test_a_private_message_is_answered_in_its_chat_after_a_typing_action(
 async def test_a_typing_action_that_fails_does_not_cost_the_reply(
     telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
 ) -> None:
-    fake_telegram.failing.add("sendChatAction")  # under saturation the network or the Bot API may refuse it
+    fake_telegram.failing["sendChatAction"] = 100  # under saturation the network or the Bot API may refuse it
     fake_openai.script("chat-model", "Hello, 主人!")
     await feed(telegram, message("hi there", user=ALICE, chat=private(ALICE)))
-    assert fake_telegram.calls_to("sendChatAction")  # it was tried
+    assert [call.method for call in fake_telegram.refused] == ["sendChatAction"]  # it was tried
+    assert fake_telegram.sent_texts() == ["Hello, 主人!"]
+
+
+async def test_a_reply_whose_sending_fails_on_the_network_is_sent_again(
+    telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_telegram.failing["sendMessage"] = 2  # a dropped connection, twice
+    fake_openai.script("chat-model", "Hello, 主人!")
+    await feed(telegram, message("hi there", user=ALICE, chat=private(ALICE)))
+    assert [call.params["text"] for call in fake_telegram.refused] == ["Hello, 主人!", "Hello, 主人!"]
     assert fake_telegram.sent_texts() == ["Hello, 主人!"]
 
 

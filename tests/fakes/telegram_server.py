@@ -68,8 +68,10 @@ class FakeBotAPI(LoopbackServer):
             self._calls: list[Call] = []
             # People who never started a private chat with the bot: Telegram refuses to message them.
             self.unreachable: set[int] = set()
-            # Methods answered with a gateway error, as an overloaded network or Bot API server does.
-            self.failing: set[str] = set()
+            # Method -> how many of its next calls get a gateway error, as from an overloaded network or Bot
+            # API server; those calls are kept apart, in `refused`.
+            self.failing: dict[str, int] = {}
+            self.refused: list[Call] = []
             self._listeners: list[Callable[[Call], None]] = []
 
     def push_update(self, update: dict[str, Any]) -> dict[str, Any]:
@@ -135,12 +137,14 @@ class FakeBotAPI(LoopbackServer):
     def _answer(self, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         call = Call(method, params)
         with self._lock:
+            if self.failing.get(method, 0) > 0:
+                self.failing[method] -= 1
+                self.refused.append(call)
+                return 502, {"ok": False, "error_code": 502, "description": "Bad Gateway"}
             self._calls.append(call)
             for listener in self._listeners:
                 listener(call)
             self._lock.notify_all()
-        if method in self.failing:
-            return 502, {"ok": False, "error_code": 502, "description": "Bad Gateway"}
         if method == "getUpdates":
             return 200, {"ok": True, "result": list(self._take_updates(params))}
         if method == "getMe":
