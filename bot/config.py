@@ -158,6 +158,23 @@ class Settings(BaseSettings):
     monitor_max_ops: int = Field(
         10, ge=1, validation_alias=_env("COMPANION_MONITOR_MAX_OPS"), description="memory operations applied per turn"
     )
+    vision: bool = Field(
+        False,
+        validation_alias=_env("COMPANION_VISION"),
+        description="the chat model accepts images: photos are shown to it (a persona may say so for its own model)",
+    )
+    image_max_bytes: int = Field(
+        10_000_000,
+        gt=0,
+        validation_alias=_env("COMPANION_IMAGE_MAX_BYTES"),
+        description="larger photos and image files are refused with a clear answer (default 10 MB)",
+    )
+    image_max_side: int = Field(
+        1024,
+        ge=64,
+        validation_alias=_env("COMPANION_IMAGE_MAX_SIDE"),
+        description="photos are scaled down to at most this many pixels a side before the model sees them",
+    )
     telegram_token: SecretStr | None = Field(
         None, validation_alias=_env("TELEGRAM_TOKEN"), description="Telegram bot token (environment only)"
     )

@@ -94,7 +94,7 @@ class Companion:
     async def handle(self, message: IncomingMessage, *, group: bool = False) -> TurnResult:
         """Answer one chat message. Empty or absurdly long input gets a clear answer, not an LLM call."""
         text = message.text.strip()
-        if not text:
+        if not text and message.image is None:
             return _notice(message, phrasebook.EMPTY_MESSAGE)
         if len(text) > MAX_MESSAGE_CHARS:
             return _notice(message, phrasebook.too_long(len(text), MAX_MESSAGE_CHARS))
@@ -112,7 +112,7 @@ class Companion:
     ) -> None:
         """Hand a turn whose reply was delivered and stored to the background."""
         turn = Turn(
-            user_text=message.text,
+            user_text=stored.user_text,
             reply_text=stored.reply_text,
             speaker_name=message.speaker_name,
             persona_name=persona.name,

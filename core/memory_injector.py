@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from knowledge.message_log import StoredMessage
 from knowledge.records import MemoryRecord
@@ -142,19 +142,20 @@ class MemoryInjector:
         retrieved: Sequence[MemoryRecord],
         excerpts: Sequence[StoredMessage] = (),
         group: bool = False,
+        image_url: str | None = None,
     ) -> Prompt:
         """The prompt for replying to the last message of `window`.
 
         `always` are system and core memories (highest rank first), `retrieved` the facts and
         episodes found for this message, best first, `excerpts` past messages found for it that
-        those memories do not cover, best first.
+        those memories do not cover, best first; `image_url` a photo sent with the last message.
         """
         if not window:
             raise ValueError("the window must end with the message being answered")
         *earlier, current = window  # the window's earlier messages, and the one being answered
         speaker = current.speaker_name
         base = persona_prompt(persona, speaker, self._lore(persona, window, speaker))
-        current_message = self._chat_message(current, persona, group)
+        current_message = replace(self._chat_message(current, persona, group), image_url=image_url)
         # Placed after the memories, at the end of the system message: some servers refuse a system
         # message after the conversation, where SillyTavern would put it.
         closing = persona.fill(persona.post_history_instructions.strip(), speaker)

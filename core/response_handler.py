@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 
 from knowledge.discretion import Audience
 from knowledge.history import ConversationHistory
@@ -22,6 +23,7 @@ from personas.loader import Persona
 from . import phrasebook
 from .clock import Clock
 from .errors import LLMError
+from .images import ImageError, ImageLimits, clean_description, description_request, photo_text, prepare_image
 from .llm import LLMClient
 from .memory_injector import MemoryInjector, MessageTooLongError, Prompt
 from .system_memories import system_records
@@ -47,9 +49,12 @@ class ResponseHandler:
         clock: Clock,
         retrieval_limit: int = 8,
         excerpt_limit: int = 3,
+        image_limits: ImageLimits | None = None,
     ) -> None:
-        """`excerpt_limit`: past messages from `history` quoted at most, when memories do not cover them."""
+        """`excerpt_limit`: past messages from `history` quoted at most, when memories do not cover them;
+        `image_limits`: the largest photo accepted, and the size it is scaled to for the model."""
         self.working_memory = working_memory
+        self._image_limits = image_limits or ImageLimits()
         self._knowledge = knowledge
         self._llm = llm
         self._injector = injector
@@ -76,13 +81,19 @@ class ResponseHandler:
         stores no answer and hands nothing over.
         """
         audience = audience if audience is not None else Audience.of(message.conversation_id, group=group)
+        try:
+            photo = await self._photo_of(persona, message)
+        except ImageError as error:
+            return _refused(message, str(error))
+        # a photo the model cannot see: the caption is still answered, after saying so
+        preface = phrasebook.CANT_SEE_IMAGES_READ_CAPTION if message.image is not None and photo is None else None
         stored = self.working_memory.append(
             persona.id,
             message.conversation_id,
             role="user",
             user_id=scope.user_id,
             speaker_name=message.speaker_name,
-            content=message.text,
+            content=message.text if message.image is None else photo_text(message.text, None),
             sent_at=message.sent_at,
             source_id=message.source_id,
             in_group=group,
@@ -92,18 +103,36 @@ class ResponseHandler:
         excerpts = await self._excerpts(scope, message.text, window, [*always, *retrieved], audience)
         try:
             prompt = self._injector.build(
-                persona, window=window, always=always, retrieved=retrieved, excerpts=excerpts, group=group
+                persona,
+                window=window,
+                always=always,
+                retrieved=retrieved,
+                excerpts=excerpts,
+                group=group,
+                image_url=photo.url if photo else None,
             )
         except MessageTooLongError as error:
-            return TurnResult(message.conversation_id, reply=str(error), notice=str(error), completed=False)
+            return _refused(message, str(error))
         dropped = {record.id for record in prompt.dropped_memories}
         # what the chat model actually saw, so the monitor can judge which memories were used
         shown_ids = tuple(
             record.id for record in [*always, *retrieved] if record.category != "system" and record.id not in dropped
         )
-        result = TurnResult(message.conversation_id, reply="")
-        result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_stored)
+        result = TurnResult(message.conversation_id, reply="", notice=preface)
+        result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_stored, photo)
         return result
+
+    async def _photo_of(self, persona: Persona, message: IncomingMessage) -> _Photo | None:
+        """The message's photo bounded and ready for the chat model; None when there is none or the model
+        cannot see images (then a photo without a caption is refused with a clear answer)."""
+        if message.image is None:
+            return None
+        if not self._llm.settings("chat").chosen(persona.models.get("chat")).vision:
+            if not message.text.strip():
+                raise ImageError(phrasebook.CANT_SEE_IMAGES)
+            return None
+        url = await asyncio.to_thread(prepare_image, message.image, self._image_limits)
+        return _Photo(url, message.text)
 
     async def _recall(
         self, persona: Persona, scope: Scope, text: str, audience: Audience
@@ -159,23 +188,36 @@ class ResponseHandler:
         shown_ids: tuple[str, ...],
         result: TurnResult,
         on_stored: Callable[[StoredTurn], None],
+        photo: _Photo | None,
     ) -> AsyncIterator[str]:
         parts: list[str] = []
+        # the photo is described beside the reply, by a task this stream owns
+        description = asyncio.create_task(self._describe(persona, photo)) if photo is not None else None
+        answered = False
         try:
+            if result.notice:
+                yield result.notice + "\n\n"
             async for piece in self._llm.stream(prompt.messages, role="chat", choice=persona.models.get("chat")):
                 parts.append(piece)
                 yield piece
+            answered = bool("".join(parts).strip())
         except LLMError as error:
             result.completed = False
             result.notice = phrasebook.apology(error)
             yield ("\n\n" if parts else "") + result.notice
             return
-        text = "".join(parts).strip()
-        if not text:
+        finally:
+            if description is not None and not answered:
+                description.cancel()  # no answer to keep the photo's description with (or its reader left)
+        if not answered:
             result.completed = False
             result.notice = phrasebook.LOST_WORDS
             yield result.notice
             return
+        text = "".join(parts).strip()
+        user_text = stored.content
+        if description is not None and photo is not None:
+            user_text = await self._record_photo(stored, photo, await description)
         reply = self.working_memory.append(
             persona.id,
             stored.conversation_id,
@@ -186,5 +228,37 @@ class ResponseHandler:
             sent_at=self._clock.now(),
             in_group=stored.in_group,
         )
-        result.stored = StoredTurn(message_id=stored.id, reply_id=reply.id, reply_text=text, shown_ids=shown_ids)
+        result.stored = StoredTurn(
+            message_id=stored.id, user_text=user_text, reply_id=reply.id, reply_text=text, shown_ids=shown_ids
+        )
         on_stored(result.stored)
+
+    async def _describe(self, persona: Persona, photo: _Photo) -> str | None:
+        """What the photo shows in a sentence, asked of the chat model beside the reply; None if it cannot say."""
+        request = description_request(photo.url, photo.caption, persona.language)
+        try:
+            answer = await self._llm.complete(request, role="chat", choice=persona.models.get("chat"))
+        except LLMError:
+            log.warning("describing a photo failed; it is kept as [photo] and its caption")
+            return None
+        return clean_description(answer)
+
+    async def _record_photo(self, stored: StoredMessage, photo: _Photo, description: str | None) -> str:
+        """Keep the photo in the conversation as its description (the image itself is not kept)."""
+        text = photo_text(photo.caption, description)
+        if description:
+            await asyncio.to_thread(self._history.rewrite, stored.id, text)
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class _Photo:
+    """The photo of the message being answered, as the model sees it, and the words sent with it."""
+
+    url: str  # a JPEG data URL, bounded and downscaled
+    caption: str
+
+
+def _refused(message: IncomingMessage, text: str) -> TurnResult:
+    """A message answered with `text` instead of the model (too long, an image it cannot take)."""
+    return TurnResult(message.conversation_id, reply=text, notice=text, completed=False)

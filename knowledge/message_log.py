@@ -84,6 +84,13 @@ class MessageLog:
             db.execute("UPDATE messages SET content = ? WHERE source_id = ? AND role = 'user'", (content, source_id))
         return self.by_source(source_id)
 
+    def rewrite(self, message_id: str, content: str) -> StoredMessage | None:
+        """Replace a stored message's words (a photo's description, known after it was stored); None if unknown."""
+        with self.db.transaction() as db:
+            db.execute("UPDATE messages SET content = ? WHERE id = ?", (content, message_id))
+        found = self.select("id = ?", (message_id,))
+        return found[0] if found else None
+
     def messages_of(self, scope: Scope) -> list[StoredMessage]:
         """Every stored message of the scope, in every state and conversation, oldest first."""
         return self.select("persona_id = ? AND user_id = ?", (scope.persona_id, scope.user_id))
