@@ -175,6 +175,16 @@ class Settings(BaseSettings):
         validation_alias=_env("COMPANION_IMAGE_MAX_SIDE"),
         description="photos are scaled down to at most this many pixels a side before the model sees them",
     )
+    telegram_streaming: bool = Field(
+        True,
+        validation_alias=_env("COMPANION_TELEGRAM_STREAMING"),
+        description="Telegram replies grow as they are written (a draft in private chats, edits in groups)",
+    )
+    discord_streaming: bool = Field(
+        True,
+        validation_alias=_env("COMPANION_DISCORD_STREAMING"),
+        description="Discord replies grow as they are written (the message is edited as it grows)",
+    )
     telegram_token: SecretStr | None = Field(
         None, validation_alias=_env("TELEGRAM_TOKEN"), description="Telegram bot token (environment only)"
     )

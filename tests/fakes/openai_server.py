@@ -11,8 +11,8 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from http.server import ThreadingHTTPServer
 from typing import Any, TypeAlias
 
@@ -45,8 +45,16 @@ class FakeHang:
     """Accept the request and never answer until the server stops (for timeout tests)."""
 
 
+@dataclass(frozen=True)
+class FakeBrokenStream:
+    """Stream `before`, then an error event instead of the rest, as servers report a failure mid-stream."""
+
+    before: str
+    message: str = "the server broke off"
+
+
 Reply: TypeAlias = str | Callable[[dict[str, Any]], str]
-Item: TypeAlias = Reply | FakeError | FakeHang
+Item: TypeAlias = Reply | FakeError | FakeHang | FakeBrokenStream
 
 
 @dataclass(frozen=True)
@@ -56,10 +64,16 @@ class RecordedRequest:
     body: dict[str, Any]
     stream: bool
     messages: list[dict[str, Any]]
+    # set once the answer has been sent whole, so a test can tell what a client did before the model finished
+    finished: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
 
 
 class FakeOpenAIServer(LoopbackServer):
-    """Scriptable OpenAI-compatible server; see `script`, `set_default`, `set_delay`, `hang`."""
+    """Scriptable OpenAI-compatible server; see `script`, `set_default`, `set_delay`, `hang`.
+
+    `chunk_delay` seconds pass between streamed chunks (of `chunk_size` characters, about a token each):
+    1/30 streams like a model writing 30 tokens a second.
+    """
 
     chunk_size = 4  # characters per streamed content chunk
     thread_name = "fake-openai"
@@ -92,6 +106,7 @@ class FakeOpenAIServer(LoopbackServer):
             self._requests: list[RecordedRequest] = []
             self.default_reply: Reply = DEFAULT_REPLY
             self.delay = 0.0
+            self.chunk_delay = 0.0
 
     def script(self, model: str, *replies: Item) -> None:
         """Queue replies (str, callable(body) -> str, FakeError or FakeHang) for `model`, FIFO."""
@@ -148,7 +163,11 @@ class FakeOpenAIServer(LoopbackServer):
         with self._lock:
             return self._delays.get(model, self.delay)
 
-    def _answer(self, model: str, body: dict[str, Any]) -> str | FakeError | None:
+    def _pause_between_chunks(self) -> bool:
+        """Wait `chunk_delay`; False when the server is stopping meanwhile."""
+        return self.chunk_delay <= 0 or not self._stopping.wait(self.chunk_delay)
+
+    def _answer(self, model: str, body: dict[str, Any]) -> str | FakeError | FakeBrokenStream | None:
         """Pick the answer for a chat request; None means the server is stopping."""
         if self._stopping.wait(self._delay_for(model)):
             return None
@@ -156,7 +175,7 @@ class FakeOpenAIServer(LoopbackServer):
         if isinstance(item, FakeHang):
             self._stopping.wait()
             return None
-        if isinstance(item, (str, FakeError)):
+        if isinstance(item, (str, FakeError, FakeBrokenStream)):
             return item
         return item(body)
 
@@ -190,16 +209,22 @@ class _Handler(QuietHandler):
         model = str(body.get("model", DEFAULT_MODEL))
         stream = bool(body.get("stream"))
         messages = list(body.get("messages", []))
-        self.server.fake._record(RecordedRequest(self.path, model, body, stream, messages))
+        request = RecordedRequest(self.path, model, body, stream, messages)
+        self.server.fake._record(request)
         answer = self.server.fake._answer(model, body)
         if answer is None:
             self.close_connection = True
         elif isinstance(answer, FakeError):
             self._send_error(answer)
+        elif isinstance(answer, FakeBrokenStream):
+            events = _chunks(model, answer.before, body, self.server.fake.chunk_size, finish=False)
+            error = FakeError(500, message=answer.message)
+            self._send_stream([*events, _error_body(error)])
         elif stream:
             self._send_stream(_chunks(model, answer, body, self.server.fake.chunk_size))
         else:
             self._send_json(200, _completion(model, answer, body))
+        request.finished.set()
 
     def _read_json(self) -> dict[str, Any]:
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -219,13 +244,16 @@ class _Handler(QuietHandler):
         headers = {} if error.retry_after_ms is None else {"retry-after-ms": str(error.retry_after_ms)}
         self._send_json(error.status, _error_body(error), headers)
 
-    def _send_stream(self, events: Iterator[dict[str, Any]]) -> None:
+    def _send_stream(self, events: Iterable[dict[str, Any]]) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        for event in events:
+        for index, event in enumerate(events):
+            if index and not self.server.fake._pause_between_chunks():
+                self.close_connection = True
+                return
             self._write_chunk(f"data: {json.dumps(event)}\n\n".encode())
         self._write_chunk(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
@@ -263,8 +291,10 @@ def _completion(model: str, reply: str, body: dict[str, Any]) -> dict[str, Any]:
     return {**_envelope(model, "chat.completion"), "choices": [choice], "usage": _usage(body, reply)}
 
 
-def _chunks(model: str, reply: str, body: dict[str, Any], size: int) -> Iterator[dict[str, Any]]:
-    """Stream events: role, content pieces, a stop chunk and usage if the client asked for it."""
+def _chunks(
+    model: str, reply: str, body: dict[str, Any], size: int, *, finish: bool = True
+) -> Iterator[dict[str, Any]]:
+    """Stream events: role, content pieces, then (when `finish`) a stop chunk and usage if the client asked."""
     envelope = _envelope(model, "chat.completion.chunk")
 
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
@@ -273,6 +303,8 @@ def _chunks(model: str, reply: str, body: dict[str, Any], size: int) -> Iterator
     yield chunk({"role": "assistant", "content": ""})
     for start in range(0, len(reply), size):
         yield chunk({"content": reply[start : start + size]})
+    if not finish:
+        return
     yield chunk({}, "stop")
     if (body.get("stream_options") or {}).get("include_usage"):
         yield {**envelope, "choices": [], "usage": _usage(body, reply)}
