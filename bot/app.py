@@ -14,7 +14,6 @@ from core.companion import Companion
 from core.conversation_summarizer import ConversationSummarizer
 from core.embedded_llm import EMBEDDED_MODEL_NAME, LlamaCppClient
 from core.errors import UserFacingError
-from core.images import ImageLimits
 from core.knowledge_monitor import KnowledgeMonitor
 from core.llm import LLMClient, ModelSettings, OpenAIClient, UsageSink
 from core.memory_injector import Budget, MemoryInjector
@@ -244,7 +243,7 @@ def build_app(
         injector=MemoryInjector(Budget(chat.context_window, chat.max_tokens)),
         clock=clock,
         retrieval_limit=settings.retrieval_limit,
-        image_limits=ImageLimits(max_bytes=settings.image_max_bytes, max_side=settings.image_max_side),
+        image_limits=settings.image_limits,
     )
     lifecycle = MemoryLifecycle(
         tasks=BackgroundTasks(journal.jobs, clock, backoff=backoff, concurrency=settings.background_workers),

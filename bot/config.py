@@ -15,6 +15,7 @@ from pydantic_settings import (
 )
 
 from core.errors import UserFacingError
+from core.images import ImageLimits
 
 from .routing import PlaceRules
 
@@ -207,6 +208,11 @@ class Settings(BaseSettings):
     @property
     def uses_embedded_model(self) -> bool:
         return not self.openai_base_url
+
+    @property
+    def image_limits(self) -> ImageLimits:
+        """The largest photo accepted, and the size photos are scaled to for the model."""
+        return ImageLimits(max_bytes=self.image_max_bytes, max_side=self.image_max_side)
 
     @property
     def own_persona_dir(self) -> Path:

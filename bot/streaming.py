@@ -160,10 +160,9 @@ class Typing:
     (pass it as `stream_reply`'s `on_visible`); leaving the `async with` block always ends it.
     """
 
-    def __init__(self, send: Callable[[], Awaitable[object]], *, refresh: float, timer: Timer) -> None:
+    def __init__(self, send: Callable[[], Awaitable[object]], *, refresh: float) -> None:
         self._send = send
         self._refresh = refresh
-        self._timer = timer
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Self:
@@ -189,4 +188,4 @@ class Typing:
                 await self._send()
             except Exception:  # "typing…" is decoration; the reply goes on without it
                 log.warning("sending the typing action failed", exc_info=True)
-            await self._timer.sleep(self._refresh)
+            await asyncio.sleep(self._refresh)  # a real wait: refreshing is no pace a test needs to follow

@@ -42,7 +42,7 @@ from telegram.ext import (
 
 from core import phrasebook
 from core.errors import UserFacingError
-from core.images import ImageLimits, check_size
+from core.images import check_size
 from core.types import Image, IncomingMessage
 from knowledge.records import Scope
 
@@ -135,7 +135,7 @@ class TelegramAdapter:
         self._router = router
         self._timer = timer
         self._streaming = app.settings.telegram_streaming
-        self._image_limits = ImageLimits(max_bytes=app.settings.image_max_bytes, max_side=app.settings.image_max_side)
+        self._image_limits = app.settings.image_limits
         # `/forget <what>` questions awaiting an answer: key -> (scope, memory ids shown). Lost on restart
         # (the button then says the question expired), which errs on the side of deleting nothing.
         self._pending: dict[str, tuple[Scope, list[str]]] = {}
@@ -216,7 +216,7 @@ class TelegramAdapter:
         async def send() -> None:
             await bot.send_chat_action(message.chat.id, ChatAction.TYPING, rate_limit_args=BEST_EFFORT)  # type: ignore[call-arg]
 
-        return Typing(send, refresh=TYPING_REFRESH, timer=self._timer)
+        return Typing(send, refresh=TYPING_REFRESH)
 
     async def _answer(self, message: Message, bot: Bot, incoming: IncomingMessage, group: bool) -> None:
         """Answer one message: the reply grows in a draft (private) or an edited message (group), paced."""
