@@ -43,8 +43,8 @@ NOT_YOUR_BUTTON = "These buttons belong to whoever asked; use /forget yourself t
 EXPIRED = "This question has expired; use /forget again."
 PAGE_CHARS = 1800  # a page of /memory, leaving room for its footer under Discord's 2,000
 CONFIRM_SECONDS = 300
-# Discord allows 5 edits of messages in a channel per 5 seconds: a growing reply is edited a little less often.
-EDIT_PACE = 1.2
+# Discord allows 5 edits of messages in a channel per 5 seconds: 4 paced updates and the final text fit.
+EDIT_PACE = 1.25
 TYPING_REFRESH = 8.0  # seconds; Discord shows "typing" for about ten seconds
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 # The companion has no voice: discord.py's start-up warnings about missing voice libraries are noise.

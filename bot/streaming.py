@@ -59,10 +59,12 @@ async def stream_reply(
     timer: Timer,
     on_visible: Callable[[], None] = lambda: None,
 ) -> str:
-    """Show `reply` on `surface` as it grows, at most one update per `interval` seconds, and finish it.
+    """Show `reply` on `surface` as it grows, an update at most every `interval` seconds, and finish it at once.
 
-    `interval` None shows nothing before the end (streaming off): each part is sent whole. `on_visible` is
-    called once the first words are on the platform (to stop "typing…"). Returns the whole text.
+    Over any span of `interval` x n seconds a reply makes at most n + 1 updates: the paced ones, and the
+    final text, which goes as soon as the model is done. `interval` None shows nothing before the end
+    (streaming off): each part is sent whole. `on_visible` is called once the first words are on the
+    platform (to stop "typing…"). Returns the whole text.
     """
     presenter = _Presenter(surface, limit, interval, timer, on_visible)
     if isinstance(reply, str):
@@ -107,12 +109,14 @@ class _Presenter:
         reader = asyncio.create_task(read())  # owned: awaited below, whatever happens to the platform
         try:
             while self.interval is not None and not reader.done():
-                waiting = asyncio.ensure_future(changed.wait())
-                await asyncio.wait({reader, waiting}, return_when=asyncio.FIRST_COMPLETED)
-                waiting.cancel()
-                changed.clear()
+                await _first_of(reader, changed.wait())
                 if not reader.done():
-                    await self.deliver(final=False)
+                    # wait for our turn; if the stream ends meanwhile, the final text goes instead of a frame
+                    await _first_of(reader, self.timer.sleep(self._pause()))
+                if reader.done():
+                    break
+                changed.clear()
+                await self.deliver(final=False)
         finally:
             await reader  # the turn is stored when its stream ends, even if showing it failed
 
@@ -130,8 +134,8 @@ class _Presenter:
             current = after
         if not current:
             return
-        if final:
-            await self._update(self.surface.finish, current)
+        if final:  # at once: the one update of a reply that does not wait its turn, so it ends when the model does
+            await self._update(self.surface.finish, current, paced=False)
         elif current != self._shown:
             try:
                 await self._update(self.surface.show, current)
@@ -140,17 +144,28 @@ class _Presenter:
                 return
             self._shown = current
 
-    async def _update(self, call: Callable[[str], Awaitable[None]], text: str) -> None:
-        """One call to the platform, no sooner than `interval` after the previous one."""
-        if self.interval is not None and self._last_update is not None:
-            wait = self._last_update + self.interval - self.timer.now()
-            if wait > 0:
-                await self.timer.sleep(wait)
+    def _pause(self) -> float:
+        """Seconds until the platform may be called again (`interval` after the previous call)."""
+        if self.interval is None or self._last_update is None:
+            return 0.0
+        return max(self._last_update + self.interval - self.timer.now(), 0.0)
+
+    async def _update(self, call: Callable[[str], Awaitable[None]], text: str, *, paced: bool = True) -> None:
+        """One call to the platform, when `paced` no sooner than `interval` after the previous one."""
+        if paced and (pause := self._pause()) > 0:
+            await self.timer.sleep(pause)
         await call(text)
         self._last_update = self.timer.now()
         if not self._visible:
             self._visible = True
             self.on_visible()
+
+
+async def _first_of(task: asyncio.Task[None], waiting: Awaitable[object]) -> None:
+    """Wait until `task` is done or `waiting` is; the task goes on, an unfinished `waiting` is dropped."""
+    other = asyncio.ensure_future(waiting)
+    await asyncio.wait({task, other}, return_when=asyncio.FIRST_COMPLETED)
+    other.cancel()
 
 
 class Typing:

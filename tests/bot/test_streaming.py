@@ -66,13 +66,15 @@ async def test_the_reply_is_shown_as_it_grows_then_finished_exactly() -> None:
     assert visible == ["yes"]  # once
 
 
-async def test_updates_never_come_closer_than_the_interval() -> None:
+async def test_updates_never_come_closer_than_the_interval_but_the_final_text_goes_at_once() -> None:
     timer = FakeTimer()
     surface = RecordingSurface(timer)
     await stream_reply(pieces([f"w{index} " for index in range(200)]), surface, limit=100, interval=1.0, timer=timer)
     times = [at for _, _, at in surface.calls]
     assert len(times) > 3 and timer.waits  # several updates, and some had to wait for their turn
-    assert all(later - earlier >= 1.0 for earlier, later in itertools.pairwise(times))
+    *paced, final = times
+    assert all(later - earlier >= 1.0 for earlier, later in itertools.pairwise(paced))
+    assert final - paced[-1] < 1.0  # the end of the reply never waits for a frame's turn
 
 
 async def test_a_reply_past_the_limit_goes_on_in_a_new_part_cut_where_the_whole_reply_would_be() -> None:
