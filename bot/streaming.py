@@ -10,6 +10,7 @@ to the background) the same way however the reply was shown.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -117,8 +118,15 @@ class _Presenter:
                     break
                 changed.clear()
                 await self.deliver(final=False)
-        finally:
+        except asyncio.CancelledError:
+            reader.cancel()  # shutting down: the stream stops with us (the user's message is already stored)
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+            raise
+        except BaseException:
             await reader  # the turn is stored when its stream ends, even if showing it failed
+            raise
+        await reader
 
     async def deliver(self, *, final: bool) -> None:
         """Finish every part the text has filled, then show (or, at the end, finish) the part being written."""

@@ -6,14 +6,13 @@ import asyncio
 import functools
 import logging
 import random
-from dataclasses import dataclass
 
 from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
-from knowledge.message_log import StoredMessage
 from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope, ScoredMemory
-from knowledge.retrieval import FORGETTABLE, SearchResults, memories_about, messages_about, search_scope
+from knowledge.retrieval import FORGETTABLE, SearchResults, search_scope
+from knowledge.storage_errors import storage_problem
 from knowledge.store import KnowledgeBase
 from knowledge.user_settings import UserSettings
 from personas.loader import Persona, PersonaError, PersonaRegistry
@@ -21,6 +20,7 @@ from personas.loader import Persona, PersonaError, PersonaRegistry
 from . import phrasebook
 from .clock import Clock
 from .errors import UserFacingError
+from .forgetting import Forgetting
 from .knowledge_monitor import Turn
 from .memory_editor import MemoryEditor
 from .memory_lifecycle import MemoryLifecycle
@@ -28,7 +28,8 @@ from .rate_limit import RateLimiter
 from .response_handler import ResponseHandler
 from .sharing import Sharing
 from .tasks import BackgroundTasks
-from .types import IncomingMessage, StoredTurn, TurnResult
+from .types import IncomingMessage, StoredTurn, TurnResult, clean_text
+from .unsaved_messages import UnsavedMessages
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +39,6 @@ MAX_MESSAGE_CHARS = 100_000
 
 class UnknownPersonaError(UserFacingError):
     """The requested persona does not exist or its file is broken."""
-
-
-@dataclass(frozen=True, slots=True)
-class ForgetReport:
-    """What `/forget` deleted, layer by layer."""
-
-    memories: int
-    messages: int
-    journal_rows: int
 
 
 class Companion:
@@ -62,6 +54,8 @@ class Companion:
         lifecycle: MemoryLifecycle,
         journal: Journal,
         user_settings: UserSettings,
+        editor: MemoryEditor,
+        forgetting: Forgetting,
         clock: Clock,
         default_persona: str,
         rate_limiter: RateLimiter | None = None,
@@ -75,9 +69,14 @@ class Companion:
         self.clock = clock
         self.default_persona = default_persona
         self.user_settings = user_settings
-        self.editor = MemoryEditor(knowledge, journal.changes, clock)
-        self.sharing = Sharing(knowledge, user_settings, self.editor)
+        self.editor = editor
+        self.sharing = Sharing(knowledge, user_settings, editor)
+        self.forgetting = forgetting  # every route to forgetting: /forget, /forget <what>, the CLI, deletions
         self._rate_limiter = rate_limiter or RateLimiter(clock, per_minute=0)
+        self.unsaved = UnsavedMessages(
+            lambda persona_id, scope, message, group: responses.store_message(persona_id, scope, message, group=group),
+            clock,
+        )  # while the disk refuses writes
 
     @property
     def tasks(self) -> BackgroundTasks:
@@ -102,10 +101,22 @@ class Companion:
             return _notice(message, phrasebook.too_fast(self._rate_limiter.per_minute))
         persona = self.persona(message.persona_id)
         scope = Scope(persona.id, message.user_id)
+        if len(self.unsaved) and not self.unsaved.save():  # what was said before comes first
+            self.unsaved.hold(persona.id, scope, message, group=group)
+            return _notice(message, phrasebook.HELD_NOT_SAVED)
         remember = functools.partial(self._remember, persona, scope, message, group)
         # discretion: in a group only what was learned there, or what the user shared
         audience = self.user_settings.audience(scope, message.conversation_id, group=group)
-        return await self.responses.reply(persona, scope, message, group=group, audience=audience, on_stored=remember)
+        try:
+            return await self.responses.reply(
+                persona, scope, message, group=group, audience=audience, on_stored=remember
+            )
+        except Exception as error:
+            if storage_problem(error) is None:
+                raise
+            log.error("storage unavailable (%s): holding a message in memory", storage_problem(error))
+            self.unsaved.hold(persona.id, scope, message, group=group)
+            return _notice(message, phrasebook.HELD_NOT_SAVED)
 
     def _remember(
         self, persona: Persona, scope: Scope, message: IncomingMessage, group: bool, stored: StoredTurn
@@ -130,14 +141,14 @@ class Companion:
         Nothing is re-answered (the reply stays as it was), and memories already drawn from the old
         wording stay until corrected or forgotten. Whether the message was one we keep is returned.
         """
-        text = text.strip()
+        text = clean_text(text).strip()
         if not text or len(text) > MAX_MESSAGE_CHARS:
             return False  # the stored wording stays; nothing said is lost
         return await asyncio.to_thread(self.history.edit, source_id, text) is not None
 
     async def message_deleted(self, source_id: str) -> bool:
-        """A message was deleted on its platform: it leaves the conversation and its history here too."""
-        return await asyncio.to_thread(self.history.delete, source_id)
+        """A message was deleted on its platform: it is forgotten, with what quotes it (see `Forgetting`)."""
+        return await self.forgetting.message_deleted(source_id)
 
     def greeting(self, persona_id: str | None = None, user_name: str | None = None) -> str:
         """One of the persona's greetings, macros filled for `user_name`."""
@@ -170,28 +181,6 @@ class Companion:
         """The memories of this scope that a message like `query` would recall, in prompt order."""
         hits = await asyncio.to_thread(self.knowledge.search, scope, query, limit=limit, categories=FORGETTABLE)
         return rank_for_prompt(hits, self.clock.now())
-
-    async def memories_about(self, scope: Scope, what: str) -> list[MemoryRecord | StoredMessage]:
-        """`/forget <what>`, first step: the memories and past messages it would delete, to show before asking."""
-        memories: list[MemoryRecord | StoredMessage] = []
-        memories += await asyncio.to_thread(memories_about, self.knowledge, scope, what)
-        memories += await asyncio.to_thread(messages_about, self.history, scope, what)
-        return memories
-
-    async def forget_memories(self, scope: Scope, ids: list[str], *, actor: str = "user") -> int:
-        """`/forget <what>`, once confirmed: delete these memories and messages of this scope (others' ids: nothing)."""
-        memories = await asyncio.to_thread(self.editor.forget, scope, ids, actor=actor)
-        return memories + await asyncio.to_thread(self.history.forget_messages, scope, ids)
-
-    async def forget_everything(self, scope: Scope) -> ForgetReport:
-        """`/forget`: delete every memory, message (and its index), history row and pending job of this scope."""
-        await self.tasks.discard(scope)  # queued work must not re-add what we are about to delete
-        memories = await asyncio.to_thread(self.knowledge.forget_all, scope)
-        messages = await asyncio.to_thread(self.history.forget, scope)
-        journal_rows = self.journal.forget(scope)
-        self.user_settings.forget(scope)  # choices such as /share read as their defaults again
-        log.info("forgot %d memories, %d messages and %d journal rows of one scope", memories, messages, journal_rows)
-        return ForgetReport(memories=memories, messages=messages, journal_rows=journal_rows)
 
 
 def _notice(message: IncomingMessage, text: str) -> TurnResult:

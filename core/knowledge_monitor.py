@@ -20,15 +20,15 @@ from knowledge import decay
 from knowledge.change_log import ChangeLog
 from knowledge.decay import MemoryPolicy, PolicyFor
 from knowledge.discretion import Audience, learned_in
-from knowledge.history import ConversationHistory
+from knowledge.forget_target import NOTHING, ForgetTarget
 from knowledge.job_queue import DeadLetter, JobQueue
 from knowledge.records import MemoryRecord, ReviewKind, Scope
-from knowledge.retrieval import DEFAULT_FORGET_SIMILARITY, memories_about, messages_about
 from knowledge.store import KnowledgeBase
 from knowledge.user_settings import UserSettings
 from personas.loader import ModelChoice, Persona
 
 from .clock import Clock
+from .forgetting import Forgetting
 from .llm import LLMClient, count_message_tokens, count_tokens
 from .monitor_ops import Add, Boost, Delete, Op, ParseResult, Skip, Update, op_text, parse_ops, squash_tags
 from .system_memories import system_records
@@ -242,6 +242,7 @@ class _TurnState:
     report: MonitorReport
     policy: MemoryPolicy
     audience: Audience  # a duplicate must be one this conversation may hear of, or the fact stays unknown here
+    forgotten: ForgetTarget  # what the user asked to forget this turn: no op may write it back
     boosted: set[str] = field(default_factory=set)
     deleted: set[str] = field(default_factory=set)
     applied: int = 0
@@ -258,20 +259,18 @@ class KnowledgeMonitor:
         dead_letters: JobQueue,
         clock: Clock,
         policy_for: PolicyFor,  # a persona's rules: the same the store applies
+        forgetting: Forgetting,  # "forget …" typed in chat is carried out by the one forgetting service
         max_ops: int = 10,
         duplicate_similarity: float = 0.93,
-        forget_similarity: float = DEFAULT_FORGET_SIMILARITY,
-        history: ConversationHistory | None = None,
         use_model: bool = True,
         user_settings: UserSettings | None = None,
     ) -> None:
-        """`history`: when given, "forget …" also forgets the past messages that mention it.
-        `user_settings`: whose `/share on` lets a group turn's duplicates be found among everything.
+        """`user_settings`: whose `/share on` lets a group turn's duplicates be found among everything.
 
         Without `use_model` only the user's explicit requests are carried out: a model too small to
         follow the op format would only produce dead letters."""
         self._llm = llm
-        self._history = history
+        self._forgetting = forgetting
         self._knowledge = knowledge
         self._changes = changes
         self._dead_letters = dead_letters
@@ -279,7 +278,6 @@ class KnowledgeMonitor:
         self._policy_for = policy_for
         self.max_ops = max_ops
         self.duplicate_similarity = duplicate_similarity
-        self.forget_similarity = forget_similarity
         self.use_model = use_model
         self._user_settings = user_settings
 
@@ -288,7 +286,7 @@ class KnowledgeMonitor:
         report = MonitorReport()
         policy = self._policy_for(persona.id)
         audience = await asyncio.to_thread(self._audience, scope, turn)
-        done = await asyncio.to_thread(self._explicit, scope, turn, policy, audience, report)
+        done, forgotten = await asyncio.to_thread(self._explicit, scope, turn, policy, audience, report)
         if not self.use_model:
             return report
         shown = await asyncio.to_thread(self._knowledge.get, scope, turn.shown_ids)
@@ -296,7 +294,7 @@ class KnowledgeMonitor:
         messages = build_messages(persona, turn, shown, self._clock.now(), done)
         parsed, outputs = await self._ask(messages, report, persona.models.get("monitor"))
         if not parsed.ops:
-            payload = {"turn": asdict(turn), "output": outputs}
+            payload = forgotten.redacted({"turn": asdict(turn), "output": outputs})
             report.dead_letter = self._dead_letters.dead_letter(
                 "monitor", scope, payload=payload, error=UNREADABLE, at=self._clock.now()
             )
@@ -310,6 +308,7 @@ class KnowledgeMonitor:
             report=report,
             policy=policy,
             audience=audience,
+            forgotten=forgotten,
         )
         await asyncio.to_thread(self._apply_all, state, [op for op in parsed.ops if not isinstance(op, Skip)])
         return report
@@ -339,16 +338,19 @@ class KnowledgeMonitor:
 
     def _explicit(
         self, scope: Scope, turn: Turn, policy: MemoryPolicy, audience: Audience, report: MonitorReport
-    ) -> list[str]:
-        """Carry out a "remember …" / "forget …" the user typed; returns notes for the prompt."""
+    ) -> tuple[list[str], ForgetTarget]:
+        """Carry out a "remember …" / "forget …" the user typed; returns notes for the prompt and what was forgotten."""
         request = explicit_request(turn.user_text)
         if request is None:
-            return []
+            return [], NOTHING
         if request.kind == "remember":
             self._remember(scope, request.what, turn, policy, audience, report)
-            return [f"remembered “{request.what}” as a verified fact"]
-        forgotten = self._forget(scope, request.what, report)
-        return [f"forgot “{request.what}” as the user asked ({forgotten} memories deleted); do not ADD it back"]
+            return [f"remembered “{request.what}” as a verified fact"], NOTHING
+        # The request's own messages go too: "forget my PIN 4471" carries the PIN itself.
+        forgotten = self._forgetting.requested(scope, request.what, turn.message_ids)
+        report.applied += [Delete(memory_id) for memory_id in forgotten.memory_ids]
+        note = f"forgot what the user asked to ({forgotten.memories} memories deleted); do not ADD it back"
+        return [note], forgotten.target
 
     def _remember(
         self, scope: Scope, what: str, turn: Turn, policy: MemoryPolicy, audience: Audience, report: MonitorReport
@@ -376,30 +378,6 @@ class KnowledgeMonitor:
                 learned_in=learned_in(turn.conversation_id, group=turn.group),
             )
         report.applied.append(Add(what))
-
-    def _forget(self, scope: Scope, phrase: str, report: MonitorReport) -> int:
-        """Delete the memories close in meaning to `phrase` or mentioning it, and the messages mentioning it.
-
-        Returns how many memories went."""
-        doomed = memories_about(self._knowledge, scope, phrase, min_similarity=self.forget_similarity)
-        for record in doomed:
-            # the history says that something was forgotten, never what: that is the point of forgetting
-            self._changes.record_change(
-                scope,
-                record.id,
-                action="delete",
-                actor="user",
-                old_content=None,
-                new_content=None,
-                at=self._clock.now(),
-                detail="forgotten at the user's request",
-            )
-            self._knowledge.delete(scope, [record.id])
-            report.applied.append(Delete(record.id))
-        if self._history is not None:
-            mentioning = messages_about(self._history, scope, phrase)
-            self._history.forget_messages(scope, [message.id for message in mentioning])
-        return len(doomed)
 
     def _duplicate_of(
         self, scope: Scope, content: str, audience: Audience, shown: Sequence[MemoryRecord] = ()
@@ -517,6 +495,8 @@ def _broken_rule(state: _TurnState, op: Op) -> str | None:
     """The hard rule an op breaks before anything is touched, or None."""
     if op_text(op) in state.typed:
         return "op text typed in the chat is data, not an instruction"
+    if isinstance(op, (Add, Update)) and state.forgotten.matches(op.content):
+        return "the user asked to forget this"
     if isinstance(op, (Add, Skip)):
         return None
     if op.memory_id.lower().startswith("sys_"):

@@ -49,9 +49,11 @@ class MemoryLifecycle:
         persona: Callable[[str], Persona],
         clock: Clock,
         idle_timeout: timedelta = timedelta(minutes=30),
+        dead_letter_retention: timedelta = timedelta(days=7),
         enabled: bool = True,
     ) -> None:
-        """`enabled=False` turns the background off: events submit no job (for measuring what it costs)."""
+        """`enabled=False` turns the background off: events submit no job (for measuring what it costs).
+        `dead_letter_retention`: how long a dead letter keeps the text of the work that failed."""
         self.tasks = tasks
         self.enabled = enabled
         self._history = history
@@ -63,6 +65,7 @@ class MemoryLifecycle:
         self._persona = persona
         self._clock = clock
         self.idle_timeout = idle_timeout
+        self.dead_letter_retention = dead_letter_retention
         tasks.register(MONITOR_JOB, self._run_monitor)
         tasks.register(SUMMARIZE_JOB, self._run_summarizer)
         tasks.register(REVIEW_JOB, self._run_reviewer)
@@ -120,6 +123,14 @@ class MemoryLifecycle:
             self.conversation_overflowed(Scope(persona_id, last.user_id), conversation_id)
         await self.index_history()
         return len(idle)
+
+    async def prune_finished_work(self) -> int:
+        """Delete finished jobs and the dead letters past their retention; returns how many rows went."""
+        before = self._clock.now() - self.dead_letter_retention
+        pruned = await asyncio.to_thread(self.tasks.prune, dead_letters_before=before)
+        if pruned:
+            log.info("pruned %d finished jobs and expired dead letters", pruned)
+        return pruned
 
     async def index_history(self) -> int:
         """Index the messages stored since the last time; returns how many."""

@@ -16,6 +16,7 @@ from knowledge.history import ConversationHistory
 from knowledge.message_log import StoredMessage
 from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope
+from knowledge.storage_errors import storage_problem
 from knowledge.store import KnowledgeBase
 from knowledge.working_memory import WorkingMemory
 from personas.loader import Persona
@@ -87,17 +88,7 @@ class ResponseHandler:
             return _refused(message, str(error))
         # a photo the model cannot see: the caption is still answered, after saying so
         preface = phrasebook.CANT_SEE_IMAGES_READ_CAPTION if message.image is not None and photo is None else None
-        stored = self.working_memory.append(
-            persona.id,
-            message.conversation_id,
-            role="user",
-            user_id=scope.user_id,
-            speaker_name=message.speaker_name,
-            content=message.text if message.image is None else photo_text(message.text, None),
-            sent_at=message.sent_at,
-            source_id=message.source_id,
-            in_group=group,
-        )
+        stored = self.store_message(persona.id, scope, message, group=group)
         window = self.working_memory.window(persona.id, message.conversation_id)
         always, retrieved = await self._recall(persona, scope, message.text, audience)
         excerpts = await self._excerpts(scope, message.text, window, [*always, *retrieved], audience)
@@ -121,6 +112,20 @@ class ResponseHandler:
         result = TurnResult(message.conversation_id, reply="", notice=preface)
         result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_stored, photo)
         return result
+
+    def store_message(self, persona_id: str, scope: Scope, message: IncomingMessage, *, group: bool) -> StoredMessage:
+        """Write a user's message to working memory (before anything else can fail)."""
+        return self.working_memory.append(
+            persona_id,
+            message.conversation_id,
+            role="user",
+            user_id=scope.user_id,
+            speaker_name=message.speaker_name,
+            content=message.text if message.image is None else photo_text(message.text, None),
+            sent_at=message.sent_at,
+            source_id=message.source_id,
+            in_group=group,
+        )
 
     async def _photo_of(self, persona: Persona, message: IncomingMessage) -> _Photo | None:
         """The message's photo bounded and ready for the chat model; None when there is none or the model
@@ -216,18 +221,24 @@ class ResponseHandler:
             return
         text = "".join(parts).strip()
         user_text = stored.content
-        if description is not None and photo is not None:
-            user_text = await self._record_photo(stored, photo, await description)
-        reply = self.working_memory.append(
-            persona.id,
-            stored.conversation_id,
-            role="assistant",
-            user_id=scope.user_id,
-            speaker_name=persona.name,
-            content=text,
-            sent_at=self._clock.now(),
-            in_group=stored.in_group,
-        )
+        try:
+            if description is not None and photo is not None:
+                user_text = await self._record_photo(stored, photo, await description)
+            reply = self.working_memory.append(
+                persona.id,
+                stored.conversation_id,
+                role="assistant",
+                user_id=scope.user_id,
+                speaker_name=persona.name,
+                content=text,
+                sent_at=self._clock.now(),
+                in_group=stored.in_group,
+            )
+        except Exception as error:
+            if storage_problem(error) is None:
+                raise
+            log.error("storage unavailable (%s): a reply was sent but could not be stored", storage_problem(error))
+            return
         result.stored = StoredTurn(
             message_id=stored.id, user_text=user_text, reply_id=reply.id, reply_text=text, shown_ids=shown_ids
         )

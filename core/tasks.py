@@ -4,6 +4,10 @@ Every job is written to the job queue before it runs, so a restart resumes it. J
 run one at a time in the order they were submitted (two turns of one user never apply memory
 operations concurrently); different scopes run side by side up to a limit. A job that raises is
 retried with backoff; when it runs out of attempts it becomes a visible dead letter.
+
+Each job is read again from the queue right before it runs, and runs with a forget-fence ticket: a
+forget that erased it (or the text it carried) meanwhile wins, and a job whose scope is forgotten
+while it runs is run again from what the forget left of it, instead of writing back what it read.
 """
 
 from __future__ import annotations
@@ -11,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from knowledge.forget_fence import ForgetFence, ScopeForgottenError
 from knowledge.job_queue import Job, JobQueue
 from knowledge.records import Scope
 
@@ -35,8 +40,11 @@ class BackgroundTasks:
         *,
         backoff: Sequence[float] = DEFAULT_BACKOFF,
         concurrency: int = 4,
+        fence: ForgetFence | None = None,
     ) -> None:
+        """`fence`: the forget fence shared with the forgetting service."""
         self._jobs = jobs
+        self._fence = fence or ForgetFence()
         self._clock = clock
         self._backoff = tuple(backoff)
         self._handlers: dict[str, JobHandler] = {}
@@ -70,14 +78,9 @@ class BackgroundTasks:
             log.info("resuming %d pending background jobs", len(pending))
         return len(pending)
 
-    async def discard(self, scope: Scope) -> None:
-        """Drop the scope's queued jobs and wait for the one running, if any (used by `/forget`)."""
-        queue = self._queues.get(scope)
-        if queue:
-            del queue[1:]
-        worker = self._workers.get(scope)
-        if worker is not None:
-            await asyncio.gather(worker, return_exceptions=True)
+    def prune(self, *, dead_letters_before: datetime) -> int:
+        """Finished work keeps no text: delete finished jobs, and dead letters older than the cutoff."""
+        return self._jobs.prune(dead_letters_before=dead_letters_before)
 
     async def drain(self) -> None:
         """Wait until every scheduled job has finished (or been dead-lettered)."""
@@ -115,21 +118,30 @@ class BackgroundTasks:
     async def _run(self, job: Job) -> None:
         handler = self._handlers.get(job.kind)
         attempts = job.attempts
-        while True:
+        while (current := self._jobs.job(job.id)) is not None:  # None: a forget erased it, or it is done
             try:
                 if handler is None:
                     raise LookupError(f"no handler registered for {job.kind!r} jobs")
                 async with self._slots:
-                    await handler(job)
+                    await self._admitted(handler, current)
             except asyncio.CancelledError:
                 raise
+            except ScopeForgottenError:
+                log.info("%s job %s: its scope was forgotten while it ran; running it again", job.kind, job.id)
             except Exception as error:  # noqa: BLE001 - any failure is retried, then dead-lettered: never lost
                 attempts += 1
-                if not await self._retry_or_give_up(job, attempts, error):
+                if not await self._retry_or_give_up(current, attempts, error):
                     return
             else:
                 self._jobs.complete(job.id)
                 return
+
+    async def _admitted(self, handler: JobHandler, job: Job) -> None:
+        token = self._fence.admit()
+        try:
+            await handler(job)
+        finally:
+            self._fence.leave(token)
 
     async def _retry_or_give_up(self, job: Job, attempts: int, error: Exception) -> bool:
         reason = f"{type(error).__name__}: {error}"

@@ -95,6 +95,12 @@ class MessageLog:
         """Every stored message of the scope, in every state and conversation, oldest first."""
         return self.select("persona_id = ? AND user_id = ?", (scope.persona_id, scope.user_id))
 
+    def messages_by_id(self, scope: Scope, ids: Iterable[str]) -> list[StoredMessage]:
+        """The scope's messages with these ids, oldest first (ids of other scopes are simply absent)."""
+        wanted = list(dict.fromkeys(ids))
+        marks = ",".join("?" * len(wanted))
+        return self.select(f"persona_id = ? AND user_id = ? AND id IN ({marks})", (*_key(scope), *wanted))
+
     def messages_after(self, seq: int, limit: int) -> list[tuple[int, StoredMessage]]:
         """Up to `limit` messages of any scope stored after position `seq`, with their positions, oldest first."""
         rows = self.db.query(f"SELECT seq, {_COLUMNS} FROM messages WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit))
@@ -142,6 +148,10 @@ class MessageLog:
         """The messages matching an SQL condition on the `messages` table, in the order they were stored."""
         rows = self.db.query(f"SELECT {_COLUMNS} FROM messages WHERE {where} ORDER BY seq", params)
         return [_message(row) for row in rows]
+
+
+def _key(scope: Scope) -> tuple[str, str]:
+    return scope.persona_id, scope.user_id
 
 
 _COLUMNS = "id, persona_id, conversation_id, user_id, role, speaker_name, content, sent_at, in_group"

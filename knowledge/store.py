@@ -1,8 +1,14 @@
-"""The knowledge base: memory records in chromadb, every operation confined to one scope."""
+"""The knowledge base: memory records in chromadb, every operation confined to one scope.
+
+A write a background job makes is fenced (`forget_fence.py`): a job that began before its scope was
+forgotten cannot write a memory back. Deleting in chromadb leaves the text on disk (its write-ahead
+queue, free pages, the full-text index); `erase_remnants` removes it (`chroma_erasure.py`).
+"""
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -14,9 +20,12 @@ import chromadb
 import numpy as np
 from chromadb.config import Settings as ChromaSettings
 
+from . import chroma_erasure
 from .decay import MemoryPolicy, PolicyFor, base_of, current_importance, default_policy, next_due
 from .discretion import PRIVATE, Audience
 from .embedding import Embedder
+from .forget_fence import fenced_write
+from .forget_target import ForgetTarget
 from .records import CATEGORIES, Category, MemoryRecord, ReviewKind, Scope, ScoredMemory, Source, new_memory_id
 from .scope_cache import ScopeCache, ScopeSnapshot
 from .search_index import QueryEncoder
@@ -85,6 +94,8 @@ class KnowledgeBase(Protocol):
     def delete(self, scope: Scope, ids: Iterable[str]) -> int: ...
 
     def forget_all(self, scope: Scope) -> int: ...
+
+    def erase_remnants(self, target: ForgetTarget) -> bool: ...
 
     def add_records(self, records: Sequence[MemoryRecord]) -> None: ...
 
@@ -207,20 +218,25 @@ class ChromaKnowledgeBase:
         policy_for: PolicyFor = default_policy,
         cache_scopes: bool = True,
         queries: QueryEncoder | None = None,
+        files: Path | None = None,
     ) -> None:
         """`cache_scopes`: answer searches from in-process snapshots (only for a store no other process writes).
-        `queries`: the query encoder shared with the conversation history, so one message is embedded once."""
+        `queries`: the query encoder shared with the conversation history, so one message is embedded once.
+        `files`: the embedded store's directory, where forgetting erases what chromadb leaves behind."""
         self._embedder = embedder
         self._queries = queries or QueryEncoder(embedder)
         self._now = now
         self.policy_for = policy_for
         self._cache = ScopeCache(self._load_scope) if cache_scopes else None
+        self._files = files
+        self._chroma = threading.RLock()  # erasing rewrites chromadb's database: no call of ours may run meanwhile
         # embedding_function=None: vectors always come from our offline embedder, never chromadb's default.
-        self._collection = client.get_or_create_collection(
+        collection = client.get_or_create_collection(
             COLLECTION,
             embedding_function=None,
             metadata={"hnsw:space": "cosine", "embedder": embedder.name},
         )
+        self._collection = _Serialized(collection, self._chroma)
         stored_embedder = (self._collection.metadata or {}).get("embedder")
         if stored_embedder and stored_embedder != embedder.name:
             log.warning(
@@ -267,7 +283,8 @@ class ChromaKnowledgeBase:
         )
         vector = self._embedder.embed_passages([content])
         metadata = _metadata(record, self.policy_for(scope.persona_id))
-        self._collection.add(ids=[record.id], documents=[content], metadatas=[metadata], embeddings=vector)
+        with fenced_write(scope):
+            self._collection.add(ids=[record.id], documents=[content], metadatas=[metadata], embeddings=vector)
         if snapshot := self._written(scope):
             snapshot.put(record, vector[0])
         return record
@@ -360,15 +377,15 @@ class ChromaKnowledgeBase:
             changes["review_pending"] = review_pending or None
         record = replace(found[0], **changes)
         metadata = _metadata(record, self.policy_for(scope.persona_id))
-        vector = None
-        if content is None:
-            # documents without embeddings would make chromadb embed them with its own (downloaded) model
-            self._collection.update(ids=[record.id], metadatas=[metadata])
-        else:
-            vector = self._embedder.embed_passages([record.content])
-            self._collection.update(
-                ids=[record.id], documents=[record.content], metadatas=[metadata], embeddings=vector
-            )
+        vector = None if content is None else self._embedder.embed_passages([record.content])
+        with fenced_write(scope):
+            if vector is None:
+                # documents without embeddings would make chromadb embed them with its own (downloaded) model
+                self._collection.update(ids=[record.id], metadatas=[metadata])
+            else:
+                self._collection.update(
+                    ids=[record.id], documents=[record.content], metadatas=[metadata], embeddings=vector
+                )
         if snapshot := self._written(scope):
             snapshot.put(record, None if vector is None else vector[0])
         return self._current([record])[0]
@@ -394,6 +411,17 @@ class ChromaKnowledgeBase:
         if self._cache is not None:
             self._cache.drop(scope)
         return len(owned)
+
+    def erase_remnants(self, target: ForgetTarget) -> bool:
+        """Remove from chromadb's files what its deletes leave behind, and superseded versions matching `target`.
+
+        False for a Chroma server, whose files this process cannot reach (its operator's maintenance must do it).
+        """
+        if self._files is None:
+            return False
+        with self._chroma:
+            chroma_erasure.erase_remnants(self._files / chroma_erasure.DATABASE, target)
+        return True
 
     def count(self, scope: Scope) -> int:
         """How many memories `scope` holds."""
@@ -477,6 +505,25 @@ class ChromaKnowledgeBase:
         for start in range(0, len(wanted), MAINTENANCE_PAGE):
             self._collection.delete(ids=wanted[start : start + MAINTENANCE_PAGE])
         self._drop_snapshots()
+
+
+class _Serialized:
+    """A chromadb collection whose every call holds `lock`, so erasing never runs beside one of ours."""
+
+    def __init__(self, collection: Any, lock: threading.RLock) -> None:
+        self._collection = collection
+        self._lock = lock
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._collection, name)
+        if not callable(method):
+            return method
+
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return method(*args, **kwargs)
+
+        return locked
 
 
 def _records_of(result: Any) -> list[MemoryRecord]:

@@ -11,6 +11,8 @@ import itertools
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
+import pytest
+
 from bot.render import split_message, units
 from bot.streaming import stream_reply
 from core import phrasebook
@@ -115,3 +117,25 @@ async def test_a_frame_the_platform_refuses_costs_nothing_but_itself() -> None:
         pieces(["one ", "two ", "three ", "four"]), surface, limit=4096, interval=0.1, timer=timer
     )
     assert surface.finished() == [text]
+
+
+async def test_shutting_down_mid_reply_stops_the_models_stream_too() -> None:
+    timer = FakeTimer()
+    surface = RecordingSurface(timer)
+    stopped = asyncio.Event()
+
+    async def hanging() -> AsyncIterator[str]:
+        try:
+            yield "Let me think"
+            await asyncio.Event().wait()  # a model that never finishes
+            yield "never"
+        finally:
+            stopped.set()
+
+    replying = asyncio.create_task(stream_reply(hanging(), surface, limit=4096, interval=1.0, timer=timer))
+    while not surface.shown():
+        await asyncio.sleep(0)
+    replying.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await replying
+    assert stopped.is_set()

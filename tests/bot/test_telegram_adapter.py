@@ -133,6 +133,17 @@ async def test_a_private_message_is_answered_in_its_chat_after_a_typing_action(
     assert fake_openai.requests_for("chat-model")[0].messages[-1]["content"] == "hi there"
 
 
+async def test_a_broken_emoji_is_kept_as_a_replacement_character_and_answered(
+    telegram: Application, app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", "I see a broken emoji.", "Two messages, both kept.")
+    await feed(telegram, message("look \ud83d here", user=ALICE, chat=private(ALICE)))  # a lone surrogate
+    await feed(telegram, message("and the next one", user=ALICE, chat=private(ALICE)))
+    assert fake_telegram.sent_texts() == ["I see a broken emoji.", "Two messages, both kept."]
+    window = app.working_memory.window("xiaoxiang", f"telegram:chat:{ALICE['id']}")
+    assert [stored.content for stored in window if stored.role == "user"] == ["look \ufffd here", "and the next one"]
+
+
 async def test_a_long_reply_is_split_at_the_telegram_limit(
     telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
 ) -> None:
@@ -214,10 +225,11 @@ async def test_in_a_shared_group_each_user_sees_and_forgets_only_their_own_memor
         "text": ask["text"],
     }
 
+    edits = len(fake_telegram.calls_to("editMessageText"))  # the replies' own, as they grew
     await feed(telegram, button(buttons[0], user=BOB, sent=asked))  # Bob presses Alice's button
     refusal = fake_telegram.calls_to("answerCallbackQuery")[-1].params
     assert refusal["text"] == NOT_YOUR_BUTTON and refusal["show_alert"] is True
-    assert fake_telegram.calls_to("editMessageText") == []
+    assert len(fake_telegram.calls_to("editMessageText")) == edits  # the question is left as it was
     assert [record.content for record in kb.list(ALICE_SCOPE)] == ["Alice loves ramen"]
 
     await feed(telegram, button(buttons[0], user=ALICE, sent=asked))

@@ -26,7 +26,7 @@ MONITOR = "monitor-model"
 
 @pytest.fixture
 def monitor(app: App, kb: ChromaKnowledgeBase, journal: Journal, clock: FakeClock) -> KnowledgeMonitor:
-    return KnowledgeMonitor(app.llm, kb, journal.changes, journal.jobs, clock, kb.policy_for)
+    return KnowledgeMonitor(app.llm, kb, journal.changes, journal.jobs, clock, kb.policy_for, app.companion.forgetting)
 
 
 def make_turn(
@@ -421,7 +421,9 @@ async def test_a_personas_memory_rules_apply(
     memory = kb.add(alice, "主人喜欢拉面", category="fact", source="user")
     fake_openai.script(MONITOR, f"[BOOST:{memory.id}]")
     eager = MemoryPolicy().overridden({"boost": 0.5})  # as a persona file's memory_rules would say
-    monitor = KnowledgeMonitor(app.llm, kb, journal.changes, journal.jobs, clock, lambda persona_id: eager)
+    monitor = KnowledgeMonitor(
+        app.llm, kb, journal.changes, journal.jobs, clock, lambda persona_id: eager, app.companion.forgetting
+    )
     await monitor.review_turn(persona, alice, make_turn("拉面!", shown=(memory.id,)))
     assert kb.get(alice, [memory.id])[0].importance == pytest.approx(1.5)
 
