@@ -33,7 +33,7 @@ from core.phrasebook import NOT_ALLOWED
 from knowledge.records import Scope
 from tests.fakes.clock import FakeTimer
 from tests.fakes.discord import FakeInteraction, HttpLog, edit, message_with_file, press, record_http, reply_to
-from tests.fakes.images import photo_bytes
+from tests.fakes.images import describing, photo_bytes
 from tests.fakes.openai_server import FakeBrokenStream, FakeOpenAIServer
 from tests.fakes.personas import personas_with_a_tutor
 
@@ -504,10 +504,3 @@ async def test_without_vision_an_image_gets_a_clear_answer_and_its_caption_is_an
     dm = await alice.create_dm()
     await message_with_file("meet Mochi", picture, channel=dm, member=alice, content_type="image/jpeg")
     assert http.final_texts() == [f"{phrasebook.CANT_SEE_IMAGES_READ_CAPTION}\n\nMochi is a lovely name!"]
-
-
-def describing(reply: str, description: str) -> Any:
-    def answer(body: dict[str, Any]) -> str:
-        return description if str(body["messages"][0]["content"]).startswith("Describe the image") else reply
-
-    return answer

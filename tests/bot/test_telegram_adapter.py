@@ -38,7 +38,7 @@ from core.phrasebook import NOT_ALLOWED
 from knowledge.embedding import Embedder
 from knowledge.records import Scope
 from tests.fakes.clock import FakeClock, FakeTimer
-from tests.fakes.images import photo_bytes
+from tests.fakes.images import describing, photo_bytes
 from tests.fakes.openai_server import FakeBrokenStream, FakeError, FakeOpenAIServer
 from tests.fakes.personas import personas_with_a_tutor
 from tests.fakes.telegram_server import BOT_USERNAME, TOKEN, Call, FakeBotAPI
@@ -691,13 +691,6 @@ async def seeing_telegram(
     await seeing.companion.tasks.drain()
     await application.shutdown()
     await seeing.aclose()
-
-
-def describing(reply: str, description: str) -> Any:
-    def answer(body: dict[str, Any]) -> str:
-        return description if str(body["messages"][0]["content"]).startswith("Describe the image") else reply
-
-    return answer
 
 
 async def test_a_photo_with_a_caption_reaches_a_vision_model_and_is_remembered_as_its_description(

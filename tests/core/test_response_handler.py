@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -21,7 +21,7 @@ from knowledge.records import Scope
 from knowledge.store import ChromaKnowledgeBase
 from personas.loader import ModelChoice
 from tests.fakes.clock import FakeClock
-from tests.fakes.images import make_photo
+from tests.fakes.images import describing, make_photo
 from tests.fakes.messages import make_message
 from tests.fakes.openai_server import FakeError, FakeOpenAIServer, RecordedRequest
 
@@ -125,16 +125,6 @@ async def test_an_empty_answer_is_not_stored_as_a_reply(app: App, fake_openai: F
 GREY_CAT = "A grey cat sleeping on a windowsill."
 
 
-def describing(reply: str, description: str = GREY_CAT) -> Callable[[dict[str, Any]], str]:
-    """The chat model answering both calls a photo brings: the reply, and the description asked beside it."""
-
-    def answer(body: dict[str, Any]) -> str:
-        asked_to_describe = str(body["messages"][0]["content"]).startswith("Describe the image")
-        return description if asked_to_describe else reply
-
-    return answer
-
-
 def image_parts(request: RecordedRequest) -> list[dict[str, Any]]:
     content = request.messages[-1]["content"]
     return [part for part in content if part["type"] == "image_url"] if isinstance(content, list) else []
@@ -151,7 +141,7 @@ async def seeing(settings: Settings, clock: FakeClock, embedder: Embedder) -> As
 async def test_a_photo_reaches_a_vision_model_and_is_remembered_as_its_description(
     seeing: App, fake_openai: FakeOpenAIServer, alice: Scope
 ) -> None:
-    fake_openai.set_default("chat-model", describing("What a sleepy little cat!"))
+    fake_openai.set_default("chat-model", describing("What a sleepy little cat!", GREY_CAT))
     message = replace(make_message("look at my new cat", user_id=alice.user_id), image=make_photo(3000, 2000))
     handed: list[StoredTurn] = []
     result = await seeing.companion.responses.reply(
@@ -178,7 +168,7 @@ async def test_a_photo_reaches_a_vision_model_and_is_remembered_as_its_descripti
 async def test_a_later_turn_sees_the_photo_as_words_not_as_an_image(
     seeing: App, fake_openai: FakeOpenAIServer, alice: Scope
 ) -> None:
-    fake_openai.set_default("chat-model", describing("Cute!"))
+    fake_openai.set_default("chat-model", describing("Cute!", GREY_CAT))
     first = replace(make_message("my cat", user_id=alice.user_id), image=make_photo())
     await (await seeing.companion.handle(first)).text()
     await (await seeing.companion.handle(make_message("what colour was it?", user_id=alice.user_id))).text()
@@ -227,7 +217,7 @@ async def test_a_persona_on_a_vision_model_sees_photos_while_the_default_model_d
 ) -> None:
     persona = app.companion.persona()
     seeing_persona = persona.model_copy(update={"models": {"chat": ModelChoice(model="eyes-model", vision=True)}})
-    fake_openai.set_default("eyes-model", describing("I see it!"))
+    fake_openai.set_default("eyes-model", describing("I see it!", GREY_CAT))
     message = replace(make_message("", user_id=alice.user_id), image=make_photo())
     result = await app.companion.responses.reply(seeing_persona, alice, message, group=False)
     assert await result.text() == "I see it!"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
+from typing import Any
 
 from PIL import Image as Picture
 
@@ -26,3 +28,14 @@ def photo_bytes(
 def make_photo(width: int = 1600, height: int = 1200) -> Image:
     """A JPEG photo as a platform delivers it."""
     return Image(photo_bytes(width, height), "image/jpeg")
+
+
+def describing(reply: str, description: str) -> Callable[[dict[str, Any]], str]:
+    """The chat model's answers for the fake server when a photo comes: `description` to the short call asking
+    what the photo shows, `reply` to the conversation."""
+
+    def answer(body: dict[str, Any]) -> str:
+        asked_to_describe = str(body["messages"][0]["content"]).startswith("Describe the image")
+        return description if asked_to_describe else reply
+
+    return answer

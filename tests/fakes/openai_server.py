@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from http.server import ThreadingHTTPServer
 from typing import Any, TypeAlias
 
-from tests.fakes.loopback import LoopbackServer, QuietHandler
+from tests.fakes.loopback import LoopbackHTTPServer, LoopbackServer, QuietHandler
 
 DEFAULT_MODEL = "fake-model"
 DEFAULT_REPLY = "ok"
@@ -180,7 +180,7 @@ class FakeOpenAIServer(LoopbackServer):
         return item(body)
 
 
-class _HTTPServer(ThreadingHTTPServer):
+class _HTTPServer(LoopbackHTTPServer):
     # Idle keep-alive connections and hung requests must not block stop().
     block_on_close = False
 

@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl, unquote
 
 from telegram.ext import Application
 
-from tests.fakes.loopback import LoopbackServer, QuietHandler
+from tests.fakes.loopback import LoopbackHTTPServer, LoopbackServer, QuietHandler
 
 TOKEN = "1:T"
 BOT_USERNAME = "companion_test_bot"
@@ -60,7 +60,7 @@ class FakeBotAPI(LoopbackServer):
         self.reset()
 
     def _make_server(self) -> ThreadingHTTPServer:
-        return ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        return LoopbackHTTPServer(("127.0.0.1", 0), _handler_for(self))
 
     @property
     def url(self) -> str:
