@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+from core.checkpoint import CrashPoint, no_crash
 from core.clock import Clock, SystemClock
 from core.companion import Companion, UnknownPersonaError
 from core.conversation_summarizer import ConversationSummarizer
@@ -202,12 +203,14 @@ def build_app(
     backoff: tuple[float, ...] = DEFAULT_BACKOFF,
     background: bool = True,
     accept_empty_memory: bool = False,
+    crash_point: CrashPoint = no_crash,
 ) -> App:
     """Wire settings into a ready `App`; tests pass their own clock, LLM, embedder or retry backoff.
 
     `background=False` submits no monitor, summarizer or review job, so benchmarks can measure what
     the background costs the reply path. A memory store that went missing is refused (`StartupError`)
-    unless `accept_empty_memory`.
+    unless `accept_empty_memory`. `crash_point` is told of every point between two writes of a
+    background job; tests raise there to leave what a crash would.
     """
     clock = clock or SystemClock()
     data_dir = ensure_writable(settings.data_dir)
@@ -276,7 +279,12 @@ def build_app(
     )
     lifecycle = MemoryLifecycle(
         tasks=BackgroundTasks(
-            journal.jobs, clock, backoff=backoff, concurrency=settings.background_workers, fence=fence
+            journal.jobs,
+            clock,
+            backoff=backoff,
+            concurrency=settings.background_workers,
+            fence=fence,
+            crash_point=crash_point,
         ),
         monitor=KnowledgeMonitor(
             llm,

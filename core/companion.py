@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import random
 
 from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
+from knowledge.message_log import new_message_id
 from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope, ScoredMemory
 from knowledge.retrieval import FORGETTABLE, SearchResults, search_scope
@@ -21,14 +21,13 @@ from . import phrasebook
 from .clock import Clock
 from .errors import UserFacingError
 from .forgetting import Forgetting
-from .knowledge_monitor import Turn
 from .memory_editor import MemoryEditor
 from .memory_lifecycle import MemoryLifecycle
 from .rate_limit import RateLimiter
 from .response_handler import ResponseHandler
 from .sharing import Sharing
 from .tasks import BackgroundTasks
-from .types import IncomingMessage, StoredTurn, TurnResult, clean_text
+from .types import IncomingMessage, TurnResult, clean_text
 from .unsaved_messages import UnsavedMessages
 
 log = logging.getLogger(__name__)
@@ -73,10 +72,7 @@ class Companion:
         self.sharing = Sharing(knowledge, user_settings, editor)
         self.forgetting = forgetting  # every route to forgetting: /forget, /forget <what>, the CLI, deletions
         self._rate_limiter = rate_limiter or RateLimiter(clock, per_minute=0)
-        self.unsaved = UnsavedMessages(
-            lambda persona_id, scope, message, group: responses.store_message(persona_id, scope, message, group=group),
-            clock,
-        )  # while the disk refuses writes
+        self.unsaved = UnsavedMessages(self._store_held, clock)  # while the disk refuses writes
 
     @property
     def tasks(self) -> BackgroundTasks:
@@ -104,12 +100,14 @@ class Companion:
         if len(self.unsaved) and not self.unsaved.save():  # what was said before comes first
             self.unsaved.hold(persona.id, scope, message, group=group)
             return _notice(message, phrasebook.HELD_NOT_SAVED)
-        remember = functools.partial(self._remember, persona, scope, message, group)
         # discretion: in a group only what was learned there, or what the user shared
         audience = self.user_settings.audience(scope, message.conversation_id, group=group)
         try:
+            # The monitor hears of every stored message, whatever becomes of the reply.
+            message_id = new_message_id()
+            end_turn = self.lifecycle.turn_started(scope, message.conversation_id, message_id, group=group)
             return await self.responses.reply(
-                persona, scope, message, group=group, audience=audience, on_stored=remember
+                persona, scope, message, group=group, audience=audience, message_id=message_id, on_end=end_turn
             )
         except Exception as error:
             if storage_problem(error) is None:
@@ -118,22 +116,12 @@ class Companion:
             self.unsaved.hold(persona.id, scope, message, group=group)
             return _notice(message, phrasebook.HELD_NOT_SAVED)
 
-    def _remember(
-        self, persona: Persona, scope: Scope, message: IncomingMessage, group: bool, stored: StoredTurn
-    ) -> None:
-        """Hand a turn whose reply was delivered and stored to the background."""
-        turn = Turn(
-            user_text=stored.user_text,
-            reply_text=stored.reply_text,
-            speaker_name=message.speaker_name,
-            persona_name=persona.name,
-            user_title=persona.title_for(message.speaker_name),
-            shown_ids=stored.shown_ids,
-            conversation_id=message.conversation_id,
-            message_ids=(stored.message_id, stored.reply_id),
-            group=group,
-        )
-        self.lifecycle.turn_finished(scope, turn)
+    def _store_held(self, persona_id: str, scope: Scope, message: IncomingMessage, group: bool) -> None:
+        """Store a message held while the disk refused writes; the monitor hears of it like any other."""
+        message_id = new_message_id()
+        end_turn = self.lifecycle.turn_started(scope, message.conversation_id, message_id, group=group)
+        self.responses.store_message(persona_id, scope, message, group=group, message_id=message_id)
+        end_turn(None)
 
     async def message_edited(self, source_id: str, text: str) -> bool:
         """A message was edited on its platform: the conversation and its history keep the new wording.

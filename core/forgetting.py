@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,17 +116,26 @@ class Forgetting:
         """`companion memory forget <id>…`: these memories, what quotes them, and the messages they came from."""
         return await asyncio.to_thread(self._forget_memories, scope, ids, actor)
 
-    def requested(self, scope: Scope, phrase: str, message_ids: Sequence[str]) -> ForgetReport:
-        """ "forget …" typed in chat (no confirmation, so only clear matches), with the request's own messages.
+    def requested(self, scope: Scope, phrase: str, *, keep: Collection[str] = ()) -> ForgetReport:
+        """ "forget …" typed in chat (no confirmation, so only clear matches); the messages in `keep` (the
+        request's own, which quote what is forgotten) are left for `request_done`.
 
-        Synchronous: the monitor's job calls it from its worker thread, inside the job's fence ticket."""
+        Synchronous: the monitor's job calls it from its worker thread, inside the job's fence ticket. It
+        may run twice for one request (a job re-run after a crash): the second finds less, or nothing."""
         plan = self._find(scope, phrase)
         return self._forget(
             scope,
             memory_ids=[record.id for record in plan.memories],
-            message_ids=[*(message.id for message in plan.messages), *message_ids],
+            message_ids=[message.id for message in plan.messages if message.id not in keep],
             target=ForgetTarget.of_phrase(phrase),
             actor="user",
+            keep=keep,
+        )
+
+    def request_done(self, scope: Scope, phrase: str, message_ids: Sequence[str]) -> ForgetReport:
+        """The last step of a "forget …" typed in chat: the request's own messages go, and what quotes them."""
+        return self._forget(
+            scope, memory_ids=(), message_ids=message_ids, target=ForgetTarget.of_phrase(phrase), actor="user"
         )
 
     async def message_deleted(self, source_id: str) -> bool:
@@ -162,7 +171,14 @@ class Forgetting:
         return report.messages > 0
 
     def _forget(
-        self, scope: Scope, *, memory_ids: Iterable[str], message_ids: Iterable[str], target: ForgetTarget, actor: str
+        self,
+        scope: Scope,
+        *,
+        memory_ids: Iterable[str],
+        message_ids: Iterable[str],
+        target: ForgetTarget,
+        actor: str,
+        keep: Collection[str] = (),
     ) -> ForgetReport:
         with self.fence.forgetting(scope):
             records = self._knowledge.get(scope, memory_ids)
@@ -177,6 +193,7 @@ class Forgetting:
             messages = {message.id for message in named}
             messages.update(message.id for message in messages_about(self._history, scope, target))
             messages.update(_sources(records))
+            messages.difference_update(keep)
             forgotten = self._editor.forget(scope, [record.id for record in records], actor=actor)
             deleted = self._history.forget_messages(scope, messages)
             journal_rows = self._journal.erase(scope, {record.id for record in records}, target)

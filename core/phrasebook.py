@@ -55,7 +55,7 @@ def too_long(length: int, limit: int) -> str:
 
 
 def too_long_to_read(tokens: int, room: int) -> str:
-    """A message that, with the persona around it, does not fit the model's context; it is stored all the same."""
+    """A message that, with the persona around it, does not fit the model's context; it is not stored."""
     return (
         f"That message is too long for me to read in one go (about {tokens} tokens; I can take about {room}). "
         "Could you send it in shorter parts?"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from knowledge.discretion import Audience
 from knowledge.history import ConversationHistory
-from knowledge.message_log import StoredMessage
+from knowledge.message_log import StoredMessage, new_message_id
 from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope
 from knowledge.storage_errors import storage_problem
@@ -72,23 +72,58 @@ class ResponseHandler:
         *,
         group: bool,
         audience: Audience | None = None,
-        on_stored: Callable[[StoredTurn], None] = lambda stored: None,
+        message_id: str | None = None,
+        on_end: Callable[[StoredTurn | None], None] = lambda stored: None,
     ) -> TurnResult:
-        """Store the message, build the prompt, and return the streamed reply.
+        """Store the message (as `message_id`, if given), build the prompt, and return the streamed reply.
 
         The prompt holds only the memories and past messages `audience` may hear of (None: in a group,
-        what was learned there or marked shared). Once the stream has been consumed and the answer
-        stored, `on_stored` gets what the turn stored (also kept as `TurnResult.stored`); an apology
-        stores no answer and hands nothing over.
+        what was learned there or marked shared). `on_end` is told once that the turn is over: with what
+        it stored once the stream has been consumed and the answer stored (also kept as
+        `TurnResult.stored`), or with None when no answer was stored (the message was refused, the model
+        failed or said nothing, the stream was dropped, the reply could not be written).
         """
         audience = audience if audience is not None else Audience.of(message.conversation_id, group=group)
         try:
+            return await self._reply(persona, scope, message, group, audience, message_id or new_message_id(), on_end)
+        except BaseException:
+            on_end(None)
+            raise
+
+    async def _reply(
+        self,
+        persona: Persona,
+        scope: Scope,
+        message: IncomingMessage,
+        group: bool,
+        audience: Audience,
+        message_id: str,
+        on_end: Callable[[StoredTurn | None], None],
+    ) -> TurnResult:
+        try:
             photo = await self._photo_of(persona, message)
         except ImageError as error:
+            on_end(None)
             return _refused(message, str(error))
         # a photo the model cannot see: the caption is still answered, after saying so
         preface = phrasebook.CANT_SEE_IMAGES_READ_CAPTION if message.image is not None and photo is None else None
-        stored = self.store_message(persona.id, scope, message, group=group)
+        incoming = StoredMessage(
+            id=message_id,
+            persona_id=persona.id,
+            conversation_id=message.conversation_id,
+            user_id=scope.user_id,
+            role="user",
+            speaker_name=message.speaker_name,
+            content=stored_text(message),
+            sent_at=message.sent_at,
+            in_group=group,
+        )
+        try:
+            self._injector.check_fits(persona, incoming, group=group, image_url=photo.url if photo else None)
+        except MessageTooLongError as error:
+            on_end(None)
+            return _refused(message, str(error))
+        stored = self.store_message(persona.id, scope, message, group=group, message_id=incoming.id)
         window = self.working_memory.window(persona.id, message.conversation_id)
         always, retrieved = await self._recall(persona, scope, message.text, audience)
         excerpts = await self._excerpts(scope, message.text, window, [*always, *retrieved], audience)
@@ -102,7 +137,9 @@ class ResponseHandler:
                 group=group,
                 image_url=photo.url if photo else None,
             )
-        except MessageTooLongError as error:
+        except MessageTooLongError as error:  # lore the earlier messages bring in left no room: refused after all
+            await asyncio.to_thread(self.working_memory.log.forget_messages, scope, [stored.id])
+            on_end(None)
             return _refused(message, str(error))
         dropped = {record.id for record in prompt.dropped_memories}
         # what the chat model actually saw, so the monitor can judge which memories were used
@@ -110,21 +147,24 @@ class ResponseHandler:
             record.id for record in [*always, *retrieved] if record.category != "system" and record.id not in dropped
         )
         result = TurnResult(message.conversation_id, reply="", notice=preface)
-        result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_stored, photo)
+        result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_end, photo)
         return result
 
-    def store_message(self, persona_id: str, scope: Scope, message: IncomingMessage, *, group: bool) -> StoredMessage:
-        """Write a user's message to working memory (before anything else can fail)."""
+    def store_message(
+        self, persona_id: str, scope: Scope, message: IncomingMessage, *, group: bool, message_id: str | None = None
+    ) -> StoredMessage:
+        """Write a user's message to working memory (before anything else can fail), as `message_id` if given."""
         return self.working_memory.append(
             persona_id,
             message.conversation_id,
             role="user",
             user_id=scope.user_id,
             speaker_name=message.speaker_name,
-            content=message.text if message.image is None else photo_text(message.text, None),
+            content=stored_text(message),
             sent_at=message.sent_at,
             source_id=message.source_id,
             in_group=group,
+            message_id=message_id,
         )
 
     async def _photo_of(self, persona: Persona, message: IncomingMessage) -> _Photo | None:
@@ -192,38 +232,32 @@ class ResponseHandler:
         prompt: Prompt,
         shown_ids: tuple[str, ...],
         result: TurnResult,
-        on_stored: Callable[[StoredTurn], None],
+        on_end: Callable[[StoredTurn | None], None],
         photo: _Photo | None,
     ) -> AsyncIterator[str]:
         parts: list[str] = []
         # the photo is described beside the reply, by a task this stream owns
         description = asyncio.create_task(self._describe(persona, photo)) if photo is not None else None
-        answered = False
         try:
-            if result.notice:
-                yield result.notice + "\n\n"
-            async for piece in self._llm.stream(prompt.messages, role="chat", choice=persona.models.get("chat")):
-                parts.append(piece)
-                yield piece
-            answered = bool("".join(parts).strip())
-        except LLMError as error:
-            result.completed = False
-            result.notice = phrasebook.apology(error)
-            yield ("\n\n" if parts else "") + result.notice
-            return
-        finally:
-            if description is not None and not answered:
-                description.cancel()  # no answer to keep the photo's description with (or its reader left)
-        if not answered:
-            result.completed = False
-            result.notice = phrasebook.LOST_WORDS
-            yield result.notice
-            return
-        text = "".join(parts).strip()
-        user_text = stored.content
-        try:
+            try:
+                if result.notice:
+                    yield result.notice + "\n\n"
+                async for piece in self._llm.stream(prompt.messages, role="chat", choice=persona.models.get("chat")):
+                    parts.append(piece)
+                    yield piece
+            except LLMError as error:
+                result.completed = False
+                result.notice = phrasebook.apology(error)
+                yield ("\n\n" if parts else "") + result.notice
+                return
+            text = "".join(parts).strip()
+            if not text:
+                result.completed = False
+                result.notice = phrasebook.LOST_WORDS
+                yield result.notice
+                return
             if description is not None and photo is not None:
-                user_text = await self._record_photo(stored, photo, await description)
+                await self._record_photo(stored, photo, await description)
             reply = self.working_memory.append(
                 persona.id,
                 stored.conversation_id,
@@ -234,15 +268,15 @@ class ResponseHandler:
                 sent_at=self._clock.now(),
                 in_group=stored.in_group,
             )
+            result.stored = StoredTurn(message_id=stored.id, reply_id=reply.id, reply_text=text, shown_ids=shown_ids)
         except Exception as error:
             if storage_problem(error) is None:
                 raise
             log.error("storage unavailable (%s): a reply was sent but could not be stored", storage_problem(error))
-            return
-        result.stored = StoredTurn(
-            message_id=stored.id, user_text=user_text, reply_id=reply.id, reply_text=text, shown_ids=shown_ids
-        )
-        on_stored(result.stored)
+        finally:  # answered, failed, or dropped by the caller (the stream closed before its end)
+            if description is not None and not description.done():
+                description.cancel()  # no answer to keep the photo's description with
+            on_end(result.stored)
 
     async def _describe(self, persona: Persona, photo: _Photo) -> str | None:
         """What the photo shows in a sentence, asked of the chat model beside the reply; None if it cannot say."""
@@ -254,12 +288,11 @@ class ResponseHandler:
             return None
         return clean_description(answer)
 
-    async def _record_photo(self, stored: StoredMessage, photo: _Photo, description: str | None) -> str:
-        """Keep the photo in the conversation as its description (the image itself is not kept)."""
-        text = photo_text(photo.caption, description)
+    async def _record_photo(self, stored: StoredMessage, photo: _Photo, description: str | None) -> None:
+        """Keep the photo in the conversation, its history and what the monitor reads as its description
+        (the image itself is not kept)."""
         if description:
-            await asyncio.to_thread(self._history.rewrite, stored.id, text)
-        return text
+            await asyncio.to_thread(self._history.rewrite, stored.id, photo_text(photo.caption, description))
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +303,11 @@ class _Photo:
     caption: str
 
 
+def stored_text(message: IncomingMessage) -> str:
+    """How a message is first stored: its text, or for a photo `[photo]` and its caption until it is described."""
+    return message.text if message.image is None else photo_text(message.text, None)
+
+
 def _refused(message: IncomingMessage, text: str) -> TurnResult:
-    """A message answered with `text` instead of the model (too long, an image it cannot take)."""
+    """A message answered with `text` instead of the model (too long, an image it cannot take): not stored."""
     return TurnResult(message.conversation_id, reply=text, notice=text, completed=False)

@@ -69,7 +69,6 @@ class StoredTurn:
     """What an answered turn stored: the background's input, handed over once the reply is saved."""
 
     message_id: str  # the user's message in working memory
-    user_text: str  # the user's message as stored (a photo as its description, then the caption)
     reply_id: str  # the reply in working memory
     reply_text: str
     shown_ids: tuple[str, ...]  # memories the chat model saw (no system memories, none the budget dropped)

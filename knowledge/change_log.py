@@ -71,7 +71,10 @@ class ChangeLog:
         self.record_changes([(scope, MemoryChange(memory_id, action, actor, old_content, new_content, detail, at))])
 
     def record_changes(self, changes: Iterable[tuple[Scope, MemoryChange]]) -> None:
-        """Remember many changes, of any scopes, in one transaction."""
+        """Remember many changes, of any scopes, in one transaction.
+
+        A change recorded again (the same memory, action, actor, detail and moment: a job re-run after
+        a crash) is kept once."""
         changes = list(changes)
         rows = [
             (
@@ -98,7 +101,9 @@ class ChangeLog:
         with self._db.transaction() as db:
             db.executemany(
                 "INSERT INTO memory_history (persona_id, user_id, memory_id, action, actor, old_content,"
-                " new_content, detail, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " new_content, detail, at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 WHERE NOT EXISTS ("
+                " SELECT 1 FROM memory_history WHERE persona_id = ?1 AND user_id = ?2 AND memory_id = ?3"
+                " AND action = ?4 AND actor = ?5 AND detail = ?8 AND at = ?9)",
                 rows,
             )
 

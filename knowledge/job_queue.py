@@ -2,6 +2,9 @@
 
 - Jobs are the pending monitor / summarizer / reviewer work, stored before it runs so that a
   restart resumes it.
+- A job's progress is what a run of it decided and did so far (a model's verdict, the writes planned
+  and how many are applied), so a run after a crash continues it instead of repeating it; it goes
+  with the job.
 - Dead letters are work that failed for good (unreadable monitor output after a retry, a job out
   of attempts): visible to operators, never silently dropped. A job that runs out of attempts
   becomes one in the same transaction.
@@ -50,6 +53,12 @@ CREATE TABLE IF NOT EXISTS jobs (
     created_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_pending ON jobs (state, seq);
+CREATE TABLE IF NOT EXISTS job_progress (
+    job_id TEXT PRIMARY KEY,
+    persona_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    progress TEXT NOT NULL
+);
 """
 
 
@@ -77,9 +86,15 @@ class Job:
     not_before: datetime
 
 
+def new_letter_id() -> str:
+    """A fresh dead-letter id, `dl_<hex>`."""
+    return f"dl_{uuid.uuid4().hex[:12]}"
+
+
 def _insert_dead_letter(db: sqlite3.Connection, letter: DeadLetter) -> None:
     db.execute(
-        "INSERT INTO dead_letters (id, kind, persona_id, user_id, payload, error, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR IGNORE INTO dead_letters (id, kind, persona_id, user_id, payload, error, at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
         (
             letter.id,
             letter.kind,
@@ -139,10 +154,30 @@ class JobQueue:
         """The job if it is still pending (a forget may have erased or changed it meanwhile)."""
         return next((job for job in self._pending("AND id = ?", (job_id,))), None)
 
+    def amend(self, job_id: str, payload: dict[str, Any]) -> None:
+        """Replace the payload of a job not yet started (a held monitor job learns how its turn ended)."""
+        with self._db.transaction() as db:
+            db.execute("UPDATE jobs SET payload = ? WHERE id = ?", (json.dumps(payload, ensure_ascii=False), job_id))
+
+    def progress(self, job_id: str) -> dict[str, Any]:
+        """What earlier runs of the job saved of their progress (empty for a first run)."""
+        rows = self._db.query("SELECT progress FROM job_progress WHERE job_id = ?", (job_id,))
+        return json.loads(rows[0][0]) if rows else {}
+
+    def save_progress(self, job: Job, progress: dict[str, Any]) -> None:
+        """Keep the job's progress so far, replacing what was kept before (never into a scope forgotten since
+        the job began: its plan may quote what was forgotten)."""
+        with fenced_write(job.scope), self._db.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO job_progress (job_id, persona_id, user_id, progress) VALUES (?, ?, ?, ?)",
+                (job.id, job.scope.persona_id, job.scope.user_id, json.dumps(progress, ensure_ascii=False)),
+            )
+
     def complete(self, job_id: str) -> None:
-        """Mark a job done; what it carried is not kept."""
+        """Mark a job done; what it carried and its progress are not kept."""
         with self._db.transaction() as db:
             db.execute(f"UPDATE jobs SET state = 'done', {_EMPTIED} WHERE id = ?", (job_id,))
+            db.execute("DELETE FROM job_progress WHERE job_id = ?", (job_id,))
 
     def retry_later(self, job_id: str, *, error: str, not_before: datetime) -> None:
         """Count a failed attempt and hold the job until `not_before`."""
@@ -154,19 +189,27 @@ class JobQueue:
 
     def give_up(self, job: Job, *, error: str, at: datetime) -> DeadLetter:
         """Move a job that is out of attempts to the dead letters, in one step."""
-        letter = DeadLetter(
-            f"dl_{uuid.uuid4().hex[:12]}", job.kind, job.scope, {"job_id": job.id, **job.payload}, error, at
-        )
+        letter = DeadLetter(new_letter_id(), job.kind, job.scope, {"job_id": job.id, **job.payload}, error, at)
         with fenced_write(job.scope), self._db.transaction() as db:
             _insert_dead_letter(db, letter)
             db.execute(f"UPDATE jobs SET state = 'dead', {_EMPTIED} WHERE id = ?", (job.id,))
+            db.execute("DELETE FROM job_progress WHERE job_id = ?", (job.id,))
         return letter
 
     # -- dead letters --------------------------------------------------------------------------
 
-    def dead_letter(self, kind: str, scope: Scope, payload: dict[str, Any], error: str, *, at: datetime) -> DeadLetter:
-        """Keep failed work where operators can see it."""
-        letter = DeadLetter(f"dl_{uuid.uuid4().hex[:12]}", kind, scope, payload, error, at)
+    def dead_letter(
+        self,
+        kind: str,
+        scope: Scope,
+        payload: dict[str, Any],
+        error: str,
+        *,
+        at: datetime,
+        letter_id: str | None = None,
+    ) -> DeadLetter:
+        """Keep failed work where operators can see it; under a `letter_id` already kept, it is kept once."""
+        letter = DeadLetter(letter_id or new_letter_id(), kind, scope, payload, error, at)
         with fenced_write(scope), self._db.transaction() as db:
             _insert_dead_letter(db, letter)
         return letter
@@ -199,19 +242,20 @@ class JobQueue:
         return jobs + letters
 
     def forget(self, scope: Scope) -> int:
-        """Delete every job and dead letter of `scope`; returns how many rows went."""
+        """Delete every job (with its progress) and dead letter of `scope`; returns how many rows went."""
         params = (scope.persona_id, scope.user_id)
         with self._db.transaction() as db:
             return sum(
                 db.execute(f"DELETE FROM {table} WHERE persona_id = ? AND user_id = ?", params).rowcount
-                for table in ("dead_letters", "jobs")
+                for table in ("dead_letters", "jobs", "job_progress")
             )
 
     def erase(self, scope: Scope, target: ForgetTarget) -> int:
         """Erase what `target` matches from the scope's work: dead letters go, pending jobs lose the matching text.
 
         A pending job stays (the rest of what it carries still needs doing); where its payload quoted the
-        forgotten text it now holds a placeholder. Returns how many rows changed.
+        forgotten text it now holds a placeholder, and progress that quoted it is dropped, so the job plans
+        again from what is left instead of writing the forgotten text back. Returns how many rows changed.
         """
         params = (scope.persona_id, scope.user_id)
         letters = self._db.query(
@@ -226,10 +270,15 @@ class JobQueue:
             for seq, payload, error in jobs
             if target.matches_serialized(payload) or target.matches(error)
         ]
+        progress = self._db.query(
+            "SELECT job_id, progress FROM job_progress WHERE persona_id = ? AND user_id = ?", params
+        )
+        replan = [(job_id,) for job_id, saved in progress if target.matches_serialized(saved)]
         with self._db.transaction() as db:
             db.executemany("DELETE FROM dead_letters WHERE seq = ?", doomed)
             db.executemany("UPDATE jobs SET payload = ?, last_error = ? WHERE seq = ?", redacted)
-        return len(doomed) + len(redacted)
+            db.executemany("DELETE FROM job_progress WHERE job_id = ?", replan)
+        return len(doomed) + len(redacted) + len(replan)
 
 
 # A finished job keeps that it ran, not what it carried.

@@ -8,6 +8,7 @@ platform id for edits and deletes, and deleted only when forgotten.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -44,6 +45,11 @@ _MIGRATIONS = (
     ("in_group", "ALTER TABLE messages ADD COLUMN in_group INTEGER NOT NULL DEFAULT 0"),
 )
 _SOURCE_INDEX = "CREATE INDEX IF NOT EXISTS messages_by_source ON messages (source_id)"
+
+
+def new_message_id() -> str:
+    """A fresh message id, `msg_<hex>`."""
+    return f"msg_{uuid.uuid4().hex[:16]}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +94,13 @@ class MessageLog:
         """Replace a stored message's words (a photo's description, known after it was stored); None if unknown."""
         with self.db.transaction() as db:
             db.execute("UPDATE messages SET content = ? WHERE id = ?", (content, message_id))
-        found = self.select("id = ?", (message_id,))
+        found = self.get([message_id])
         return found[0] if found else None
+
+    def get(self, ids: Iterable[str]) -> list[StoredMessage]:
+        """The messages with these ids that are still stored, in the order they were stored."""
+        wanted = list(ids)
+        return self.select(f"id IN ({','.join('?' * len(wanted))})", tuple(wanted)) if wanted else []
 
     def messages_of(self, scope: Scope) -> list[StoredMessage]:
         """Every stored message of the scope, in every state and conversation, oldest first."""

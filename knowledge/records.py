@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,6 +35,12 @@ def new_memory_id() -> str:
     return f"mem_{uuid.uuid4().hex[:12]}"
 
 
+def derived_memory_id(*parts: str) -> str:
+    """The memory id that `parts` (say, the messages an episode sums up) always give, `mem_<hex>`."""
+    digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+    return f"mem_{digest[:12]}"
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryRecord:
     """One memory with the metadata of DESIGN §3.
@@ -62,6 +69,7 @@ class MemoryRecord:
     hits: int = 0  # how often it really shaped a reply (boosts)
     learned_in: str | None = None  # the group conversation it was learned in; None: a private chat
     shared: bool = False  # the user let it be used in every group, wherever it was learned
+    review_retry_at: datetime | None = None  # a requested review that has not run by then is asked again
 
     def __post_init__(self) -> None:
         if self.base_importance is None:

@@ -21,7 +21,7 @@ import numpy as np
 from chromadb.config import Settings as ChromaSettings
 
 from . import chroma_erasure
-from .decay import MemoryPolicy, PolicyFor, base_of, current_importance, default_policy, next_due
+from .decay import MemoryPolicy, PolicyFor, base_of, current_importance, default_policy, due_for_review, next_due
 from .discretion import PRIVATE, Audience
 from .embedding import Embedder
 from .forget_fence import fenced_write
@@ -59,6 +59,7 @@ class KnowledgeBase(Protocol):
         conversation_id: str | None = None,
         message_ids: Sequence[str] = (),
         learned_in: str | None = None,
+        memory_id: str | None = None,
     ) -> MemoryRecord: ...
 
     def search(
@@ -89,6 +90,7 @@ class KnowledgeBase(Protocol):
         decay_kept: bool | None = None,
         hits: int | None = None,
         shared: bool | None = None,
+        review_retry_at: datetime | None = None,
     ) -> MemoryRecord | None: ...
 
     def delete(self, scope: Scope, ids: Iterable[str]) -> int: ...
@@ -150,9 +152,16 @@ def _storable(importance: float) -> float:
 
 
 def _decay_state(record: MemoryRecord, policy: MemoryPolicy) -> dict[str, Any]:
-    """The metadata the decay pass reads and writes: the review flag and when the pass must act next."""
-    due = next_due(record, policy)
-    return {"review_pending": record.review_pending or "", "due_at": NEVER_DUE if due is None else _timestamp(due)}
+    """The metadata the decay pass reads and writes: the review flag, its retry time, and when the pass must
+    act next: `review_due_at` if that act is asking for a review (capped per pass), else `due_at`."""
+    due = NEVER_DUE if (moment := next_due(record, policy)) is None else _timestamp(moment)
+    review = due_for_review(record, policy)
+    return {
+        "review_pending": record.review_pending or "",
+        "review_retry_at": 0.0 if record.review_retry_at is None else _timestamp(record.review_retry_at),
+        "due_at": NEVER_DUE if review else due,
+        "review_due_at": due if review else NEVER_DUE,
+    }
 
 
 def _metadata(record: MemoryRecord, policy: MemoryPolicy) -> dict[str, Any]:
@@ -199,6 +208,7 @@ def _record(memory_id: str, content: str, meta: dict[str, Any]) -> MemoryRecord:
         # absent in stores written before origins were recorded: learned in private, not shared
         learned_in=meta.get("learned_in") or None,
         shared=bool(meta.get("shared", False)),
+        review_retry_at=_moment(meta["review_retry_at"]) if meta.get("review_retry_at") else None,  # absent: older
     )
 
 
@@ -258,8 +268,12 @@ class ChromaKnowledgeBase:
         conversation_id: str | None = None,
         message_ids: Sequence[str] = (),
         learned_in: str | None = None,
+        memory_id: str | None = None,
     ) -> MemoryRecord:
-        """Store a new memory in `scope` and return it; `learned_in`: the group it was learned in (None: private)."""
+        """Store a new memory in `scope` and return it; `learned_in`: the group it was learned in (None: private).
+
+        `memory_id`: the id a background job planned it under; a second write of it (the job re-run
+        after a crash) replaces the first instead of adding a copy."""
         if category not in CATEGORIES:
             raise ValueError(f"unknown category {category!r}")
         content = content.strip()
@@ -267,7 +281,7 @@ class ChromaKnowledgeBase:
             raise ValueError("a memory needs some content")
         now = self._now()
         record = MemoryRecord(
-            id=new_memory_id(),
+            id=memory_id or new_memory_id(),
             scope=scope,
             content=content,
             category=category,
@@ -283,8 +297,9 @@ class ChromaKnowledgeBase:
         )
         vector = self._embedder.embed_passages([content])
         metadata = _metadata(record, self.policy_for(scope.persona_id))
+        write = self._collection.add if memory_id is None else self._collection.upsert
         with fenced_write(scope):
-            self._collection.add(ids=[record.id], documents=[content], metadatas=[metadata], embeddings=vector)
+            write(ids=[record.id], documents=[content], metadatas=[metadata], embeddings=vector)
         if snapshot := self._written(scope):
             snapshot.put(record, vector[0])
         return record
@@ -349,6 +364,7 @@ class ChromaKnowledgeBase:
         decay_kept: bool | None = None,
         hits: int | None = None,
         shared: bool | None = None,
+        review_retry_at: datetime | None = None,
     ) -> MemoryRecord | None:
         """Change one memory of `scope`; returns the new record, or None if `scope` has no such id.
 
@@ -366,6 +382,7 @@ class ChromaKnowledgeBase:
                 ("decay_kept", decay_kept),
                 ("hits", hits),
                 ("shared", shared),
+                ("review_retry_at", review_retry_at),
             )
             if value is not None
         }
@@ -470,7 +487,8 @@ class ChromaKnowledgeBase:
     def iter_due_record_pages(
         self, now: datetime, *, page_size: int = MAINTENANCE_PAGE
     ) -> Iterator[list[MemoryRecord]]:
-        """The memories of every scope that the decay pass must act on at `now`, as of `now`, a page at a time.
+        """The memories of every scope that the decay pass must act on at `now` other than by asking for a
+        review (see `fetch_review_due_records`), as of `now`, a page at a time.
 
         One range query over `due_at` (kept by every write) finds them; the ids are listed first and
         then read by id, so changing or deleting records between pages neither skips nor repeats any.
@@ -479,8 +497,18 @@ class ChromaKnowledgeBase:
         for start in range(0, len(ids), page_size):
             yield self._current(self._fetch(ids=ids[start : start + page_size]), now)
 
+    def fetch_review_due_records(self, now: datetime, *, limit: int) -> list[MemoryRecord]:
+        """At most `limit` of the memories (of any scope) whose review the decay pass must ask for at `now`.
+
+        Only as many as the pass may request are read: the rest of a backlog waits in the store, unread,
+        until a later pass has room for it."""
+        if limit <= 0:
+            return []
+        ids = self._collection.get(where={"review_due_at": {"$lte": _timestamp(now)}}, limit=limit, include=[])["ids"]
+        return self._current(self._fetch(ids=ids), now) if ids else []
+
     def write_decay_state_many(self, records: Sequence[MemoryRecord]) -> None:
-        """Write the review flag of records of any scope, and with it when the pass must act on them next.
+        """Write the review flag and wait of records of any scope, and with them when the pass must act next.
 
         Only those two keys are written (chromadb merges them into the stored metadata), so a boost
         that lands after the pass read a record keeps its base and last access; the due time computed

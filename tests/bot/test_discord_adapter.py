@@ -34,7 +34,7 @@ from knowledge.records import Scope
 from tests.fakes.clock import FakeTimer
 from tests.fakes.discord import FakeInteraction, HttpLog, edit, message_with_file, press, record_http, reply_to
 from tests.fakes.images import describing, photo_bytes
-from tests.fakes.openai_server import FakeBrokenStream, FakeOpenAIServer
+from tests.fakes.openai_server import FakeCut, FakeOpenAIServer
 from tests.fakes.personas import personas_with_a_tutor
 
 NO_PINGS = {"parse": []}  # discord.AllowedMentions.none(): not @everyone, not roles, not users
@@ -425,7 +425,7 @@ async def test_a_reply_passing_the_limit_while_growing_goes_on_in_a_new_message(
 async def test_a_model_failing_mid_reply_leaves_what_it_said_and_the_apology(
     discord_bot: commands.Bot, http: HttpLog, fake_openai: FakeOpenAIServer
 ) -> None:
-    fake_openai.script("chat-model", FakeBrokenStream("Your cat, I think, is"))
+    fake_openai.script("chat-model", FakeCut("Your cat, I think, is", chunks=6))
     await dpytest.message(f"{mention(discord_bot)} about my cat", member=member(0))
     [text] = http.final_texts()
     assert text.startswith("Your cat, I think, is\n\nSorry, I can't think straight") and "saved" in text

@@ -39,7 +39,7 @@ from knowledge.embedding import Embedder
 from knowledge.records import Scope
 from tests.fakes.clock import FakeClock, FakeTimer
 from tests.fakes.images import describing, photo_bytes
-from tests.fakes.openai_server import FakeBrokenStream, FakeError, FakeOpenAIServer
+from tests.fakes.openai_server import FakeCut, FakeError, FakeOpenAIServer
 from tests.fakes.personas import personas_with_a_tutor
 from tests.fakes.telegram_server import BOT_USERNAME, TOKEN, Call, FakeBotAPI
 
@@ -597,7 +597,7 @@ async def test_a_reply_passing_the_limit_while_growing_goes_on_in_a_new_message_
 async def test_a_model_failing_mid_reply_leaves_what_it_said_and_the_apology_never_a_draft(
     telegram: Application, app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer, chat: dict[str, Any]
 ) -> None:
-    fake_openai.script("chat-model", FakeBrokenStream("Let me think about your cat, she is"))
+    fake_openai.script("chat-model", FakeCut("Let me think about your cat, she is", chunks=9))
     await feed(telegram, message(f"@{BOT_USERNAME} about my cat", user=ALICE, chat=chat))
     [text] = fake_telegram.final_texts(chat["id"])
     assert text.startswith("Let me think about your cat, she is\n\nSorry, I can't think straight")

@@ -104,14 +104,21 @@ async def test_empty_messages_get_a_clear_answer_without_an_llm_call(
     assert fake_openai.requests_for("chat-model") == []
 
 
-async def test_a_message_beyond_the_budget_is_kept_and_explained(
+async def test_a_message_beyond_the_budget_is_refused_unstored_and_the_conversation_goes_on(
     companion: Companion, fake_openai: FakeOpenAIServer, settings: Settings
 ) -> None:
-    long_text = "lorem ipsum " * 5000  # ~10k tokens: more than the 8k context
+    fake_openai.script("chat-model", "Hi Alice!", "We were saying hello.")
+    await (await companion.handle(make_message("hello"))).text()
+    long_text = "lorem ipsum " * 8250  # 99,000 characters, ~16k tokens: more than the 8k context
     result = await companion.handle(make_message(long_text))
     assert (await result.text()).startswith("That message is too long for me to read in one go")
-    assert fake_openai.requests_for("chat-model") == []
-    assert stored_texts(settings) == [long_text]
+    assert not result.completed and len(fake_openai.requests_for("chat-model")) == 1
+    assert stored_texts(settings) == ["hello", "Hi Alice!"]
+
+    # the refused message cannot crowd the conversation out of the next prompt
+    await (await companion.handle(make_message("where were we?"))).text()
+    next_prompt = fake_openai.requests_for("chat-model")[-1]
+    assert [message["content"] for message in next_prompt.messages[1:]] == ["hello", "Hi Alice!", "where were we?"]
 
     absurd = await companion.handle(make_message("x" * (MAX_MESSAGE_CHARS + 1)))
     assert await absurd.text() == too_long(MAX_MESSAGE_CHARS + 1, MAX_MESSAGE_CHARS)

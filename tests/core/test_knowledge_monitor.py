@@ -9,7 +9,7 @@ import pytest
 
 from bot.app import App
 from core.errors import LLMError
-from core.knowledge_monitor import UNREADABLE, KnowledgeMonitor, Turn, restates
+from core.knowledge_monitor import NO_REPLY, UNREADABLE, KnowledgeMonitor, Turn, restates
 from core.llm import count_message_tokens, count_tokens
 from core.monitor_ops import Add, Boost, Delete, Skip, Update, parse_ops
 from core.types import ChatMessage
@@ -31,7 +31,7 @@ def monitor(app: App, kb: ChromaKnowledgeBase, journal: Journal, clock: FakeCloc
 
 def make_turn(
     user_text: str,
-    reply_text: str = "嗯嗯，小祥记住啦～",
+    reply_text: str | None = "嗯嗯，小祥记住啦～",
     *,
     shown: tuple[str, ...] = (),
     speaker: str = "Alice",
@@ -630,3 +630,22 @@ async def test_tokens_are_counted(
     # every message of the prompt as sent, with its framing, and the answer
     assert report.tokens == sum(count_message_tokens(message) for message in prompt) + count_tokens("[SKIP]")
     assert report.tokens > 200  # the rules alone are a few hundred tokens
+
+
+async def test_a_turn_without_a_reply_is_learned_from_but_boosts_nothing(
+    monitor: KnowledgeMonitor, persona: Persona, kb: ChromaKnowledgeBase, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    city = kb.add(alice, "主人住在北京", category="fact", source="user")
+    ramen = kb.add(alice, "主人喜欢拉面", category="fact", source="user")
+    # nothing was shown to a chat model: the monitor recalls the memories the message is about itself
+    fake_openai.script(MONITOR, lambda body: f"[UPDATE:{city.id}] 主人住在上海\n[BOOST:{ramen.id}]\n[ADD] 主人喜欢拉面")
+    report = await monitor.review_turn(persona, alice, make_turn("我搬到上海了，还是最爱北京的拉面", None))
+
+    prompt = fake_openai.requests_for(MONITOR)[0].messages[1]["content"]
+    assert f"小祥: {NO_REPLY}" in prompt and f"[{city.id}] 主人住在北京" in prompt
+    assert report.applied == [Update(city.id, "主人住在上海")]
+    assert [reason for _, reason in report.rejected] == [
+        "the turn has no reply: no memory shaped one",
+        f"duplicate of {ramen.id}; nothing is boosted in a turn without a reply",
+    ]
+    assert kb.get(alice, [ramen.id])[0].hits == 0

@@ -1,4 +1,4 @@
-"""The ResponseHandler: what one reply stores, and what it hands to the background once stored."""
+"""The ResponseHandler: what one reply stores, and what it tells the background when the turn ends."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from personas.loader import ModelChoice
 from tests.fakes.clock import FakeClock
 from tests.fakes.images import describing, make_photo
 from tests.fakes.messages import make_message
-from tests.fakes.openai_server import FakeError, FakeOpenAIServer, RecordedRequest
+from tests.fakes.openai_server import FakeCut, FakeError, FakeOpenAIServer, RecordedRequest
 
 
 def window_of(app: App, conversation_id: str) -> list[tuple[str, str]]:
@@ -37,11 +37,11 @@ async def test_the_stored_turn_names_both_messages_and_the_memories_shown(
     core = kb.add(alice, "Alice's birthday is on 3 May", category="core", source="user")
     fact = kb.add(alice, "Alice loves tonkotsu ramen", category="fact", source="user")
     fake_openai.script("chat-model", "Ramen it is!")
-    handed: list[StoredTurn] = []
+    handed: list[StoredTurn | None] = []
     message = make_message("what should I eat for my birthday?", user_id=alice.user_id)
 
     result = await app.companion.responses.reply(
-        app.companion.persona(), alice, message, group=False, on_stored=handed.append
+        app.companion.persona(), alice, message, group=False, on_end=handed.append
     )
     assert result.stored is None and handed == []  # nothing is handed over before the reply is stored
     assert await result.text() == "Ramen it is!"
@@ -50,7 +50,6 @@ async def test_the_stored_turn_names_both_messages_and_the_memories_shown(
     assert handed == [result.stored]
     assert result.stored == StoredTurn(
         message_id=user_message.id,
-        user_text="what should I eat for my birthday?",
         reply_id=reply.id,
         reply_text="Ramen it is!",
         shown_ids=(core.id, fact.id),  # the persona's system memories are shown but never handed over
@@ -80,9 +79,9 @@ async def test_memories_the_budget_left_out_are_not_handed_over_as_shown(
         clock=clock,
     )
     fake_openai.script("chat-model", "Noted.")
-    handed: list[StoredTurn] = []
+    handed: list[StoredTurn | None] = []
     result = await handler.reply(
-        persona, alice, make_message("ramen notes?", user_id=alice.user_id), group=False, on_stored=handed.append
+        persona, alice, make_message("ramen notes?", user_id=alice.user_id), group=False, on_end=handed.append
     )
     await result.text()
 
@@ -97,27 +96,43 @@ async def test_an_llm_failure_keeps_the_message_and_hands_nothing_over(
     app: App, fake_openai: FakeOpenAIServer, alice: Scope
 ) -> None:
     fake_openai.script("chat-model", FakeError(500, times=3))
-    handed: list[StoredTurn] = []
+    handed: list[StoredTurn | None] = []
     message = make_message("are you there?", user_id=alice.user_id)
     result = await app.companion.responses.reply(
-        app.companion.persona(), alice, message, group=False, on_stored=handed.append
+        app.companion.persona(), alice, message, group=False, on_end=handed.append
     )
     text = await result.text()
     assert not result.completed and result.notice is not None and text.endswith(result.notice)
-    assert result.stored is None and handed == []
+    assert result.stored is None and handed == [None]  # told once: the turn ended without a reply
     assert window_of(app, message.conversation_id) == [("user", "are you there?")]
 
 
 async def test_an_empty_answer_is_not_stored_as_a_reply(app: App, fake_openai: FakeOpenAIServer, alice: Scope) -> None:
     fake_openai.script("chat-model", "   ")
-    handed: list[StoredTurn] = []
+    handed: list[StoredTurn | None] = []
     message = make_message("hello?", user_id=alice.user_id)
     result = await app.companion.responses.reply(
-        app.companion.persona(), alice, message, group=False, on_stored=handed.append
+        app.companion.persona(), alice, message, group=False, on_end=handed.append
     )
     assert (await result.text()).strip() == result.notice  # the blank answer streamed, then the notice
-    assert not result.completed and result.stored is None and handed == []
+    assert not result.completed and result.stored is None and handed == [None]
     assert window_of(app, message.conversation_id) == [("user", "hello?")]
+
+
+async def test_a_stream_cut_before_its_end_is_an_apology_not_a_reply(
+    app: App, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    fake_openai.script("chat-model", FakeCut("Of course, your locker code is", chunks=3))
+    handed: list[StoredTurn | None] = []
+    message = make_message("what is my locker code?", user_id=alice.user_id)
+    result = await app.companion.responses.reply(
+        app.companion.persona(), alice, message, group=False, on_end=handed.append
+    )
+    text = await result.text()
+    assert not result.completed and result.notice is not None and text.endswith(result.notice)
+    assert "cut off" in result.notice
+    assert result.stored is None and handed == [None]
+    assert window_of(app, message.conversation_id) == [("user", "what is my locker code?")]
 
 
 # --- photos -------------------------------------------------------------------------------------------
@@ -145,7 +160,7 @@ async def test_a_photo_reaches_a_vision_model_and_is_remembered_as_its_descripti
     message = replace(make_message("look at my new cat", user_id=alice.user_id), image=make_photo(3000, 2000))
     handed: list[StoredTurn] = []
     result = await seeing.companion.responses.reply(
-        seeing.companion.persona(), alice, message, group=False, on_stored=handed.append
+        seeing.companion.persona(), alice, message, group=False, on_end=handed.append
     )
     assert await result.text() == "What a sleepy little cat!"
 
@@ -158,7 +173,9 @@ async def test_a_photo_reaches_a_vision_model_and_is_remembered_as_its_descripti
 
     remembered = f"[photo: {GREY_CAT}] look at my new cat"
     assert window_of(seeing, message.conversation_id) == [("user", remembered), ("assistant", result.reply)]
-    assert handed[0].user_text == remembered  # what the background monitor reads
+    [turn] = handed
+    assert turn is not None  # the monitor reads the message by its id once the turn ends: the description
+    assert seeing.working_memory.log.get([turn.message_id])[0].content == remembered
     await asyncio.to_thread(seeing.history.index_pending)
     [hit] = seeing.history.search(alice, "the grey cat on the windowsill", limit=1)
     assert hit.message.content == remembered

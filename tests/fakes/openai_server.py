@@ -6,12 +6,13 @@ timeouts, SSE parsing) is exercised end to end instead of being mocked away.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from http.server import ThreadingHTTPServer
 from typing import Any, TypeAlias
@@ -46,15 +47,16 @@ class FakeHang:
 
 
 @dataclass(frozen=True)
-class FakeBrokenStream:
-    """Stream `before`, then an error event instead of the rest, as servers report a failure mid-stream."""
+class FakeCut:
+    """Stream the first `chunks` content chunks of `reply`, then end the HTTP response cleanly without the
+    stop chunk or `[DONE]`: a stream cut short by a dying server or a proxy."""
 
-    before: str
-    message: str = "the server broke off"
+    reply: str
+    chunks: int = 1
 
 
 Reply: TypeAlias = str | Callable[[dict[str, Any]], str]
-Item: TypeAlias = Reply | FakeError | FakeHang | FakeBrokenStream
+Item: TypeAlias = Reply | FakeError | FakeHang | FakeCut
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ class FakeOpenAIServer(LoopbackServer):
             self.chunk_delay = 0.0
 
     def script(self, model: str, *replies: Item) -> None:
-        """Queue replies (str, callable(body) -> str, FakeError or FakeHang) for `model`, FIFO."""
+        """Queue replies (str, callable(body) -> str, FakeError, FakeHang or FakeCut) for `model`, FIFO."""
         with self._lock:
             self._queues.setdefault(model, deque()).extend(replies)
 
@@ -167,7 +169,7 @@ class FakeOpenAIServer(LoopbackServer):
         """Wait `chunk_delay`; False when the server is stopping meanwhile."""
         return self.chunk_delay <= 0 or not self._stopping.wait(self.chunk_delay)
 
-    def _answer(self, model: str, body: dict[str, Any]) -> str | FakeError | FakeBrokenStream | None:
+    def _answer(self, model: str, body: dict[str, Any]) -> str | FakeError | FakeCut | None:
         """Pick the answer for a chat request; None means the server is stopping."""
         if self._stopping.wait(self._delay_for(model)):
             return None
@@ -175,7 +177,7 @@ class FakeOpenAIServer(LoopbackServer):
         if isinstance(item, FakeHang):
             self._stopping.wait()
             return None
-        if isinstance(item, (str, FakeError, FakeBrokenStream)):
+        if isinstance(item, (str, FakeError, FakeCut)):
             return item
         return item(body)
 
@@ -216,10 +218,9 @@ class _Handler(QuietHandler):
             self.close_connection = True
         elif isinstance(answer, FakeError):
             self._send_error(answer)
-        elif isinstance(answer, FakeBrokenStream):
-            events = _chunks(model, answer.before, body, self.server.fake.chunk_size, finish=False)
-            error = FakeError(500, message=answer.message)
-            self._send_stream([*events, _error_body(error)])
+        elif isinstance(answer, FakeCut):
+            events = _chunks(model, answer.reply, body, self.server.fake.chunk_size)
+            self._send_stream(itertools.islice(events, 1 + answer.chunks), done=False)
         elif stream:
             self._send_stream(_chunks(model, answer, body, self.server.fake.chunk_size))
         else:
@@ -244,7 +245,7 @@ class _Handler(QuietHandler):
         headers = {} if error.retry_after_ms is None else {"retry-after-ms": str(error.retry_after_ms)}
         self._send_json(error.status, _error_body(error), headers)
 
-    def _send_stream(self, events: Iterable[dict[str, Any]]) -> None:
+    def _send_stream(self, events: Iterator[dict[str, Any]], *, done: bool = True) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -255,7 +256,8 @@ class _Handler(QuietHandler):
                 self.close_connection = True
                 return
             self._write_chunk(f"data: {json.dumps(event)}\n\n".encode())
-        self._write_chunk(b"data: [DONE]\n\n")
+        if done:
+            self._write_chunk(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
 
     def _write_chunk(self, data: bytes) -> None:
@@ -291,10 +293,8 @@ def _completion(model: str, reply: str, body: dict[str, Any]) -> dict[str, Any]:
     return {**_envelope(model, "chat.completion"), "choices": [choice], "usage": _usage(body, reply)}
 
 
-def _chunks(
-    model: str, reply: str, body: dict[str, Any], size: int, *, finish: bool = True
-) -> Iterator[dict[str, Any]]:
-    """Stream events: role, content pieces, then (when `finish`) a stop chunk and usage if the client asked."""
+def _chunks(model: str, reply: str, body: dict[str, Any], size: int) -> Iterator[dict[str, Any]]:
+    """Stream events: role, content pieces, a stop chunk and usage if the client asked for it."""
     envelope = _envelope(model, "chat.completion.chunk")
 
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
@@ -303,8 +303,6 @@ def _chunks(
     yield chunk({"role": "assistant", "content": ""})
     for start in range(0, len(reply), size):
         yield chunk({"content": reply[start : start + size]})
-    if not finish:
-        return
     yield chunk({}, "stop")
     if (body.get("stream_options") or {}).get("include_usage"):
         yield {**envelope, "choices": [], "usage": _usage(body, reply)}
