@@ -177,7 +177,7 @@ async def _first_of(task: asyncio.Task[None], waiting: Awaitable[object]) -> Non
 
 
 class Typing:
-    """ "typing…" until the reply's first words are visible: sent at once, then every `refresh` seconds.
+    """Shows "typing…" until the reply's first words are visible: at once, then every `refresh` seconds.
 
     Best effort: a failed typing action is logged and never costs the reply. `stop` ends it early
     (pass it as `stream_reply`'s `on_visible`); leaving the `async with` block always ends it.

@@ -216,7 +216,7 @@ class TelegramAdapter:
         return False
 
     def _typing(self, message: Message, bot: Bot) -> Typing:
-        """ "typing…" while the reply is prepared, until its first words show; best effort."""
+        """Shows "typing…" while the reply is prepared, until its first words show; best effort."""
 
         async def send() -> None:
             await bot.send_chat_action(message.chat.id, ChatAction.TYPING, rate_limit_args=BEST_EFFORT)  # type: ignore[call-arg]
