@@ -163,6 +163,7 @@ def model_settings(settings: Settings) -> dict[Role, ModelSettings]:
             temperature=0.7 if role == "chat" else 0.2,
             max_tokens=reply_tokens,
             context_window=window,
+            vision=settings.vision and role == "chat" and not settings.uses_embedded_model,
         )
         for role in ROLES
     }
@@ -274,6 +275,7 @@ def build_app(
         injector=MemoryInjector(Budget(chat.context_window, chat.max_tokens)),
         clock=clock,
         retrieval_limit=settings.retrieval_limit,
+        image_limits=settings.image_limits,
     )
     lifecycle = MemoryLifecycle(
         tasks=BackgroundTasks(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from knowledge.message_log import StoredMessage
 from knowledge.records import MemoryRecord
@@ -142,18 +142,19 @@ class MemoryInjector:
         retrieved: Sequence[MemoryRecord],
         excerpts: Sequence[StoredMessage] = (),
         group: bool = False,
+        image_url: str | None = None,
     ) -> Prompt:
         """The prompt for replying to the last message of `window`.
 
         `always` are system and core memories (highest rank first), `retrieved` the facts and
         episodes found for this message, best first, `excerpts` past messages found for it that
-        those memories do not cover, best first.
+        those memories do not cover, best first; `image_url` a photo sent with the last message.
         """
         if not window:
             raise ValueError("the window must end with the message being answered")
         *earlier, current = window  # the window's earlier messages, and the one being answered
         speaker = current.speaker_name
-        base, closing, current_message, fixed = self._frame(persona, window, group)
+        base, closing, current_message, fixed = self._frame(persona, window, group, image_url)
         title = persona.title_for(speaker)
         ranked = self._ranked(always, retrieved, excerpts, earlier)
         chosen = self._fit(ranked, self.budget.prompt_tokens - fixed, persona, group)
@@ -163,22 +164,24 @@ class MemoryInjector:
                 return prompt
             chosen = chosen[:-1]  # token counts are not exactly additive; shed the lowest-ranked item
 
-    def check_fits(self, persona: Persona, message: StoredMessage, *, group: bool = False) -> None:
-        """Raise `MessageTooLongError` if `message`, with the persona around it, cannot fit any prompt.
+    def check_fits(
+        self, persona: Persona, message: StoredMessage, *, group: bool = False, image_url: str | None = None
+    ) -> None:
+        """Raise `MessageTooLongError` if `message` (and its photo), with the persona around it, cannot fit any prompt.
 
         Checked before the message is stored: a message no prompt can hold must not sit in the window,
         where it would crowd the conversation out of every later prompt.
         """
-        self._frame(persona, [message], group)
+        self._frame(persona, [message], group, image_url)
 
     def _frame(
-        self, persona: Persona, window: Sequence[StoredMessage], group: bool
+        self, persona: Persona, window: Sequence[StoredMessage], group: bool, image_url: str | None
     ) -> tuple[str, str, ChatMessage, int]:
         """The persona prompt, the closing instructions, the message answered, and the tokens the three take."""
         current = window[-1]
         speaker = current.speaker_name
         base = persona_prompt(persona, speaker, self._lore(persona, window, speaker))
-        current_message = self._chat_message(current, persona, group)
+        current_message = replace(self._chat_message(current, persona, group), image_url=image_url)
         # Placed after the memories, at the end of the system message: some servers refuse a system
         # message after the conversation, where SillyTavern would put it.
         closing = persona.fill(persona.post_history_instructions.strip(), speaker)
