@@ -18,6 +18,7 @@ from knowledge.records import Scope
 from .cli_support import changing_scope_options, cli_settings, run_app, user_id_for
 from .config import CONFIG_ENV, Settings, settings_help
 from .memory_cli import memory
+from .migrate_cli import migrate
 from .persona_cli import persona
 from .startup import DEBUG_HINT
 
@@ -188,6 +189,7 @@ def privacy_check(ctx: click.Context, persona_id: str, user_name: str, text: str
 
 cli.add_command(memory)
 cli.add_command(persona)
+cli.add_command(migrate)
 
 
 def main() -> None:

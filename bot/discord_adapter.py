@@ -26,7 +26,6 @@ from core.types import IncomingMessage
 from knowledge.records import Scope
 
 from .app import App
-from .ordering import TurnOrder
 from .render import DISCORD_LIMIT, split_message
 from .routing import Router
 
@@ -112,7 +111,7 @@ class CompanionCog(commands.Cog):
         self.bot = bot
         self.companion = app.companion
         self.router = router
-        self._order = TurnOrder()
+        self._order = app.turn_order()  # conversation ids name their platform
 
     # --- messages ------------------------------------------------------------
 

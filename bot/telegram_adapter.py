@@ -93,7 +93,8 @@ def build_telegram_application(
     """
     base_url = base_url.rstrip("/")
     builder = ApplicationBuilder().token(token).base_url(f"{base_url}/bot").base_file_url(f"{base_url}/file/bot")
-    builder = builder.concurrent_updates(PerChatUpdateProcessor())  # many chats at once, each one in order
+    # many chats at once, each one in order (across processes too, in server mode)
+    builder = builder.concurrent_updates(PerChatUpdateProcessor(order=app.turn_order("telegram:")))
     if not polling:
         builder = builder.updater(None)
     application = builder.build()
