@@ -21,7 +21,9 @@ from .routing import PlaceRules
 
 CONFIG_ENV = "COMPANION_CONFIG"
 DEFAULT_CONFIG_FILE = Path("companion.toml")
-SECRET_FIELDS = frozenset({"openai_api_key", "telegram_token", "discord_token", "database_url"})
+SECRET_FIELDS = frozenset(
+    {"openai_api_key", "telegram_token", "discord_token", "database_url", "telegram_webhook_secret"}
+)
 
 
 def _default_data_dir() -> Path:
@@ -180,6 +182,25 @@ class Settings(BaseSettings):
         validation_alias=_env("TELEGRAM_BASE_URL"),
         description="Telegram Bot API server (a self-hosted one, or the tests' fake)",
     )
+    telegram_webhook_url: str | None = Field(
+        None,
+        validation_alias=_env("COMPANION_TELEGRAM_WEBHOOK_URL"),
+        description="receive Telegram updates at this public https URL (webhook) instead of polling, so several "
+        "processes behind one proxy share them",
+    )
+    telegram_webhook_listen: str = Field(
+        "127.0.0.1",
+        validation_alias=_env("COMPANION_TELEGRAM_WEBHOOK_LISTEN"),
+        description="address the webhook server listens on (the proxy forwards to it)",
+    )
+    telegram_webhook_port: int = Field(
+        8443, validation_alias=_env("COMPANION_TELEGRAM_WEBHOOK_PORT"), description="port of the webhook server"
+    )
+    telegram_webhook_secret: SecretStr | None = Field(
+        None,
+        validation_alias=_env("TELEGRAM_WEBHOOK_SECRET"),
+        description="secret Telegram sends with every webhook update, which the bot checks (environment only)",
+    )
     discord_token: SecretStr | None = Field(
         None, validation_alias=_env("DISCORD_TOKEN"), description="Discord bot token (environment only)"
     )
@@ -261,7 +282,8 @@ class _SecretFreeToml(TomlConfigSettingsSource):
         if leaked:
             raise ConfigError(
                 f"{self.path}: {', '.join(sorted(leaked))} must not be in the config file; "
-                "set it in the environment (OPENAI_API_KEY, TELEGRAM_TOKEN, DISCORD_TOKEN, COMPANION_DATABASE_URL)"
+                "set it in the environment (OPENAI_API_KEY, TELEGRAM_TOKEN, DISCORD_TOKEN, COMPANION_DATABASE_URL, "
+                "TELEGRAM_WEBHOOK_SECRET)"
             )
         return super().__call__()
 

@@ -44,7 +44,7 @@ class PerChatUpdateProcessor(BaseUpdateProcessor):
         if max_running < 1:
             raise ValueError("max_running must be a positive integer")
         self._running = asyncio.Semaphore(max_running)
-        self._order = order or TurnOrder()  # only chats with an update running or waiting are kept
+        self._order = TurnOrder() if order is None else order  # only chats with a turn running or waiting
         self._in_progress: set[asyncio.Task[Any]] = set()
 
     @property

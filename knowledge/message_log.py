@@ -105,6 +105,8 @@ class MessageLog:
     def messages_by_id(self, scope: Scope, ids: Iterable[str]) -> list[StoredMessage]:
         """The scope's messages with these ids, oldest first (ids of other scopes are simply absent)."""
         wanted = list(dict.fromkeys(ids))
+        if not wanted:  # `IN ()` is SQLite's alone
+            return []
         marks = ",".join("?" * len(wanted))
         return self.select(f"persona_id = ? AND user_id = ? AND id IN ({marks})", (*_key(scope), *wanted))
 
@@ -120,6 +122,8 @@ class MessageLog:
     def existing(self, ids: Iterable[str]) -> set[str]:
         """Which of these message ids are still stored."""
         wanted = list(ids)
+        if not wanted:
+            return set()
         marks = ",".join("?" * len(wanted))
         return {row[0] for row in self.db.query(f"SELECT id FROM messages WHERE id IN ({marks})", wanted)}
 

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from bot.app import App
+from bot.cli import cli
+from bot.config import Settings
 from bot.ordering import TurnOrder
 from core.scheduler import DECAY_JOB
 from knowledge.records import Scope
@@ -137,3 +141,24 @@ def test_a_process_that_died_is_told_from_one_that_runs(open_app: OpenApp) -> No
     first, second = open_app("a"), open_app("b")
     assert first.storage.cluster.alive(second.storage.cluster.worker_id)
     assert not first.storage.cluster.alive("worker_gone")
+
+
+async def test_the_operator_cli_acts_on_the_shared_stores_while_bots_run(
+    open_app: OpenApp, server_settings: Settings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    bot = open_app("bot")
+    written = bot.companion.knowledge.add(ALICE, "Alice's locker code is LOCK-9913", category="fact", source="user")
+    assert bot.companion.knowledge.search(ALICE, "locker code")  # in the running bot's snapshot
+    assert server_settings.database_url is not None
+    monkeypatch.setenv("COMPANION_DATABASE_URL", server_settings.database_url.get_secret_value())
+    monkeypatch.setenv("COMPANION_CHROMA_HOST", "127.0.0.1")
+    monkeypatch.setenv("COMPANION_CHROMA_PORT", str(server_settings.chroma_port))
+    monkeypatch.setenv("COMPANION_DATA_DIR", str(tmp_path / "operator"))  # another machine, maybe
+
+    command = ["memory", "forget", "--persona", "xiaoxiang", "--user", "alice", written.id]
+    done = await asyncio.to_thread(CliRunner().invoke, cli, command)
+    assert done.exit_code == 0, done.output
+    assert bot.companion.knowledge.search(ALICE, "locker code") == []  # the bot's next search
+    # no process owns a server-mode store: no lock was taken, no control socket listened
+    assert not (tmp_path / "operator" / "companion.lock").exists()
+    assert not (tmp_path / "bot" / "control.sock").exists()
