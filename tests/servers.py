@@ -103,6 +103,12 @@ class PostgresServer:
         self._wait_until_accepting()
         return self
 
+    @property
+    def pid(self) -> int:
+        """The process the server runs under (its backends are below it)."""
+        assert self._process is not None
+        return self._process.pid
+
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
 
@@ -170,6 +176,11 @@ class ChromaServer:
             )
         wait_for_port(self.port, self._process, "the chroma server", log)
         return self
+
+    @property
+    def pid(self) -> int:
+        assert self._process is not None
+        return self._process.pid
 
     def stop(self) -> None:
         if self._process is not None:
