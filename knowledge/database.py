@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from .sqlite import SQLiteDatabase
+
 
 class Cursor(Protocol):
     """What a statement returns: its rows and how many rows it changed."""
@@ -71,8 +73,6 @@ class Database(Protocol):
 def opened(where: Database | Path, schema: str = "") -> Database:
     """`where` itself, or an embedded SQLite file at that path; `schema` created in it either way."""
     if isinstance(where, Path):
-        from .sqlite import SQLiteDatabase
-
         return SQLiteDatabase(where, schema)
     where.create(schema)
     return where
