@@ -1,5 +1,5 @@
 """Shared fixtures: isolation from the machine, the fake OpenAI server, real chromadb, a real PostgreSQL server
-(started once per session) and a Chroma server, and a fake clock."""
+(started once per test run) and a Chroma server, and a fake clock."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def bob() -> Scope:
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
-    """A real PostgreSQL server on loopback for the whole session (a clear failure if it cannot start)."""
+    """A real PostgreSQL server on loopback for the whole test run (a clear failure if it cannot start)."""
     try:
         server = PostgresServer().start()
     except ServerStartError as error:
@@ -153,13 +153,13 @@ def postgres_server() -> Iterator[PostgresServer]:
 
 @pytest.fixture
 def database_url(postgres_server: PostgresServer) -> str:
-    """A fresh database of the session's server, with the schema's migrations applied."""
+    """A fresh database of the test run's server, with the schema's migrations applied."""
     return postgres_server.create_database(f"test_{uuid.uuid4().hex[:12]}", template=MIGRATED_TEMPLATE)
 
 
 @pytest.fixture(scope="session")
 def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaServer]:
-    """A real Chroma server (`chroma run`) on loopback, as an operator would run it, for the whole session."""
+    """A real Chroma server (`chroma run`) on loopback, as an operator would run it, for the whole test run."""
     try:
         server = ChromaServer(tmp_path_factory.mktemp("chroma-server")).start()
     except ServerStartError as error:

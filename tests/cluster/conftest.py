@@ -22,7 +22,7 @@ OpenApp = Callable[..., App]
 
 @pytest.fixture
 def shared_chroma(chroma_server: ChromaServer) -> ChromaServer:
-    """The session's Chroma server, without the memories of earlier tests."""
+    """The Chroma server of this test run, without the memories of earlier tests."""
     client = chromadb.HttpClient(host="127.0.0.1", port=chroma_server.port)
     if COLLECTION in {getattr(found, "name", found) for found in client.list_collections()}:
         client.delete_collection(COLLECTION)
