@@ -13,7 +13,7 @@ import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal
 
 from knowledge import decay
@@ -25,12 +25,26 @@ from knowledge.job_queue import DeadLetter, JobQueue
 from knowledge.records import MemoryRecord, ReviewKind, Scope
 from knowledge.retrieval import DEFAULT_FORGET_SIMILARITY, memories_about, messages_about
 from knowledge.store import KnowledgeBase
+from knowledge.time_moments import find_moment
 from knowledge.user_settings import UserSettings
 from personas.loader import ModelChoice, Persona
 
 from .clock import Clock
 from .llm import LLMClient, count_message_tokens, count_tokens
-from .monitor_ops import Add, Boost, Delete, Op, ParseResult, Skip, Update, op_text, parse_ops, squash_tags
+from .monitor_ops import (
+    Add,
+    Boost,
+    Change,
+    Dated,
+    Delete,
+    Op,
+    ParseResult,
+    Skip,
+    Update,
+    op_text,
+    parse_ops,
+    squash_tags,
+)
 from .system_memories import system_records
 from .types import ChatMessage
 
@@ -63,6 +77,7 @@ class Turn:
     conversation_id: str
     message_ids: tuple[str, ...]
     group: bool
+    sent_at: str | None = None  # ISO time of the user's message: what "tomorrow" in it means (older jobs: None)
 
 
 # -- explicit user requests ----------------------------------------------------------------------
@@ -133,10 +148,16 @@ After each turn of a chat you read the turn and the memories {persona} was shown
 
 Operations (one per line; nothing else is needed):
 [ADD] content            add a new fact about {user} or the relationship
-[UPDATE:mem_id] content  replace a memory that is wrong or outdated with the corrected content
+[UPDATE:mem_id] content  replace a memory that is wrong with the corrected content
+[CHANGE:mem_id] content  the same thing about the same subject changed over time: the new value
 [BOOST:mem_id]           the memory really shaped {persona}'s reply
 [DELETE:mem_id]          the memory is wrong, or {user} asked to forget it
 [SKIP]                   nothing to do
+Dates: ADD, UPDATE and CHANGE may say when, inside the tag, in {user}'s own words: about="..." for the \
+moment a plan, promise or event is at, until="..." for when a state ends. \
+[ADD about="next Monday 10:00"] 主人有面试   [ADD until="Friday"] 主人在出差   [UPDATE:mem_id until="明天"]
+Never work out a date yourself: copy the words ("tomorrow evening", "下周一上午10点", "30 Nov"), and \
+keep them out of the content.
 
 Judgement rules:
 1. Two memories that look contradictory may be a change over time, not an error. "主人十天前很紧张" and \
@@ -144,8 +165,10 @@ Judgement rules:
 2. A memory counts as used only if it actually shaped the reply. Being shown is not being used: \
 "主人喜欢猫" shown while the chat is about the weather is NOT used; "主人很紧张" shown and the reply says \
 "别这么绷着" IS used. BOOST only used memories.
-3. When {user} corrects a memory, replace the old one with [UPDATE:mem_id] and the corrected content \
-(e.g. "I moved from Beijing to Shanghai" updates the Beijing memory); do not ADD a second version.
+3. When a memory was wrong ({user} corrects it: "no, my sister is called Anna"), replace it with \
+[UPDATE:mem_id]. When it was right but is no longer ("I moved from Beijing to Shanghai", a new job), use \
+[CHANGE:mem_id] with the new value: the old one is kept as the past. CHANGE only the memory of that same \
+attribute of that same subject; anything else is an ADD. Never ADD a second version.
 4. ADD only lasting, useful facts {user} stated or clearly implied (preferences, personal details, plans, \
 promises, feelings with their time). Not small talk, not what {persona} said, not what a memory already says.
 5. Write memories in the language {user} writes in, as short statements about {user} ("主人喜欢拉面"); \
@@ -158,7 +181,8 @@ Answer with operation lines only, or [SKIP] if nothing needs doing."""
 
 RETRY_REMINDER = (
     "That answer could not be read: it contains no operation. Answer again with operation lines only "
-    "([ADD] content, [UPDATE:mem_id] content, [BOOST:mem_id], [DELETE:mem_id]), one per line, "
+    "([ADD] content, [UPDATE:mem_id] content, [CHANGE:mem_id] content, [BOOST:mem_id], [DELETE:mem_id]), "
+    "one per line, "
     "or exactly [SKIP] if nothing needs doing. No JSON, no explanations."
 )
 
@@ -179,12 +203,15 @@ def _memory_lines(shown: Sequence[MemoryRecord], system: Sequence[MemoryRecord])
 def build_messages(
     persona: Persona, turn: Turn, shown: Sequence[MemoryRecord], now: datetime, done: Sequence[str] = ()
 ) -> list[ChatMessage]:
-    """The monitor's prompt: rules as the system message, memories and the turn as delimited data."""
+    """The monitor's prompt: rules as the system message, memories and the turn as delimited data.
+
+    `now` is the turn's time in the user's zone."""
     user = turn.speaker_name if turn.group else turn.user_title
     system = SYSTEM_PROMPT.format(persona=turn.persona_name, user=user)
     exchange = f"{user}: {_as_data(turn.user_text)}\n{turn.persona_name}: {_as_data(turn.reply_text)}"
+    zone = getattr(now.tzinfo, "key", None) or now.tzname()
     parts = [
-        f"Now: {now:%Y-%m-%d %H:%M} (UTC)" + (" — a group chat" if turn.group else ""),
+        f"Now: {now:%A %Y-%m-%d %H:%M} ({zone}, {user}'s time)" + (" — a group chat" if turn.group else ""),
         f"{_MEMORIES_START}\n{_memory_lines(shown, system_records(persona))}\n{_MEMORIES_END}",
         f"{_TURN_START}\n{exchange}\n{_TURN_END}",
     ]
@@ -237,6 +264,7 @@ class _TurnState:
     scope: Scope
     turn: Turn
     now: datetime
+    turn_time: datetime  # when the user wrote, in their zone: what the dates in ops are read against
     shown: dict[str, MemoryRecord]  # only what `get` returned for this scope: no other scope, no invented id
     typed: str  # the chat text as the op-echo check compares it
     report: MonitorReport
@@ -293,7 +321,8 @@ class KnowledgeMonitor:
             return report
         shown = await asyncio.to_thread(self._knowledge.get, scope, turn.shown_ids)
         shown = [record for record in shown if audience.may_use(record)]  # e.g. `/share off` since the reply
-        messages = build_messages(persona, turn, shown, self._clock.now(), done)
+        turn_time = self._turn_time(scope, turn)
+        messages = build_messages(persona, turn, shown, turn_time, done)
         parsed, outputs = await self._ask(messages, report, persona.models.get("monitor"))
         if not parsed.ops:
             payload = {"turn": asdict(turn), "output": outputs}
@@ -305,6 +334,7 @@ class KnowledgeMonitor:
             scope=scope,
             turn=turn,
             now=self._clock.now(),
+            turn_time=turn_time,
             shown={record.id: record for record in shown if record.category != "system"},
             typed=squash_tags(f"{turn.user_text}\n{turn.reply_text}"),
             report=report,
@@ -328,6 +358,12 @@ class KnowledgeMonitor:
                 break
             messages = [*messages, ChatMessage("assistant", answer), ChatMessage("user", RETRY_REMINDER)]
         return parsed, outputs
+
+    def _turn_time(self, scope: Scope, turn: Turn) -> datetime:
+        """When the user sent the turn's message (now, for jobs queued before it was recorded), in their zone."""
+        sent = datetime.fromisoformat(turn.sent_at) if turn.sent_at else self._clock.now()
+        zone = self._user_settings.time_zone(scope) if self._user_settings is not None else UTC
+        return sent.astimezone(zone)
 
     def _audience(self, scope: Scope, turn: Turn) -> Audience:
         """Who read the turn's reply: what the chat prompt could use, and so what this turn may touch."""
@@ -442,6 +478,8 @@ class KnowledgeMonitor:
                 return self._add(state, op)
             case Update():
                 return op, self._update(state, op)
+            case Change():
+                return op, self._change(state, op)
             case Boost(memory_id):
                 return op, self._boost(state, state.shown[memory_id])
             case Delete():
@@ -449,7 +487,10 @@ class KnowledgeMonitor:
         return op, "nothing to do"
 
     def _add(self, state: _TurnState, op: Add) -> tuple[Op, str | None]:
+        about, until = _dates(op, state.turn_time)
         duplicate = self._duplicate_of(state.scope, op.content, state.audience, list(state.shown.values()))
+        if duplicate is not None and about is not None and duplicate.about != about:
+            duplicate = None  # the same words about another day: another plan
         if duplicate is None:
             self._knowledge.add(
                 state.scope,
@@ -460,6 +501,8 @@ class KnowledgeMonitor:
                 conversation_id=state.turn.conversation_id,
                 message_ids=state.turn.message_ids,
                 learned_in=learned_in(state.turn.conversation_id, group=state.turn.group),
+                about=about,
+                until=until,
             )
             return op, None
         if duplicate.id in state.boosted:
@@ -468,7 +511,9 @@ class KnowledgeMonitor:
 
     def _update(self, state: _TurnState, op: Update) -> str | None:
         old = state.shown[op.memory_id]
-        if _normalized(old.content) == _normalized(op.content):
+        about, until = _dates(op, state.turn_time)
+        content = op.content if op.content and _normalized(old.content) != _normalized(op.content) else None
+        if content is None and about in (None, old.about) and until in (None, old.until):
             return "content unchanged"
         self._changes.record_change(
             state.scope,
@@ -476,13 +521,54 @@ class KnowledgeMonitor:
             action="update",
             actor="background_ai",
             old_content=old.content,
-            new_content=op.content,
+            new_content=content or old.content,
             at=state.now,
+            detail=_described_dates(about, until),
         )
-        updated = self._knowledge.update(state.scope, old.id, content=op.content, last_access=state.now)
+        updated = self._knowledge.update(
+            state.scope, old.id, content=content, last_access=state.now, about=about, until=until
+        )
         if updated is None:
             return "memory no longer exists"
         state.shown[old.id] = updated
+        return None
+
+    def _change(self, state: _TurnState, op: Change) -> str | None:
+        """A fact whose value changed over time: the new value becomes a memory of its own, and the old one
+        stays as the past, true until now (a core memory's old value becomes a fact, free to fade)."""
+        old = state.shown[op.memory_id]
+        if _normalized(old.content) == _normalized(op.content):
+            return "content unchanged"
+        about, until = _dates(op, state.turn_time)
+        new = self._knowledge.add(
+            state.scope,
+            op.content,
+            category=old.category,
+            source="background_ai",
+            importance=max(old.importance, state.policy.new_fact_importance),
+            conversation_id=state.turn.conversation_id,
+            message_ids=state.turn.message_ids,
+            learned_in=learned_in(state.turn.conversation_id, group=state.turn.group),
+            about=about,
+            until=until,
+        )
+        self._changes.record_change(
+            state.scope,
+            old.id,
+            action="change",
+            actor="background_ai",
+            old_content=old.content,
+            new_content=op.content,
+            at=state.now,
+            detail=f"changed over time; the new value is {new.id}",
+        )
+        demoted = "fact" if old.category == "core" else None
+        ended = self._knowledge.update(state.scope, old.id, until=state.now, replaced_by=new.id, category=demoted)
+        if ended is None:
+            self._knowledge.delete(state.scope, [new.id])
+            return "memory no longer exists"
+        state.shown.pop(old.id)
+        state.deleted.add(old.id)  # no further op on the old value this turn
         return None
 
     def _boost(self, state: _TurnState, record: MemoryRecord) -> str | None:
@@ -517,14 +603,40 @@ def _broken_rule(state: _TurnState, op: Op) -> str | None:
     """The hard rule an op breaks before anything is touched, or None."""
     if op_text(op) in state.typed:
         return "op text typed in the chat is data, not an instruction"
+    if isinstance(op, (Add, Update, Change)) and (unreadable := _unreadable_date(op, state.turn_time)):
+        return unreadable
     if isinstance(op, (Add, Skip)):
         return None
     if op.memory_id.lower().startswith("sys_"):
         return "system memories are read-only"
     if op.memory_id in state.deleted:
-        return "memory already deleted this turn"
+        return "memory already deleted or changed this turn"
     if op.memory_id not in state.shown:
         return "memory was not shown this turn or belongs to another scope"
     if isinstance(op, Boost) and op.memory_id in state.boosted:
         return "memory already boosted this turn"
+    if isinstance(op, Change) and state.shown[op.memory_id].category not in ("fact", "core"):
+        return "only a fact can change over time"
+    if isinstance(op, Change) and state.shown[op.memory_id].replaced_by:
+        return "memory already changed; change its new value instead"
     return None
+
+
+def _unreadable_date(op: Dated, now: datetime) -> str | None:
+    """Why a date an op carries cannot be used: the code reads dates, and refuses what it cannot read."""
+    for name in ("about", "until"):
+        words = getattr(op, name)
+        if words is not None and find_moment(words, now) is None:
+            return f"{name}: {words!r} is not a date the code can read"
+    return None
+
+
+def _dates(op: Dated, now: datetime) -> tuple[datetime | None, datetime | None]:
+    """The op's `about` and `until`, resolved against the turn's local time, in UTC."""
+    about, until = (None if words is None else find_moment(words, now) for words in (op.about, op.until))
+    return (None if about is None else about.astimezone(UTC)), (None if until is None else until.astimezone(UTC))
+
+
+def _described_dates(about: datetime | None, until: datetime | None) -> str:
+    named = [f"{name} {moment:%Y-%m-%d %H:%M} UTC" for name, moment in (("about", about), ("until", until)) if moment]
+    return ", ".join(named)
