@@ -226,7 +226,7 @@ def build_app(
     )
     history = ConversationHistory(working_memory.log, embedder, data_dir / "companion.sqlite3", queries=queries)
     journal = Journal(data_dir / "companion.sqlite3")
-    user_settings = UserSettings(data_dir / "companion.sqlite3")
+    user_settings = UserSettings(data_dir / "companion.sqlite3", default_time_zone=settings.default_time_zone)
 
     def record_usage(role: Role, model: str, prompt_tokens: int, completion_tokens: int) -> None:
         journal.usage.record(role, model, prompt_tokens, completion_tokens, at=clock.now())
@@ -242,6 +242,7 @@ def build_app(
         injector=MemoryInjector(Budget(chat.context_window, chat.max_tokens)),
         clock=clock,
         retrieval_limit=settings.retrieval_limit,
+        policy_for=policy_for,
     )
     lifecycle = MemoryLifecycle(
         tasks=BackgroundTasks(journal.jobs, clock, backoff=backoff, concurrency=settings.background_workers),

@@ -15,7 +15,9 @@ from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope, ScoredMemory
 from knowledge.retrieval import FORGETTABLE, SearchResults, memories_about, messages_about, search_scope
 from knowledge.store import KnowledgeBase
-from knowledge.user_settings import UserSettings
+from knowledge.temporal import in_window
+from knowledge.time_windows import TimeWindow
+from knowledge.user_settings import UserSettings, find_time_zone
 from personas.loader import Persona, PersonaError, PersonaRegistry
 
 from . import phrasebook
@@ -105,7 +107,10 @@ class Companion:
         remember = functools.partial(self._remember, persona, scope, message, group)
         # discretion: in a group only what was learned there, or what the user shared
         audience = self.user_settings.audience(scope, message.conversation_id, group=group)
-        return await self.responses.reply(persona, scope, message, group=group, audience=audience, on_stored=remember)
+        zone = self.user_settings.time_zone(scope)  # "now", "yesterday" and plans are the user's own
+        return await self.responses.reply(
+            persona, scope, message, group=group, audience=audience, zone=zone, on_stored=remember
+        )
 
     def _remember(
         self, persona: Persona, scope: Scope, message: IncomingMessage, group: bool, stored: StoredTurn
@@ -121,6 +126,7 @@ class Companion:
             conversation_id=message.conversation_id,
             message_ids=(stored.message_id, stored.reply_id),
             group=group,
+            sent_at=message.sent_at.isoformat(),
         )
         self.lifecycle.turn_finished(scope, turn)
 
@@ -162,13 +168,42 @@ class Companion:
         """`/memory`: what the companion remembers about this user, most important first."""
         return await asyncio.to_thread(self.knowledge.list, scope, categories=["core", "fact", "episode"])
 
-    async def search(self, scope: Scope, query: str, *, limit: int = 10) -> SearchResults:
-        """Search what is remembered about this user: memories and past messages, each best first."""
-        return await asyncio.to_thread(search_scope, self.knowledge, self.history, scope, query, limit=limit)
+    async def memory_listing(self, scope: Scope) -> str:
+        """`/memory`, as the user reads it: their memories, dated in their time zone, and that zone."""
+        zone = self.user_settings.time_zone(scope)
+        chosen = self.user_settings.chosen_time_zone(scope) is not None
+        return phrasebook.memory_listing(await self.memories(scope), self.clock.now().astimezone(zone), chosen)
 
-    async def search_memories(self, scope: Scope, query: str, *, limit: int = 10) -> list[ScoredMemory]:
-        """The memories of this scope that a message like `query` would recall, in prompt order."""
-        hits = await asyncio.to_thread(self.knowledge.search, scope, query, limit=limit, categories=FORGETTABLE)
+    async def time_zone(self, scope: Scope, request: str) -> str:
+        """`/timezone [Area/City]`: set the user's time zone, or say which it is; returns what to tell the user."""
+        if request.strip():
+            zone = find_time_zone(request)
+            if zone is None:
+                return phrasebook.unknown_time_zone(request.strip())
+            self.user_settings.set_time_zone(scope, zone)
+            return phrasebook.time_zone_set(self.clock.now().astimezone(zone))
+        zone = self.user_settings.time_zone(scope)
+        chosen = self.user_settings.chosen_time_zone(scope) is not None
+        return phrasebook.time_zone_status(self.clock.now().astimezone(zone), chosen)
+
+    async def search(
+        self, scope: Scope, query: str, *, limit: int = 10, during: TimeWindow | None = None
+    ) -> SearchResults:
+        """Search what is remembered about this user: memories and past messages, each best first
+        (given `during`, only what is from that stretch of time)."""
+        return await asyncio.to_thread(
+            search_scope, self.knowledge, self.history, scope, query, limit=limit, during=during
+        )
+
+    async def search_memories(
+        self, scope: Scope, query: str, *, limit: int = 10, during: TimeWindow | None = None
+    ) -> list[ScoredMemory]:
+        """The memories of this scope that a message like `query` would recall, in prompt order (given
+        `during`, only those from that stretch of time)."""
+        matching = None if during is None else functools.partial(in_window, window=during)
+        hits = await asyncio.to_thread(
+            self.knowledge.search, scope, query, limit=limit, categories=FORGETTABLE, matching=matching
+        )
         return rank_for_prompt(hits, self.clock.now())
 
     async def memories_about(self, scope: Scope, what: str) -> list[MemoryRecord | StoredMessage]:

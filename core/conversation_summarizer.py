@@ -134,6 +134,7 @@ class ConversationSummarizer:
             message_ids=[message.id for message in messages],
             # discretion: an episode of a group chat is as public as the group, one of a private chat private
             learned_in=learned_in(conversation_id, group=any(message.in_group for message in messages)),
+            about=messages[0].sent_at,  # when the conversation took place: what "yesterday" finds it by
         )
         await asyncio.to_thread(self._working_memory.mark_summarized, [message.id for message in messages])
         return episode

@@ -84,6 +84,15 @@ class MessageLog:
             db.execute("UPDATE messages SET content = ? WHERE source_id = ? AND role = 'user'", (content, source_id))
         return self.by_source(source_id)
 
+    def previous_from_user(self, scope: Scope, message_id: str) -> StoredMessage | None:
+        """The user's message to this persona stored just before `message_id`, in any conversation."""
+        rows = self.db.query(
+            f"SELECT {_COLUMNS} FROM messages WHERE persona_id = ? AND user_id = ? AND role = 'user'"
+            " AND seq < (SELECT seq FROM messages WHERE id = ?) ORDER BY seq DESC LIMIT 1",
+            (scope.persona_id, scope.user_id, message_id),
+        )
+        return _message(rows[0]) if rows else None
+
     def messages_of(self, scope: Scope) -> list[StoredMessage]:
         """Every stored message of the scope, in every state and conversation, oldest first."""
         return self.select("persona_id = ? AND user_id = ?", (scope.persona_id, scope.user_id))
