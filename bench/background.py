@@ -4,7 +4,8 @@ Two targets of the memory-lifecycle issue are measured on a scripted conversatio
 
 1. **time to reply, background ON ÷ OFF** (target ≤ 1.05). "Time to reply" is the wall time from
    ``Companion.handle(msg)`` until the reply stream is fully consumed (``TurnResult.text()``), which
-   includes storing the reply and -- when ON -- ``MemoryLifecycle.turn_finished`` enqueueing the jobs.
+   includes storing the reply and -- when ON -- the monitor job written with the message
+   (``MemoryLifecycle.turn_started``) and started when the turn ends.
 
    * ON is the normal app of ``bot.app.build_app``: the KnowledgeMonitor after every turn, the
      ConversationSummarizer whenever messages left the working-memory window, the MemoryReviewer

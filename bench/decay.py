@@ -11,13 +11,16 @@ What is measured:
 * vectors come from ``RandomUnitEmbedder``: seeded random unit vectors of dimension 384 (the size
   of the real model's), because decay never reads embeddings and embedding 100k texts with the
   real model would take many minutes. chromadb still stores and indexes every vector;
-* ``apply_decay()`` is timed three times (the clock is ``tests.fakes.clock.FakeClock``); it reads
-  only the memories that are due, so its cost follows what it has to do, not the store's size:
+* ``apply_decay()`` is timed on successive days (the clock is ``tests.fakes.clock.FakeClock``); it
+  reads only the memories that are due, so its cost follows what it has to do, not the store's size:
   1. **catch-up**: the first pass ever, over a backlog: the facts idle for 21 days or more (about
      45% of them) are below 0.5 and ask for review, the kept facts below 0.3 and the episodes older
-     than 14 days are deleted;
+     than 14 days are deleted. Reviews are capped at 500 a pass: the rest of the backlog waits,
+     unread, for later passes;
   2. **same moment**: at once again: nothing is due, so it is the cost of finding that out;
-  3. **next day**: one day later, the steady daily job: that day's deletions and review requests.
+  3. **day 1 … day N** (``--days``, default 7): the daily job: that day's deletions and 500 of
+     the reviews waiting (no review job runs in this bench, so from day 3 on the requests whose
+     retry time has come are among them).
 
 Run from the repository root::
 
@@ -101,13 +104,14 @@ def summary(report: DecayReport) -> dict[str, float | int]:
         "scanned": report.scanned,
         "deleted": report.deleted,
         "reviews": len(report.reviews),
+        "capped": report.capped,
         "rescheduled": report.rescheduled,
         "seconds": round(report.seconds, 3),
     }
 
 
-def run(memories: int, scopes: int) -> tuple[float, dict[str, DecayReport]]:
-    """Seed a fresh store, then time the three passes; returns the seeding seconds and each pass's report."""
+def run(memories: int, scopes: int, days: int) -> tuple[float, dict[str, DecayReport]]:
+    """Seed a fresh store, then time the passes; returns the seeding seconds and each pass's report."""
     clock = FakeClock(NOW)
     with tempfile.TemporaryDirectory(prefix="companion-bench-decay-") as tmp:
         store = ChromaKnowledgeBase(open_chroma_client(path=Path(tmp) / "chroma"), RandomUnitEmbedder(), now=clock.now)
@@ -118,8 +122,9 @@ def run(memories: int, scopes: int) -> tuple[float, dict[str, DecayReport]]:
         seed_seconds = time.perf_counter() - started
         decay_pass = DecayPass(store, journal.changes, clock.now)
         reports = {"catch_up": decay_pass.apply_decay(), "same_moment": decay_pass.apply_decay()}
-        clock.advance(days=1)
-        reports["next_day"] = decay_pass.apply_decay()
+        for day in range(1, days + 1):
+            clock.advance(days=1)
+            reports[f"day_{day}"] = decay_pass.apply_decay()
         journal.close()
     return seed_seconds, reports
 
@@ -129,14 +134,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.decay", description=__doc__.split("\n")[0])
     parser.add_argument("--memories", type=int, default=100_000, help="memories to seed (default 100000)")
     parser.add_argument("--scopes", type=int, default=1_000, help="users they are spread over (default 1000)")
+    parser.add_argument("--days", type=int, default=7, help="daily passes after the catch-up (default 7)")
     parser.add_argument("--json", action="store_true", help="also print one JSON line with every figure")
     args = parser.parse_args()
-    seed_seconds, reports = run(args.memories, args.scopes)
+    seed_seconds, reports = run(args.memories, args.scopes, args.days)
     print(f"seeded {args.memories} memories over {args.scopes} scopes in {seed_seconds:.1f} s")
     for name, report in reports.items():
         print(
             f"{name:12} {report.seconds:6.2f} s: {report.scanned} due, {report.deleted} deleted,"
-            f" {len(report.reviews)} reviews, {report.rescheduled} rescheduled"
+            f" {len(report.reviews)} reviews{' (capped)' if report.capped else ''}, {report.rescheduled} rescheduled"
         )
     if args.json:
         figures = {"memories": args.memories, "scopes": args.scopes, "seed_seconds": round(seed_seconds, 1)}

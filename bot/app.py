@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import tempfile
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+from core.checkpoint import CrashPoint, no_crash
 from core.clock import Clock, SystemClock
-from core.companion import Companion
+from core.companion import Companion, UnknownPersonaError
 from core.conversation_summarizer import ConversationSummarizer
 from core.embedded_llm import EMBEDDED_MODEL_NAME, LlamaCppClient
 from core.errors import UserFacingError
+from core.forgetting import Forgetting
 from core.knowledge_monitor import KnowledgeMonitor
 from core.llm import LLMClient, ModelSettings, OpenAIClient, UsageSink
+from core.memory_editor import MemoryEditor
 from core.memory_injector import Budget, MemoryInjector
 from core.memory_lifecycle import MemoryLifecycle
 from core.memory_reviewer import MemoryReviewer
@@ -27,19 +29,25 @@ from core.types import ROLES, Role
 from knowledge.decay import MemoryPolicy, PolicyFor
 from knowledge.decay_pass import DecayPass
 from knowledge.embedding import Embedder, load_embedder
+from knowledge.forget_fence import ForgetFence
 from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
 from knowledge.message_log import MessageLog
 from knowledge.search_index import QueryEncoder
-from knowledge.store import ChromaKnowledgeBase, open_chroma_client
+from knowledge.store import COLLECTION, ChromaKnowledgeBase, open_chroma_client
+from knowledge.store_guard import MemoryStoreGuard, MemoryStoreMissingError
 from knowledge.user_settings import UserSettings
 from knowledge.working_memory import WorkingMemory
 from personas.loader import PERSONA_DIR, PersonaRegistry
 
 from .config import ConfigError, Settings
 from .routing import PersonaChoices, Router
+from .startup import RESTORE_MEMORIES, RESTORE_MESSAGES, StartupError, ensure_writable, opening
 
 EMBEDDED_REPLY_TOKENS = 200
+# Seconds background jobs get to finish at shutdown; what is left stays pending for the next start, so a
+# stop (SIGTERM) returns within a few seconds even while a model hangs.
+SHUTDOWN_GRACE = 3.0
 EMBEDDED_MODEL_NOTICE = (
     "Using the embedded demo model (SmolLM2-135M, offline, tiny): it runs anywhere but its replies are "
     "simple and it often loses the thread. For real conversations point the companion at an "
@@ -99,12 +107,14 @@ class App:
         A long-running process first summarises the conversations that went quiet while it was down.
         """
         self.companion.tasks.resume()
+        await self.lifecycle.prune_finished_work()
         if schedule:
             await self.lifecycle.summarize_idle()
             self.scheduler = Scheduler()
             self.scheduler.add_maintenance(
                 decay=self.lifecycle.run_decay,
                 summarize_idle=self.lifecycle.summarize_idle,
+                prune=self.lifecycle.prune_finished_work,
                 decay_cron=self.settings.decay_cron,
                 idle_check=min(self.lifecycle.idle_timeout / 2, timedelta(minutes=5)),
             )
@@ -119,7 +129,9 @@ class App:
         if self.scheduler is not None:
             self.scheduler.shutdown()
             await self.lifecycle.summarize_idle()
-        await self.companion.tasks.aclose()
+        await self.companion.tasks.aclose(grace=SHUTDOWN_GRACE)
+        if not self.companion.unsaved.save():
+            self.companion.unsaved.give_up()
         close = getattr(self.llm, "close", None)
         if close is not None:
             await close()
@@ -172,18 +184,13 @@ def build_llm(settings: Settings, usage: UsageSink | None = None) -> LLMClient:
     )
 
 
-def ensure_writable(directory: Path) -> Path:
-    """Create the data directory if needed and prove we can write there, or say clearly why not."""
+def _check_memory_store(guard: MemoryStoreGuard, client: Any, database: Path, *, messages_held: bool) -> None:
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=directory):
-            pass
-    except OSError as error:
-        raise ConfigError(
-            f"the data directory {directory} is not writable ({error.strerror}); "
-            "set COMPANION_DATA_DIR to a directory you can write to"
+        guard.check(client, messages_held=messages_held)
+    except MemoryStoreMissingError as error:
+        raise StartupError(
+            f"{database.parent / 'chroma'}: {error}; refusing to start without the memories: {RESTORE_MEMORIES}"
         ) from error
-    return directory
 
 
 def build_app(
@@ -194,11 +201,15 @@ def build_app(
     embedder: Embedder | None = None,
     backoff: tuple[float, ...] = DEFAULT_BACKOFF,
     background: bool = True,
+    accept_empty_memory: bool = False,
+    crash_point: CrashPoint = no_crash,
 ) -> App:
     """Wire settings into a ready `App`; tests pass their own clock, LLM, embedder or retry backoff.
 
     `background=False` submits no monitor, summarizer or review job, so benchmarks can measure what
-    the background costs the reply path.
+    the background costs the reply path. A memory store that went missing is refused (`StartupError`)
+    unless `accept_empty_memory`. `crash_point` is told of every point between two writes of a
+    background job; tests raise there to leave what a crash would.
     """
     clock = clock or SystemClock()
     data_dir = ensure_writable(settings.data_dir)
@@ -208,31 +219,52 @@ def build_app(
     def policy_for(persona_id: str) -> MemoryPolicy:
         return MemoryPolicy().overridden(personas.get(persona_id).memory_rules)
 
-    client = open_chroma_client(path=data_dir / "chroma", host=settings.chroma_host, port=settings.chroma_port)
     queries = QueryEncoder(embedder)  # one embedding per message for memories and history alike
-    knowledge = ChromaKnowledgeBase(
-        client,
-        embedder,
-        queries=queries,
-        now=clock.now,
-        policy_for=policy_for,  # what a memory's importance is at any moment depends on its persona's rules
-        # A Chroma server may be shared with other bot processes, whose writes a snapshot would miss.
-        cache_scopes=settings.chroma_host is None,
-    )
-    working_memory = WorkingMemory(
-        MessageLog(data_dir / "companion.sqlite3"),
-        window_size=settings.working_memory_size,
-        overflow_batch=min(settings.summary_batch, settings.working_memory_size),
-    )
-    history = ConversationHistory(working_memory.log, embedder, data_dir / "companion.sqlite3", queries=queries)
-    journal = Journal(data_dir / "companion.sqlite3")
-    user_settings = UserSettings(data_dir / "companion.sqlite3", default_time_zone=settings.default_time_zone)
+    database = data_dir / "companion.sqlite3"
+    with opening(database, if_damaged=RESTORE_MESSAGES):
+        working_memory = WorkingMemory(
+            MessageLog(database),
+            window_size=settings.working_memory_size,
+            overflow_batch=min(settings.summary_batch, settings.working_memory_size),
+        )
+        history = ConversationHistory(working_memory.log, embedder, database, queries=queries)
+        journal = Journal(database)
+        user_settings = UserSettings(database, default_time_zone=settings.default_time_zone)
+    embedded = settings.chroma_host is None
+    with opening(data_dir / "chroma" / "chroma.sqlite3", if_damaged=RESTORE_MEMORIES):
+        client = open_chroma_client(path=data_dir / "chroma", host=settings.chroma_host, port=settings.chroma_port)
+        guard = MemoryStoreGuard(database, COLLECTION)
+        if embedded and not accept_empty_memory:
+            _check_memory_store(guard, client, database, messages_held=bool(working_memory.log.messages_after(0, 1)))
+        knowledge = ChromaKnowledgeBase(
+            client,
+            embedder,
+            queries=queries,
+            now=clock.now,
+            policy_for=policy_for,  # what a memory's importance is at any moment depends on its persona's rules
+            # A Chroma server may be shared with other bot processes, whose writes a snapshot would miss.
+            cache_scopes=embedded,
+            files=data_dir / "chroma" if embedded else None,
+        )
+        if embedded:
+            guard.record(client)
 
     def record_usage(role: Role, model: str, prompt_tokens: int, completion_tokens: int) -> None:
         journal.usage.record(role, model, prompt_tokens, completion_tokens, at=clock.now())
 
     llm = llm or build_llm(settings, usage=record_usage)
     chat = llm.settings("chat")
+    fence = ForgetFence()  # a forget wins over background work that began before it
+    editor = MemoryEditor(knowledge, journal.changes, clock)
+    forgetting = Forgetting(
+        knowledge=knowledge,
+        history=history,
+        journal=journal,
+        editor=editor,
+        user_settings=user_settings,
+        fence=fence,
+        files=data_dir,
+    )
 
     responses = ResponseHandler(
         working_memory=working_memory,
@@ -245,7 +277,14 @@ def build_app(
         policy_for=policy_for,
     )
     lifecycle = MemoryLifecycle(
-        tasks=BackgroundTasks(journal.jobs, clock, backoff=backoff, concurrency=settings.background_workers),
+        tasks=BackgroundTasks(
+            journal.jobs,
+            clock,
+            backoff=backoff,
+            concurrency=settings.background_workers,
+            fence=fence,
+            crash_point=crash_point,
+        ),
         monitor=KnowledgeMonitor(
             llm,
             knowledge,
@@ -253,8 +292,8 @@ def build_app(
             journal.jobs,
             clock,
             policy_for,
+            forgetting,
             max_ops=settings.monitor_max_ops,
-            history=history,
             use_model=settings.background_uses_model,
             user_settings=user_settings,
         ),
@@ -268,6 +307,7 @@ def build_app(
         persona=personas.get,
         clock=clock,
         idle_timeout=timedelta(minutes=settings.idle_timeout_minutes),
+        dead_letter_retention=timedelta(days=settings.dead_letter_days),
         enabled=background,
     )
     companion = Companion(
@@ -278,12 +318,21 @@ def build_app(
         lifecycle=lifecycle,
         journal=journal,
         user_settings=user_settings,
+        editor=editor,
+        forgetting=forgetting,
         clock=clock,
         default_persona=settings.default_persona,
         rate_limiter=RateLimiter(clock, settings.rate_limit_per_minute),
     )
     # Fail at start-up, not at the first message, if the default persona or its memory rules are broken.
-    policy_for(companion.persona().id)
+    try:
+        policy_for(companion.persona().id)
+    except UnknownPersonaError as error:
+        where = personas.path(companion.default_persona)
+        raise StartupError(
+            f"{error}{f' ({where})' if where else ''}; fix the file (`companion persona validate` says what is "
+            "wrong) or choose another COMPANION_DEFAULT_PERSONA"
+        ) from error
     return App(
         settings=settings,
         companion=companion,

@@ -7,18 +7,22 @@ import getpass
 import signal
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from core.errors import CompanionError
+from knowledge.privacy_scan import scan_directory
+from knowledge.records import Scope
 
-from .app import App, load_models, startup_notices
-from .cli_support import cli_settings, run_app
+from .cli_support import changing_scope_options, cli_settings, run_app, user_id_for
 from .config import CONFIG_ENV, Settings, settings_help
 from .memory_cli import memory
 from .persona_cli import persona
-from .terminal import TerminalChat, stdin_reader
+from .startup import DEBUG_HINT
+
+if TYPE_CHECKING:  # the app, the models and the platforms load only in the commands that need them
+    from .app import App
 
 EPILOG = f"""\b
 Settings come from an optional TOML file (./companion.toml, or the file named by {CONFIG_ENV};
@@ -28,13 +32,33 @@ variables, which win. Secrets are read from the environment only.
 """
 
 
-@click.group(epilog=EPILOG, context_settings={"max_content_width": 110})
+class _OneLineErrors(click.Group):
+    """Any failure a command did not foresee is one line naming what failed; `--debug` shows the traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as error:
+            if (ctx.obj or {}).get("debug"):
+                raise
+            raise click.ClickException(f"{type(error).__name__}: {error} {DEBUG_HINT}") from error
+
+
+@click.group(cls=_OneLineErrors, epilog=EPILOG, context_settings={"max_content_width": 110})
 @click.option("--data-dir", type=click.Path(file_okay=False), help="Overrides COMPANION_DATA_DIR.")
+@click.option("--debug", is_flag=True, help="Show the traceback of an unexpected error.")
+@click.option(
+    "--accept-empty-memory",
+    is_flag=True,
+    help="Start even though the memory store is missing or new (after restoring what you could; see the README).",
+)
 @click.version_option(package_name="companion")
 @click.pass_context
-def cli(ctx: click.Context, data_dir: str | None) -> None:
+def cli(ctx: click.Context, data_dir: str | None, debug: bool, accept_empty_memory: bool) -> None:
     """Companion: a character who remembers you, on Discord, Telegram and in your terminal."""
-    ctx.obj = {"data_dir": data_dir}
+    ctx.obj = {"data_dir": data_dir, "debug": debug, "accept_empty_memory": accept_empty_memory}
 
 
 @cli.command()
@@ -45,10 +69,12 @@ def chat(ctx: click.Context, persona_id: str | None, user_name: str) -> None:
     """Chat in the terminal. With piped input: one message per line, replies on stdout."""
     settings = cli_settings(ctx)
     interactive = sys.stdin.isatty()
-    for notice in startup_notices(settings):
-        click.echo(notice, err=True)
 
     async def talk(app: App) -> None:
+        from .app import load_models, startup_notices
+        from .terminal import TerminalChat, stdin_reader
+
+        _tell(startup_notices(settings))  # once the data directory is ours: a refused start says only why
         await load_models(app)
         await TerminalChat(
             app.companion,
@@ -61,7 +87,7 @@ def chat(ctx: click.Context, persona_id: str | None, user_name: str) -> None:
         if not interactive:
             await app.companion.tasks.drain()  # a script ends once what it said has been remembered
 
-    run_app(settings, talk, start=True, schedule=interactive)
+    run_app(settings, talk, start=True, schedule=interactive, owner=True)
 
 
 @cli.command()
@@ -73,10 +99,11 @@ def run(ctx: click.Context) -> None:
         raise click.ClickException(
             "no platform is configured: set DISCORD_TOKEN and/or TELEGRAM_TOKEN; for a local chat use `companion chat`"
         )
-    for notice in startup_notices(settings):
-        click.echo(notice, err=True)
 
     async def serve(app: App) -> None:
+        from .app import load_models, startup_notices
+
+        _tell(startup_notices(settings))
         await load_models(app)
         serving = asyncio.current_task()
         assert serving is not None
@@ -91,7 +118,12 @@ def run(ctx: click.Context) -> None:
         except* asyncio.CancelledError:
             click.echo("stopped; pending background work is saved and resumes at the next start", err=True)
 
-    run_app(settings, serve, start=True, schedule=True)
+    run_app(settings, serve, start=True, schedule=True, owner=True)
+
+
+def _tell(notices: list[str]) -> None:
+    for notice in notices:
+        click.echo(notice, err=True)
 
 
 def _platforms(settings: Settings) -> list[Callable[[App], Coroutine[Any, Any, None]]]:
@@ -113,7 +145,7 @@ def _platforms(settings: Settings) -> list[Callable[[App], Coroutine[Any, Any, N
 @cli.command()
 @click.pass_context
 def maintenance(ctx: click.Context) -> None:
-    """Run the memory maintenance once (decay, idle summaries, reviews), for deployments using system cron."""
+    """Run the memory maintenance once (decay, idle summaries, reviews, pruning), for deployments using system cron."""
     settings = cli_settings(ctx)
 
     async def run(app: App) -> None:
@@ -126,6 +158,32 @@ def maintenance(ctx: click.Context) -> None:
         )
 
     run_app(settings, run, start=True)
+
+
+@cli.command("privacy-check")
+@changing_scope_options
+@click.argument("text")
+@click.pass_context
+def privacy_check(ctx: click.Context, persona_id: str, user_name: str, text: str) -> None:
+    """Prove TEXT is gone: scan every file under the data directory (raw bytes and live SQLite rows) for it.
+
+    Lists every file scanned and every place TEXT still is; exits 1 if it is anywhere. Nothing is changed.
+    """
+    settings = cli_settings(ctx)
+    scope = Scope(persona_id, user_id_for(user_name))
+    report = scan_directory(settings.data_dir, text)
+    click.echo(f"privacy check for {scope} in {settings.data_dir}: {len(report.scanned)} files scanned")
+    for path in report.scanned:
+        click.echo(f"  scanned {path.relative_to(settings.data_dir)} ({path.stat().st_size:,} bytes)")
+    for table in report.unreadable:
+        click.echo(f"  could not read the rows of {table}; its bytes were scanned", err=True)
+    for path, count in report.in_files.items():
+        click.echo(f"FOUND {count} times in the bytes of {path.relative_to(settings.data_dir)}")
+    for place, rows in report.in_rows.items():
+        click.echo(f"FOUND in {rows} live rows of {place}")
+    if not report.clean:
+        raise SystemExit(1)
+    click.echo("not found anywhere: no file holds it, no live row holds it")
 
 
 cli.add_command(memory)

@@ -2,55 +2,68 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from core.errors import CompanionError
 from knowledge.records import Scope
 
-from .app import App, build_app
 from .config import Settings, load_settings
+from .log_redaction import redact_secrets
+from .ownership import live_app, run_in_data_dir
+
+if TYPE_CHECKING:
+    from .app import App
 
 T = TypeVar("T")
 
 
 def run_app(
-    settings: Settings, work: Callable[[App], Coroutine[Any, Any, T]], *, start: bool = False, schedule: bool = False
+    settings: Settings,
+    work: Callable[[App], Coroutine[Any, Any, T]],
+    *,
+    start: bool = False,
+    schedule: bool = False,
+    owner: bool = False,
 ) -> T:
     """Build the app, run `work` with it, and always close it; known errors become clean CLI errors.
 
     With `start`, background jobs left by an earlier run resume first (inspection commands leave them
-    alone); on the way out pending work gets a grace period and otherwise stays in the journal.
+    alone); on the way out pending work gets a grace period and otherwise stays in the journal. While
+    a bot owns the data directory, the command is carried out by it (`ownership.py`); an `owner` (run,
+    chat) refuses to start beside another.
     """
-
-    async def main() -> T:
-        app = build_app(settings)
-        try:
-            if start:
-                await app.start(schedule=schedule)
-            return await work(app)
-        finally:
-            await app.aclose()
-
     try:
-        return asyncio.run(main())
+        return run_in_data_dir(settings, work, start=start, schedule=schedule, owner=owner)
     except CompanionError as error:
+        if _debugging():
+            raise
         raise click.ClickException(str(error)) from error
+
+
+def _debugging() -> bool:
+    """Whether `--debug` asks for tracebacks instead of one-line errors."""
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and bool((ctx.find_root().obj or {}).get("debug"))
 
 
 def cli_settings(ctx: click.Context, **overrides: Any) -> Settings:
     """The settings for this invocation (with `--data-dir`), logging set up; errors become CLI errors."""
+    if (live := live_app()) is not None:
+        return live.app.settings  # a command forwarded to the running bot acts on the bot's own settings
     try:
         settings = load_settings(data_dir=ctx.obj.get("data_dir"), **overrides)
     except CompanionError as error:
+        if _debugging():
+            raise
         raise click.ClickException(str(error)) from error
     logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    redact_secrets(settings.secrets())
     return settings
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
@@ -166,6 +167,13 @@ class Settings(BaseSettings):
         "decided in code, no model call (for models too small to follow the monitor); auto: explicit with the "
         "embedded demo model, else model",
     )
+    dead_letter_days: float = Field(
+        7,
+        gt=0,
+        validation_alias=_env("COMPANION_DEAD_LETTER_DAYS"),
+        description="days a dead letter keeps the text of the work that failed, for an operator to see; "
+        "a forget that matches one erases it sooner",
+    )
     monitor_max_ops: int = Field(
         10, ge=1, validation_alias=_env("COMPANION_MONITOR_MAX_OPS"), description="memory operations applied per turn"
     )
@@ -206,6 +214,11 @@ class Settings(BaseSettings):
         """`COMPANION_TIMEZONE`, or this machine's zone (UTC if it has no IANA name)."""
         return find_time_zone(self.timezone or _system_time_zone()) or ZoneInfo("UTC")
 
+    def secrets(self) -> list[str]:
+        """The values of the secret settings that are set (for the log redactor)."""
+        values = [getattr(self, name) for name in sorted(SECRET_FIELDS)]
+        return [value.get_secret_value() for value in values if value is not None]
+
     @property
     def uses_embedded_model(self) -> bool:
         return not self.openai_base_url
@@ -244,7 +257,14 @@ class _SecretFreeToml(TomlConfigSettingsSource):
 
     def __init__(self, settings_cls: type[BaseSettings], path: Path) -> None:
         self.path = path
-        super().__init__(settings_cls, toml_file=path)
+        try:
+            super().__init__(settings_cls, toml_file=path)
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+            raise ConfigError(
+                f"{path.absolute()}: not valid TOML ({error}); fix the file, or name another with {CONFIG_ENV}"
+            ) from error
+        except OSError as error:
+            raise ConfigError(f"{path.absolute()}: cannot be read ({error.strerror})") from error
 
     def __call__(self) -> dict[str, Any]:
         leaked = SECRET_FIELDS & {key.lower() for key in self.toml_data}

@@ -21,6 +21,7 @@ from discord.ext import commands
 from core import phrasebook
 from core.companion import Companion
 from core.errors import CompanionError, UserFacingError
+from core.forgetting import ForgetPlan
 from core.types import IncomingMessage
 from knowledge.records import Scope
 
@@ -235,15 +236,16 @@ class CompanionCog(commands.Cog):
     async def forget(self, interaction: discord.Interaction, what: str | None = None) -> None:
         scope = self._scope(interaction)
         if not what:
-            view = ForgetConfirmation(self.companion, scope, interaction, ids=None)
+            view = ForgetConfirmation(self.companion, scope, interaction, plan=None)
             await interaction.response.send_message(phrasebook.forget_everything_question(), view=view, ephemeral=True)
             return
-        found = await self.companion.memories_about(scope, what)
-        if not found:
+        plan = await self.companion.forgetting.find(scope, what)
+        if not plan.found:
             await interaction.response.send_message(phrasebook.nothing_about(what), ephemeral=True)
             return
-        question = split_message(phrasebook.remembered(found), PAGE_CHARS)[0] + f"\n\nForget these {len(found)}?"
-        view = ForgetConfirmation(self.companion, scope, interaction, ids=[record.id for record in found])
+        question = split_message(phrasebook.remembered(plan.found), PAGE_CHARS)[0]
+        question += f"\n\nForget these {len(plan.found)}?"
+        view = ForgetConfirmation(self.companion, scope, interaction, plan=plan)
         await interaction.response.send_message(question, view=view, ephemeral=True)
 
     @app_commands.command(name="persona", description="Show or choose who answers in this channel or server")
@@ -339,16 +341,16 @@ class MemoryPages(_OwnedView):
 
 
 class ForgetConfirmation(_OwnedView):
-    """Yes / No for `/forget` (everything, when `ids` is None) and `/forget <what>` (those ids)."""
+    """Yes / No for `/forget` (everything, when `plan` is None) and `/forget <what>` (what the plan found)."""
 
     def __init__(
-        self, companion: Companion, scope: Scope, asked: discord.Interaction, *, ids: list[str] | None
+        self, companion: Companion, scope: Scope, asked: discord.Interaction, *, plan: ForgetPlan | None
     ) -> None:
         super().__init__(asked.user.id)
         self.companion = companion
         self.scope = scope
         self.asked = asked
-        self.ids = ids
+        self.plan = plan
 
     async def on_timeout(self) -> None:
         try:
@@ -360,12 +362,12 @@ class ForgetConfirmation(_OwnedView):
     async def yes(self, interaction: discord.Interaction, button: discord.ui.Button[ForgetConfirmation]) -> None:
         self.stop()
         await interaction.response.defer()  # forgetting may take longer than Discord waits for an answer
-        if self.ids is None:
-            report = await self.companion.forget_everything(self.scope)
+        if self.plan is None:
+            report = await self.companion.forgetting.everything(self.scope)
             text = phrasebook.forgot_everything(report.memories, report.messages)
         else:
-            forgotten = await self.companion.forget_memories(self.scope, self.ids)
-            text = phrasebook.forgot(forgotten)
+            report = await self.companion.forgetting.forget(self.plan)
+            text = phrasebook.forgot(report.memories + report.messages)
         await interaction.edit_original_response(content=text, view=None)
 
     @discord.ui.button(label="No, keep it", style=discord.ButtonStyle.secondary)

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -28,7 +28,6 @@ from knowledge.time_moments import find_moment, is_all_day
 from knowledge.time_windows import TimeWindow
 from knowledge.user_settings import find_time_zone
 
-from .app import App
 from .cli_support import (
     changing_scope_options,
     cli_settings,
@@ -38,6 +37,10 @@ from .cli_support import (
     scope_of,
     scope_options,
 )
+from .ownership import confirm, edit_text
+
+if TYPE_CHECKING:
+    from .app import App
 
 IMPORTANCE_BINS = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0)  # histogram edges; 0.5 is the decay-review line, 3.0 never decays
 
@@ -236,7 +239,7 @@ def memory_edit(
         record = _one(app, scope, memory_id)
         new_text = text
         if (text, importance, category, shared, about, until) == (None, None, None, None, None, None):
-            edited = click.edit(record.content)
+            edited = edit_text(record.content, param="text")
             if edited is None or edited.strip() == record.content:
                 click.echo("Nothing changed.")
                 return
@@ -282,17 +285,18 @@ def memory_forget(
     async def forget(app: App, scope: Scope) -> None:
         if everything:
             if not yes:
-                click.confirm(f"Forget every memory, message and history row of {scope}?", abort=True)
-            report = await app.companion.forget_everything(scope)
-            click.echo(
-                f"Forgot {report.memories} memories, {report.messages} messages, {report.journal_rows} journal rows."
-            )
-            return
-        found = {record.id for record in app.companion.knowledge.get(scope, memory_ids)}
-        for missing in (memory_id for memory_id in memory_ids if memory_id not in found):
-            click.echo(f"warning: {scope} has no memory {missing}", err=True)
-        count = await app.companion.forget_memories(scope, sorted(found), actor="operator")
-        click.echo(f"Forgot {count} memories.")
+                confirm(f"Forget every memory, message and history row of {scope}?", param="yes")
+            report = await app.companion.forgetting.everything(scope)
+        else:
+            found = {record.id for record in app.companion.knowledge.get(scope, memory_ids)}
+            for missing in (memory_id for memory_id in memory_ids if memory_id not in found):
+                click.echo(f"warning: {scope} has no memory {missing}", err=True)
+            report = await app.companion.forgetting.memories(scope, sorted(found), actor="operator")
+        click.echo(
+            f"Forgot {report.memories} memories, {report.messages} messages, {report.journal_rows} journal rows."
+        )
+        for path in report.files:
+            click.echo(f"deleted {path}, a memory file holding what was forgotten")
 
     _in_scope(ctx, persona_id, user_name, forget)
 

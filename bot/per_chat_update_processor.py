@@ -44,13 +44,33 @@ class PerChatUpdateProcessor(BaseUpdateProcessor):
             raise ValueError("max_running must be a positive integer")
         self._running = asyncio.Semaphore(max_running)
         self._order = TurnOrder()  # only chats with an update running or waiting are kept
+        self._in_progress: set[asyncio.Task[Any]] = set()
 
     @property
     def busy_chats(self) -> int:
         """How many chats have an update running or waiting."""
         return len(self._order)
 
+    def abandon(self) -> int:
+        """Cancel every update running or waiting (at shutdown: a hung model must not hold the process).
+
+        A message is stored before its reply is generated, so an abandoned turn loses only the reply.
+        Returns how many were abandoned.
+        """
+        for task in self._in_progress:
+            task.cancel()
+        return len(self._in_progress)
+
     async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._in_progress.add(task)
+        try:
+            await self._process_in_order(update, coroutine)
+        finally:
+            self._in_progress.discard(task)
+
+    async def _process_in_order(self, update: object, coroutine: Awaitable[Any]) -> None:
         chat_id = chat_of(update)
         if chat_id is None:
             async with self._running:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from core.memory_injector import persona_prompt
 from knowledge.decay import MemoryPolicy
 from personas.card import persona_from_card, read_card
 from personas.loader import PERSONA_DIR, Persona, PersonaError, PersonaRegistry, load_persona, persona_yaml
@@ -89,6 +88,8 @@ def persona_show(ctx: click.Context, persona_id: str, as_json: bool, user_name: 
     if as_json:
         click.echo(json.dumps(persona.model_dump(mode="json"), ensure_ascii=False, indent=2))
     elif user_name is not None:
+        from core.memory_injector import persona_prompt  # the prompt builder (and its tokenizer) only when asked
+
         click.echo(persona_prompt(persona, user_name))
     else:
         click.echo(persona_yaml(persona), nl=False)

@@ -41,6 +41,7 @@ from telegram.ext import (
 
 from core import phrasebook
 from core.errors import UserFacingError
+from core.forgetting import ForgetPlan
 from core.types import IncomingMessage
 from knowledge.records import Scope
 
@@ -114,6 +115,10 @@ async def run_telegram(app: App, token: str, base_url: str = DEFAULT_BASE_URL) -
             await asyncio.Event().wait()
         finally:
             await application.updater.stop()
+            if isinstance(application.update_processor, PerChatUpdateProcessor):
+                abandoned = application.update_processor.abandon()  # their messages are stored already
+                if abandoned:
+                    log.warning("stopping: abandoned %d updates in progress", abandoned)
             await application.stop()
 
 
@@ -123,9 +128,9 @@ class TelegramAdapter:
     def __init__(self, app: App, router: Router) -> None:
         self._companion = app.companion
         self._router = router
-        # `/forget <what>` questions awaiting an answer: key -> (scope, memory ids shown). Lost on restart
+        # `/forget <what>` questions awaiting an answer: key -> what was shown. Lost on restart
         # (the button then says the question expired), which errs on the side of deleting nothing.
-        self._pending: dict[str, tuple[Scope, list[str]]] = {}
+        self._pending: dict[str, ForgetPlan] = {}
 
     def register(self, application: Application) -> None:  # type: ignore[type-arg]
         # Group -1 runs first: updates from bots (including ourselves) stop here, unanswered.
@@ -296,12 +301,12 @@ class TelegramAdapter:
 
     async def _forget_about(self, message: Message, bot: Bot, user_id: int, what: str) -> None:
         scope = self._scope(user_id, message.chat.id)
-        found = await self._companion.memories_about(scope, what)
-        if not found:
+        plan = await self._companion.forgetting.find(scope, what)
+        if not plan.found:
             await self._send(message, phrasebook.nothing_about(what))
             return
         key = secrets.token_hex(8)
-        self._pending[key] = (scope, [record.id for record in found])
+        self._pending[key] = plan
         keyboard = InlineKeyboardMarkup(
             [
                 [
@@ -310,7 +315,7 @@ class TelegramAdapter:
                 ]
             ]
         )
-        question = f"{phrasebook.remembered(found)}\n\nForget these {len(found)} memories?"
+        question = f"{phrasebook.remembered(plan.found)}\n\nForget these {len(plan.found)} memories?"
         await self._privately(message, bot, user_id, question, keyboard)
 
     async def forget_answer(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -328,15 +333,15 @@ class TelegramAdapter:
             await query.edit_message_text(phrasebook.FORGETTING_NOTHING)
             return
         if answer == "some":
-            if pending is None or pending[0].user_id != f"telegram:{owner}":
+            if pending is None or pending.scope.user_id != f"telegram:{owner}":
                 await query.edit_message_text(EXPIRED)
                 return
             # the scope asked about, even when the question was answered in another chat than the group's
-            forgotten = await self._companion.forget_memories(*pending)
-            await query.edit_message_text(phrasebook.forgot(forgotten))
+            forgotten = await self._companion.forgetting.forget(pending)
+            await query.edit_message_text(phrasebook.forgot(forgotten.memories + forgotten.messages))
             return
         assert query.message is not None
-        report = await self._companion.forget_everything(self._scope(owner, query.message.chat.id))
+        report = await self._companion.forgetting.everything(self._scope(owner, query.message.chat.id))
         await query.edit_message_text(
             phrasebook.forgot_everything(report.memories, report.messages, about=query.from_user.full_name)
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
@@ -86,21 +87,21 @@ class TerminalChat:
         if (answer or "").strip().lower() not in CONFIRMATIONS:
             self._say(phrasebook.FORGETTING_NOTHING)
             return
-        report = await self._companion.forget_everything(self.scope)
+        report = await self._companion.forgetting.everything(self.scope)
         self._say(phrasebook.forgot_everything(report.memories, report.messages))
 
     async def _forget_about(self, what: str) -> None:
-        found = await self._companion.memories_about(self.scope, what)
-        if not found:
+        plan = await self._companion.forgetting.find(self.scope, what)
+        if not plan.found:
             self._say(phrasebook.nothing_about(what))
             return
-        self._say(phrasebook.remembered(found))
+        self._say(phrasebook.remembered(plan.found))
         answer = await self._read_line("Forget these? Type 'yes' to confirm: ")
         if (answer or "").strip().lower() not in CONFIRMATIONS:
             self._say(phrasebook.FORGETTING_NOTHING)
             return
-        forgotten = await self._companion.forget_memories(self.scope, [record.id for record in found])
-        self._say(phrasebook.forgot(forgotten))
+        report = await self._companion.forgetting.forget(plan)
+        self._say(phrasebook.forgot(report.memories + report.messages))
 
     async def _chat(self, text: str) -> None:
         message = IncomingMessage(
@@ -126,7 +127,12 @@ class TerminalChat:
 
 
 def stdin_reader(stream: TextIO, *, echo_prompt: bool) -> ReadLine:
-    """Read lines from `stream` without blocking the event loop; None at end of input."""
+    """Read lines from `stream` without blocking the event loop; None at end of input.
+
+    Bytes that are not UTF-8 are read as U+FFFD, so one bad line never ends the chat.
+    """
+    if isinstance(stream, io.TextIOWrapper):
+        stream.reconfigure(errors="replace")
 
     async def read_line(prompt: str) -> str | None:
         def read() -> str | None:

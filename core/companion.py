@@ -6,14 +6,14 @@ import asyncio
 import functools
 import logging
 import random
-from dataclasses import dataclass
 
 from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
-from knowledge.message_log import StoredMessage
+from knowledge.message_log import new_message_id
 from knowledge.ranking import rank_for_prompt
 from knowledge.records import MemoryRecord, Scope, ScoredMemory
-from knowledge.retrieval import FORGETTABLE, SearchResults, memories_about, messages_about, search_scope
+from knowledge.retrieval import FORGETTABLE, SearchResults, search_scope
+from knowledge.storage_errors import storage_problem
 from knowledge.store import KnowledgeBase
 from knowledge.temporal import in_window
 from knowledge.time_windows import TimeWindow
@@ -23,14 +23,15 @@ from personas.loader import Persona, PersonaError, PersonaRegistry
 from . import phrasebook
 from .clock import Clock
 from .errors import UserFacingError
-from .knowledge_monitor import Turn
+from .forgetting import Forgetting
 from .memory_editor import MemoryEditor
 from .memory_lifecycle import MemoryLifecycle
 from .rate_limit import RateLimiter
 from .response_handler import ResponseHandler
 from .sharing import Sharing
 from .tasks import BackgroundTasks
-from .types import IncomingMessage, StoredTurn, TurnResult
+from .types import IncomingMessage, TurnResult, clean_text
+from .unsaved_messages import UnsavedMessages
 
 log = logging.getLogger(__name__)
 
@@ -40,15 +41,6 @@ MAX_MESSAGE_CHARS = 100_000
 
 class UnknownPersonaError(UserFacingError):
     """The requested persona does not exist or its file is broken."""
-
-
-@dataclass(frozen=True, slots=True)
-class ForgetReport:
-    """What `/forget` deleted, layer by layer."""
-
-    memories: int
-    messages: int
-    journal_rows: int
 
 
 class Companion:
@@ -64,6 +56,8 @@ class Companion:
         lifecycle: MemoryLifecycle,
         journal: Journal,
         user_settings: UserSettings,
+        editor: MemoryEditor,
+        forgetting: Forgetting,
         clock: Clock,
         default_persona: str,
         rate_limiter: RateLimiter | None = None,
@@ -77,9 +71,11 @@ class Companion:
         self.clock = clock
         self.default_persona = default_persona
         self.user_settings = user_settings
-        self.editor = MemoryEditor(knowledge, journal.changes, clock)
-        self.sharing = Sharing(knowledge, user_settings, self.editor)
+        self.editor = editor
+        self.sharing = Sharing(knowledge, user_settings, editor)
+        self.forgetting = forgetting  # every route to forgetting: /forget, /forget <what>, the CLI, deletions
         self._rate_limiter = rate_limiter or RateLimiter(clock, per_minute=0)
+        self.unsaved = UnsavedMessages(self._store_held, clock)  # while the disk refuses writes
 
     @property
     def tasks(self) -> BackgroundTasks:
@@ -104,31 +100,39 @@ class Companion:
             return _notice(message, phrasebook.too_fast(self._rate_limiter.per_minute))
         persona = self.persona(message.persona_id)
         scope = Scope(persona.id, message.user_id)
-        remember = functools.partial(self._remember, persona, scope, message, group)
+        if len(self.unsaved) and not self.unsaved.save():  # what was said before comes first
+            self.unsaved.hold(persona.id, scope, message, group=group)
+            return _notice(message, phrasebook.HELD_NOT_SAVED)
         # discretion: in a group only what was learned there, or what the user shared
         audience = self.user_settings.audience(scope, message.conversation_id, group=group)
-        zone = self.user_settings.time_zone(scope)  # "now", "yesterday" and plans are the user's own
-        return await self.responses.reply(
-            persona, scope, message, group=group, audience=audience, zone=zone, on_stored=remember
-        )
+        try:
+            # The monitor hears of every stored message, whatever becomes of the reply.
+            message_id = new_message_id()
+            end_turn = self.lifecycle.turn_started(scope, message.conversation_id, message_id, group=group)
+            zone = self.user_settings.time_zone(scope)  # "now", "yesterday" and plans are the user's own
+            return await self.responses.reply(
+                persona,
+                scope,
+                message,
+                group=group,
+                audience=audience,
+                zone=zone,
+                message_id=message_id,
+                on_end=end_turn,
+            )
+        except Exception as error:
+            if storage_problem(error) is None:
+                raise
+            log.error("storage unavailable (%s): holding a message in memory", storage_problem(error))
+            self.unsaved.hold(persona.id, scope, message, group=group)
+            return _notice(message, phrasebook.HELD_NOT_SAVED)
 
-    def _remember(
-        self, persona: Persona, scope: Scope, message: IncomingMessage, group: bool, stored: StoredTurn
-    ) -> None:
-        """Hand a turn whose reply was delivered and stored to the background."""
-        turn = Turn(
-            user_text=message.text,
-            reply_text=stored.reply_text,
-            speaker_name=message.speaker_name,
-            persona_name=persona.name,
-            user_title=persona.title_for(message.speaker_name),
-            shown_ids=stored.shown_ids,
-            conversation_id=message.conversation_id,
-            message_ids=(stored.message_id, stored.reply_id),
-            group=group,
-            sent_at=message.sent_at.isoformat(),
-        )
-        self.lifecycle.turn_finished(scope, turn)
+    def _store_held(self, persona_id: str, scope: Scope, message: IncomingMessage, group: bool) -> None:
+        """Store a message held while the disk refused writes; the monitor hears of it like any other."""
+        message_id = new_message_id()
+        end_turn = self.lifecycle.turn_started(scope, message.conversation_id, message_id, group=group)
+        self.responses.store_message(persona_id, scope, message, group=group, message_id=message_id)
+        end_turn(None)
 
     async def message_edited(self, source_id: str, text: str) -> bool:
         """A message was edited on its platform: the conversation and its history keep the new wording.
@@ -136,14 +140,14 @@ class Companion:
         Nothing is re-answered (the reply stays as it was), and memories already drawn from the old
         wording stay until corrected or forgotten. Whether the message was one we keep is returned.
         """
-        text = text.strip()
+        text = clean_text(text).strip()
         if not text or len(text) > MAX_MESSAGE_CHARS:
             return False  # the stored wording stays; nothing said is lost
         return await asyncio.to_thread(self.history.edit, source_id, text) is not None
 
     async def message_deleted(self, source_id: str) -> bool:
-        """A message was deleted on its platform: it leaves the conversation and its history here too."""
-        return await asyncio.to_thread(self.history.delete, source_id)
+        """A message was deleted on its platform: it is forgotten, with what quotes it (see `Forgetting`)."""
+        return await self.forgetting.message_deleted(source_id)
 
     def greeting(self, persona_id: str | None = None, user_name: str | None = None) -> str:
         """One of the persona's greetings, macros filled for `user_name`."""
@@ -205,28 +209,6 @@ class Companion:
             self.knowledge.search, scope, query, limit=limit, categories=FORGETTABLE, matching=matching
         )
         return rank_for_prompt(hits, self.clock.now())
-
-    async def memories_about(self, scope: Scope, what: str) -> list[MemoryRecord | StoredMessage]:
-        """`/forget <what>`, first step: the memories and past messages it would delete, to show before asking."""
-        memories: list[MemoryRecord | StoredMessage] = []
-        memories += await asyncio.to_thread(memories_about, self.knowledge, scope, what)
-        memories += await asyncio.to_thread(messages_about, self.history, scope, what)
-        return memories
-
-    async def forget_memories(self, scope: Scope, ids: list[str], *, actor: str = "user") -> int:
-        """`/forget <what>`, once confirmed: delete these memories and messages of this scope (others' ids: nothing)."""
-        memories = await asyncio.to_thread(self.editor.forget, scope, ids, actor=actor)
-        return memories + await asyncio.to_thread(self.history.forget_messages, scope, ids)
-
-    async def forget_everything(self, scope: Scope) -> ForgetReport:
-        """`/forget`: delete every memory, message (and its index), history row and pending job of this scope."""
-        await self.tasks.discard(scope)  # queued work must not re-add what we are about to delete
-        memories = await asyncio.to_thread(self.knowledge.forget_all, scope)
-        messages = await asyncio.to_thread(self.history.forget, scope)
-        journal_rows = self.journal.forget(scope)
-        self.user_settings.forget(scope)  # choices such as /share read as their defaults again
-        log.info("forgot %d memories, %d messages and %d journal rows of one scope", memories, messages, journal_rows)
-        return ForgetReport(memories=memories, messages=messages, journal_rows=journal_rows)
 
 
 def _notice(message: IncomingMessage, text: str) -> TurnResult:

@@ -3,7 +3,9 @@
 Each user's part of a conversation (their messages and the replies to them) is summarised on its
 own and stored in that user's scope, so in a group chat no episode carries another user's words
 into someone else's memory. Messages are marked summarized only after their episode is stored; a
-failure leaves them archived for the task runner's retry, so nothing is lost.
+failure leaves them archived for the task runner's retry, so nothing is lost. An episode's id comes
+from the first message it sums up, so a re-run after a crash between the two writes finds the
+episode it wrote (and skips the model) instead of writing a second one.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from collections.abc import Sequence
 
 from knowledge.discretion import learned_in
 from knowledge.message_log import StoredMessage
-from knowledge.records import MemoryRecord, Scope
+from knowledge.records import MemoryRecord, Scope, derived_memory_id
 from knowledge.store import KnowledgeBase
 from knowledge.working_memory import WorkingMemory
 from personas.loader import Persona
 
+from .checkpoint import Checkpoint
 from .errors import CompanionError
 from .llm import LLMClient, count_tokens
 from .types import ChatMessage
@@ -85,24 +88,27 @@ class ConversationSummarizer:
         # by one of them at a time, or both would turn the same messages into episodes.
         self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.WeakValueDictionary()
 
-    async def summarize(self, persona: Persona, conversation_id: str) -> list[MemoryRecord]:
+    async def summarize(
+        self, persona: Persona, conversation_id: str, checkpoint: Checkpoint | None = None
+    ) -> list[MemoryRecord]:
         """Summarise what left the conversation's window into one episode per user (and per chunk)."""
         key = (persona.id, conversation_id)
         lock = self._locks.get(key)
         if lock is None:
             lock = self._locks[key] = asyncio.Lock()
         async with lock:
-            return await self._summarize(persona, conversation_id)
+            return await self._summarize(persona, conversation_id, checkpoint or Checkpoint())
 
-    async def _summarize(self, persona: Persona, conversation_id: str) -> list[MemoryRecord]:
+    async def _summarize(self, persona: Persona, conversation_id: str, checkpoint: Checkpoint) -> list[MemoryRecord]:
         archived = await asyncio.to_thread(self._working_memory.archived, persona.id, conversation_id)
         groups = _by_user(archived)
         group_chat = len(groups) > 1
         episodes = []
         for user_id, messages in groups.items():
             user = _user_label(messages, persona, group_chat)
+            scope = Scope(persona.id, user_id)
             for chunk in self._chunks(messages, persona, user):
-                episodes.append(await self._episode(persona, Scope(persona.id, user_id), conversation_id, chunk, user))
+                episodes.append(await self._episode(persona, scope, conversation_id, chunk, user, checkpoint))
         return episodes
 
     def _chunks(self, messages: list[StoredMessage], persona: Persona, user: str) -> list[list[StoredMessage]]:
@@ -121,22 +127,39 @@ class ConversationSummarizer:
         return chunks
 
     async def _episode(
-        self, persona: Persona, scope: Scope, conversation_id: str, messages: list[StoredMessage], user: str
+        self,
+        persona: Persona,
+        scope: Scope,
+        conversation_id: str,
+        messages: list[StoredMessage],
+        user: str,
+        checkpoint: Checkpoint,
     ) -> MemoryRecord:
-        summary = await self._summary(persona, messages, user) if self.use_model else _quoted(messages, user)
-        episode = await asyncio.to_thread(
-            self._knowledge.add,
-            scope,
-            f"[{messages[0].sent_at:%Y-%m-%d %H:%M}] {summary}",
-            category="episode",
-            source="background_ai",
-            conversation_id=conversation_id,
-            message_ids=[message.id for message in messages],
-            # discretion: an episode of a group chat is as public as the group, one of a private chat private
-            learned_in=learned_in(conversation_id, group=any(message.in_group for message in messages)),
-            about=messages[0].sent_at,  # when the conversation took place: what "yesterday" finds it by
-        )
-        await asyncio.to_thread(self._working_memory.mark_summarized, [message.id for message in messages])
+        ids = [message.id for message in messages]
+        # A chunk starts where the archived messages start, so its first message names it even if more
+        # messages were archived before a re-run: the episode is then rewritten to cover them, not doubled.
+        episode_id = derived_memory_id("episode", ids[0])
+        found = await asyncio.to_thread(self._knowledge.get, scope, [episode_id])
+        if found and set(ids) <= set(found[0].message_ids):
+            episode = found[0]  # written by a run that died before marking its messages
+        else:
+            summary = await self._summary(persona, messages, user) if self.use_model else _quoted(messages, user)
+            episode = await asyncio.to_thread(
+                self._knowledge.add,
+                scope,
+                f"[{messages[0].sent_at:%Y-%m-%d %H:%M}] {summary}",
+                category="episode",
+                source="background_ai",
+                conversation_id=conversation_id,
+                message_ids=ids,
+                memory_id=episode_id,
+                # discretion: an episode of a group chat is as public as the group, one of a private chat private
+                learned_in=learned_in(conversation_id, group=any(message.in_group for message in messages)),
+                about=messages[0].sent_at,  # when the conversation took place: what "yesterday" finds it by
+            )
+            checkpoint.reached("summarize: episode written")
+        await asyncio.to_thread(self._working_memory.mark_summarized, ids)
+        checkpoint.reached("summarize: its messages marked summarized")
         return episode
 
     async def _summary(self, persona: Persona, messages: list[StoredMessage], user: str) -> str:

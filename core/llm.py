@@ -107,14 +107,22 @@ class OpenAIClient:
         # Streams are counted by us: asking the endpoint for usage (`stream_options`) breaks some servers.
         request = self._request(messages, role, choice)
         parts: list[str] = []
+        finished = False
         try:
             chunks = await self._client.chat.completions.create(**request, stream=True)
             async for chunk in chunks:
-                if chunk.choices and chunk.choices[0].delta.content:
+                if not chunk.choices:
+                    continue
+                finished = finished or chunk.choices[0].finish_reason is not None
+                if chunk.choices[0].delta.content:
                     parts.append(chunk.choices[0].delta.content)
                     yield parts[-1]
         except openai.OpenAIError as error:
             raise _llm_error(error, role) from error
+        if not finished:
+            # The SDK ends quietly when the body ends without `[DONE]`; only a finish reason says the model did.
+            log.warning("%s model stream ended before the model finished", role)
+            raise LLMError(f"the {role} model's answer was cut off", role=role)
         self._report(role, request["model"], _prompt_tokens(messages), count_tokens("".join(parts)))
 
     def _report(self, role: Role, model: str, prompt_tokens: int, completion_tokens: int) -> None:

@@ -13,7 +13,7 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 
-from knowledge.retrieval import mentions
+from knowledge.lexical import mentions
 from personas.lorebook import Lorebook, LoreEntry
 
 from .llm import count_tokens

@@ -28,16 +28,21 @@ class MemoryEditor:
     def edit(self, edit: MemoryEdit, *, actor: str = "operator", detail: str = "") -> MemoryRecord | None:
         """Apply one edit to a memory of the edit's scope; None if the scope has no such memory.
 
-        A new importance counts from now, as a boost does: the memory is treated as just used.
+        The scope is checked before anything is written: an edit built from another scope's record
+        leaves no trace of that record's text in this scope's change log. A new importance counts
+        from now, as a boost does: the memory is treated as just used.
         """
         scope, now = edit.record.scope, self._clock.now()
+        stored = self._knowledge.get(scope, [edit.record.id])
+        if not stored:
+            return None
         self._changes.record_change(
             scope,
             edit.record.id,
             action="edit",
             actor=actor,
-            old_content=edit.record.content,
-            new_content=edit.content if edit.content is not None else edit.record.content,
+            old_content=stored[0].content,
+            new_content=edit.content if edit.content is not None else stored[0].content,
             at=now,
             detail=detail or _describe(edit),
         )

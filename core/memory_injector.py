@@ -159,6 +159,31 @@ class MemoryInjector:
             raise ValueError("the window must end with the message being answered")
         *earlier, current = window  # the window's earlier messages, and the one being answered
         speaker = current.speaker_name
+        base, closing, current_message, fixed = self._frame(persona, window, group, when)
+        title = persona.title_for(speaker)
+        ranked = self._ranked(always, retrieved, excerpts, earlier, when, policy or MemoryPolicy())
+        chosen = self._fit(ranked, self.budget.prompt_tokens - fixed, persona, group)
+        while True:
+            prompt = self._assemble(base, closing, chosen, current_message, title, persona, group, ranked, earlier)
+            if prompt.tokens <= self.budget.prompt_tokens or not chosen:
+                return prompt
+            chosen = chosen[:-1]  # token counts are not exactly additive; shed the lowest-ranked item
+
+    def check_fits(self, persona: Persona, message: StoredMessage, *, group: bool = False) -> None:
+        """Raise `MessageTooLongError` if `message`, with the persona around it, cannot fit any prompt.
+
+        Checked before the message is stored: a message no prompt can hold must not sit in the window,
+        where it would crowd the conversation out of every later prompt.
+        """
+        self._frame(persona, [message], group)
+
+    def _frame(
+        self, persona: Persona, window: Sequence[StoredMessage], group: bool, when: TurnTime | None = None
+    ) -> tuple[str, str, ChatMessage, int]:
+        """The persona prompt (with the turn's time, given `when`), the closing instructions, the message
+        answered, and the tokens the three take."""
+        current = window[-1]
+        speaker = current.speaker_name
         base = persona_prompt(persona, speaker, self._lore(persona, window, speaker))
         if when is not None:
             base += "\n\n" + now_section(when, persona.title_for(speaker))
@@ -171,14 +196,7 @@ class MemoryInjector:
             tokens = count_tokens(current.content)
             room = max(self.budget.prompt_tokens - fixed + tokens, 0)
             raise MessageTooLongError(phrasebook.too_long_to_read(tokens, room))
-        title = persona.title_for(speaker)
-        ranked = self._ranked(always, retrieved, excerpts, earlier, when, policy or MemoryPolicy())
-        chosen = self._fit(ranked, self.budget.prompt_tokens - fixed, persona, group)
-        while True:
-            prompt = self._assemble(base, closing, chosen, current_message, title, persona, group, ranked, earlier)
-            if prompt.tokens <= self.budget.prompt_tokens or not chosen:
-                return prompt
-            chosen = chosen[:-1]  # token counts are not exactly additive; shed the lowest-ranked item
+        return base, closing, current_message, fixed
 
     def _lore(self, persona: Persona, window: Sequence[StoredMessage], speaker: str) -> list[LoreEntry]:
         """The lore entries the recent messages bring in; `{{user}}` in them is whoever is being answered."""

@@ -1,6 +1,6 @@
 """MemoryLifecycle: the background half of the companion.
 
-It turns events of the reply path (a finished turn, a closed conversation) and of the scheduler
+It turns events of the reply path (a message arriving, its turn ending, a closed conversation) and of the scheduler
 (daily decay, idle conversations) into durable jobs, and runs each job with the right role:
 KnowledgeMonitor, ConversationSummarizer or MemoryReviewer. Nothing here runs on the reply path.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import asdict
 from datetime import timedelta
+from typing import Any
 
 from knowledge.decay_pass import DecayPass, DecayReport
 from knowledge.history import ConversationHistory
@@ -25,6 +25,7 @@ from .conversation_summarizer import ConversationSummarizer
 from .knowledge_monitor import KnowledgeMonitor, Turn
 from .memory_reviewer import MemoryReviewer
 from .tasks import BackgroundTasks
+from .types import StoredTurn
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +50,11 @@ class MemoryLifecycle:
         persona: Callable[[str], Persona],
         clock: Clock,
         idle_timeout: timedelta = timedelta(minutes=30),
+        dead_letter_retention: timedelta = timedelta(days=7),
         enabled: bool = True,
     ) -> None:
-        """`enabled=False` turns the background off: events submit no job (for measuring what it costs)."""
+        """`enabled=False` turns the background off: events submit no job (for measuring what it costs).
+        `dead_letter_retention`: how long a dead letter keeps the text of the work that failed."""
         self.tasks = tasks
         self.enabled = enabled
         self._history = history
@@ -63,19 +66,39 @@ class MemoryLifecycle:
         self._persona = persona
         self._clock = clock
         self.idle_timeout = idle_timeout
+        self.dead_letter_retention = dead_letter_retention
         tasks.register(MONITOR_JOB, self._run_monitor)
         tasks.register(SUMMARIZE_JOB, self._run_summarizer)
         tasks.register(REVIEW_JOB, self._run_reviewer)
 
     # -- events ------------------------------------------------------------------------------
 
-    def turn_finished(self, scope: Scope, turn: Turn) -> None:
-        """After a reply was delivered: index its messages, let the monitor look at the turn, summarise overflow."""
+    def turn_started(self, scope: Scope, conversation_id: str, message_id: str, *, group: bool) -> TurnEnd:
+        """A user message is about to be stored as `message_id`: its monitor job is written first.
+
+        The job holds until the turn ends, which the returned callable is told once: with what was
+        stored, or None when no reply was (refused, the model failed, the reply was abandoned). Either
+        way the monitor then looks at the message, so what the user said never depends on the reply;
+        a process that dies first leaves the job pending, and the next start runs it without a reply.
+        The job carries message ids, never text: it reads the messages when it runs.
+        """
         if not self.enabled:
-            return
-        self.tasks.submit(MONITOR_JOB, scope, {"turn": asdict(turn)})
-        if self._working_memory.archived(scope.persona_id, turn.conversation_id):
-            self.conversation_overflowed(scope, turn.conversation_id)
+            return _ignore_end
+        payload = {"conversation_id": conversation_id, "message_id": message_id, "group": group}
+        job = self.tasks.hold(MONITOR_JOB, scope, payload)
+        ended = False
+
+        def end(stored: StoredTurn | None) -> None:
+            nonlocal ended
+            if ended:
+                return
+            ended = True
+            answered = None if stored is None else {"reply_id": stored.reply_id, "shown_ids": list(stored.shown_ids)}
+            self.tasks.release(job, None if answered is None else {**payload, **answered})
+            if self._working_memory.archived(scope.persona_id, conversation_id):
+                self.conversation_overflowed(scope, conversation_id)
+
+        return end
 
     def conversation_overflowed(self, scope: Scope, conversation_id: str) -> None:
         """Messages left the window (overflow, `/new`, idle): turn them into episodes."""
@@ -92,16 +115,16 @@ class MemoryLifecycle:
     # -- scheduled passes ----------------------------------------------------------------------
 
     async def run_decay(self) -> DecayReport:
-        """The decay pass over every scope, then a review job for each memory that asked for one."""
+        """The decay pass over every scope, then a review job for each review it requested (or asked again)."""
         report = await asyncio.to_thread(self._decay_pass.apply_decay)
-        for scope, memory_id in report.reviews:
-            self.review(scope, memory_id, "decay")
+        for scope, memory_id, kind in report.reviews:
+            self.review(scope, memory_id, kind)
         log.info(
-            "decay pass: %d due, %d deleted, %d reviews (%d deferred to a later pass), %d rescheduled in %.2fs",
+            "decay pass: %d due, %d deleted, %d reviews%s, %d rescheduled in %.2fs",
             report.scanned,
             report.deleted,
             len(report.reviews),
-            report.deferred,
+            " (the most a pass asks: more wait for later passes)" if report.capped else "",
             report.rescheduled,
             report.seconds,
         )
@@ -121,6 +144,14 @@ class MemoryLifecycle:
         await self.index_history()
         return len(idle)
 
+    async def prune_finished_work(self) -> int:
+        """Delete finished jobs and the dead letters past their retention; returns how many rows went."""
+        before = self._clock.now() - self.dead_letter_retention
+        pruned = await asyncio.to_thread(self.tasks.prune, dead_letters_before=before)
+        if pruned:
+            log.info("pruned %d finished jobs and expired dead letters", pruned)
+        return pruned
+
     async def index_history(self) -> int:
         """Index the messages stored since the last time; returns how many."""
         return await asyncio.to_thread(self._history.index_pending)
@@ -130,21 +161,55 @@ class MemoryLifecycle:
     async def _run_monitor(self, job: Job) -> None:
         # The turn's messages become searchable history first; catching up is idempotent: a retry costs nothing.
         await self.index_history()
-        report = await self._monitor.review_turn(
-            self._persona(job.scope.persona_id), job.scope, Turn(**_as_turn_fields(job.payload["turn"]))
-        )
+        persona = self._persona(job.scope.persona_id)
+        turn = await asyncio.to_thread(self._turn_of, persona, job.payload)
+        if turn is None:
+            return  # the message is gone (forgotten or deleted) or was never stored: nothing to learn
+        report = await self._monitor.review_turn(persona, job.scope, turn, self.tasks.checkpoint(job))
         for memory_id, kind in report.reviews:
             self.review(job.scope, memory_id, kind)
 
+    def _turn_of(self, persona: Persona, payload: dict[str, Any]) -> Turn | None:
+        """The turn a monitor job names, as its messages read now."""
+        if "turn" in payload:  # a job written before jobs carried message ids (JSON made its tuples lists)
+            fields = payload["turn"].items()
+            return Turn(**{name: tuple(value) if isinstance(value, list) else value for name, value in fields})
+        ids = [payload["message_id"], *([payload["reply_id"]] if payload.get("reply_id") else [])]
+        found = {message.id: message for message in self._working_memory.log.get(ids)}
+        said = found.get(payload["message_id"])
+        if said is None:
+            return None
+        reply = found.get(payload.get("reply_id") or "")
+        return Turn(
+            user_text=said.content,
+            reply_text=None if reply is None else reply.content,
+            speaker_name=said.speaker_name,
+            persona_name=persona.name,
+            user_title=persona.title_for(said.speaker_name),
+            shown_ids=tuple(payload.get("shown_ids", ())),
+            conversation_id=said.conversation_id,
+            message_ids=tuple(found),
+            group=payload["group"],
+            sent_at=said.sent_at.isoformat(),
+        )
+
     async def _run_summarizer(self, job: Job) -> None:
-        await self._summarizer.summarize(self._persona(job.scope.persona_id), job.payload["conversation_id"])
+        await self._summarizer.summarize(
+            self._persona(job.scope.persona_id), job.payload["conversation_id"], self.tasks.checkpoint(job)
+        )
 
     async def _run_reviewer(self, job: Job) -> None:
         await self._reviewer.review(
-            self._persona(job.scope.persona_id), job.scope, job.payload["memory_id"], job.payload["kind"]
+            self._persona(job.scope.persona_id),
+            job.scope,
+            job.payload["memory_id"],
+            job.payload["kind"],
+            self.tasks.checkpoint(job),
         )
 
 
-def _as_turn_fields(fields: dict[str, object]) -> dict[str, object]:
-    # JSON turned the tuples into lists.
-    return {name: tuple(value) if isinstance(value, list) else value for name, value in fields.items()}
+TurnEnd = Callable[[StoredTurn | None], None]  # told once how a turn ended: what it stored, or None
+
+
+def _ignore_end(stored: StoredTurn | None) -> None:
+    """The end of a turn when the background is off."""

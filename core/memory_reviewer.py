@@ -3,6 +3,10 @@
 The reviewer may think aloud and ask `[SEARCH:keywords]` for more memories of the same scope, for
 at most `max_rounds` model calls; its last verdict token decides. Without a verdict the memory is
 kept, the choice that loses nothing. Model failures (`LLMError`) propagate so the runner retries.
+
+A review is carried out once: a memory no longer waiting for this kind of review (its verdict was
+applied, or another request did it) is left alone, and the verdict is saved in the job's checkpoint
+with its writes before they are applied, so a re-run after a crash applies that verdict, not a new one.
 """
 
 from __future__ import annotations
@@ -10,23 +14,25 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from knowledge import decay
-from knowledge.change_log import ChangeLog
+from knowledge.change_log import ChangeLog, MemoryChange
 from knowledge.decay import MemoryPolicy, PolicyFor
 from knowledge.records import MemoryRecord, ReviewKind, Scope
 from knowledge.store import KnowledgeBase
 from personas.loader import Persona
 
+from .checkpoint import Checkpoint
 from .clock import Clock
 from .llm import LLMClient, count_message_tokens, count_tokens
+from .memory_effects import ChangeMemory, DeleteMemory, Effect, MemoryWriter, effects_from_json, effects_to_json
 from .types import ChatMessage
 
 __all__ = ["MemoryReviewer", "ReviewDecision", "Verdict", "last_verdict", "search_requests"]
 
-Verdict = Literal["promote", "keep", "delete", "gone"]
+Verdict = Literal["promote", "keep", "delete", "gone", "settled"]  # settled: no such review was waiting
 
 _FULL_WIDTH = str.maketrans({"【": "[", "】": "]", "［": "[", "］": "]", "：": ":"})
 _VERDICT = re.compile(r"\[\s*(PROMOTE|KEEP|DELETE)\s*\]", re.IGNORECASE)
@@ -116,22 +122,36 @@ class MemoryReviewer:
             raise ValueError("a review needs at least one round")
         self._llm = llm
         self._knowledge = knowledge
-        self._changes = changes
+        self._writer = MemoryWriter(knowledge, changes)
         self._clock = clock
         self._policy_for = policy_for
         self.max_rounds = max_rounds
         self.use_model = use_model
 
-    async def review(self, persona: Persona, scope: Scope, memory_id: str, kind: ReviewKind) -> ReviewDecision:
-        """Run one review and apply its verdict."""
-        found = await asyncio.to_thread(self._knowledge.get, scope, [memory_id])
-        if not found:
-            return ReviewDecision(memory_id, kind, "gone", rounds=0, reason="the memory no longer exists")
-        record = found[0]
-        hits = await asyncio.to_thread(self._knowledge.search, scope, record.content, limit=6)
-        related = [hit.record for hit in hits if hit.record.id != memory_id][:5]
-        decision = await self._deliberate(persona, scope, record, related, kind)
-        await asyncio.to_thread(self._apply, scope, record, decision, self._policy_for(persona.id))
+    async def review(
+        self, persona: Persona, scope: Scope, memory_id: str, kind: ReviewKind, checkpoint: Checkpoint | None = None
+    ) -> ReviewDecision:
+        """Run one review of a memory waiting for it, and apply its verdict."""
+        checkpoint = checkpoint or Checkpoint()
+        saved = checkpoint.get("verdict")
+        if saved is None:
+            found = await asyncio.to_thread(self._knowledge.get, scope, [memory_id])
+            if not found:
+                return ReviewDecision(memory_id, kind, "gone", rounds=0, reason="the memory no longer exists")
+            record = found[0]
+            if record.review_pending != kind:
+                return ReviewDecision(memory_id, kind, "settled", rounds=0, reason=f"no {kind} review is waiting")
+            hits = await asyncio.to_thread(self._knowledge.search, scope, record.content, limit=6)
+            related = [hit.record for hit in hits if hit.record.id != memory_id][:5]
+            decision = await self._deliberate(persona, scope, record, related, kind)
+            effects = self._effects(record, decision, self._policy_for(persona.id))
+            saved = {"decision": asdict(decision), "effects": effects_to_json(effects)}
+            checkpoint.put("verdict", saved)
+            checkpoint.reached("review: verdict saved")
+        decision = ReviewDecision(**saved["decision"])
+        await asyncio.to_thread(
+            self._writer.apply, scope, effects_from_json(saved["effects"]), checkpoint, stage="verdict"
+        )
         return decision
 
     async def _deliberate(
@@ -183,33 +203,31 @@ class MemoryReviewer:
             blocks.append(f"<<<SEARCH RESULTS for “{query}”\n{_listing([hit.record for hit in hits])}\nRESULTS>>>")
         return "\n\n".join(blocks)
 
-    def _apply(self, scope: Scope, record: MemoryRecord, decision: ReviewDecision, policy: MemoryPolicy) -> None:
-        """The effects of DESIGN §3.4, with a change-log row for every change of content or fate."""
+    def _effects(self, record: MemoryRecord, decision: ReviewDecision, policy: MemoryPolicy) -> list[Effect]:
+        """The writes of DESIGN §3.4, with a change-log row for every change of content or fate."""
         if decision.verdict == "delete":
-            self._log_change(scope, record, "delete", None, decision)
-            self._knowledge.delete(scope, [record.id])
-            return
-        if decision.verdict == "gone":  # `review` never gets here with it; the check narrows the type
-            return
+            return [DeleteMemory(record.id, self._logged(record, "delete", None, decision))]
+        if decision.verdict not in ("promote", "keep"):  # `review` never gets here with them; narrows the type
+            return []
+        logged = None
         if decision.verdict == "promote":
-            self._log_change(scope, record, "promote", record.content, decision)
+            logged = self._logged(record, "promote", record.content, decision)
         elif decision.kind == "decay":
-            self._log_change(scope, record, "keep", record.content, decision)
+            logged = self._logged(record, "keep", record.content, decision)
         change = decay.after_review(record, decision.kind, decision.verdict, self._clock.now(), policy)
-        self._knowledge.update(scope, record.id, **change.as_update())
+        return [ChangeMemory(record.id, change.as_update(), logged)]
 
-    def _log_change(
-        self, scope: Scope, record: MemoryRecord, action: str, new_content: str | None, decision: ReviewDecision
-    ) -> None:
-        self._changes.record_change(
-            scope,
+    def _logged(
+        self, record: MemoryRecord, action: str, new_content: str | None, decision: ReviewDecision
+    ) -> MemoryChange:
+        return MemoryChange(
             record.id,
-            action=action,
-            actor="reviewer",
-            old_content=record.content,
-            new_content=new_content,
-            at=self._clock.now(),
-            detail=f"{decision.kind} review: {decision.reason}",
+            action,
+            "reviewer",
+            record.content,
+            new_content,
+            f"{decision.kind} review: {decision.reason}",
+            self._clock.now(),
         )
 
 

@@ -17,6 +17,10 @@ NOT_ALLOWED = "Sorry, I can't talk with you here: the person who runs me hasn't 
 SOMETHING_BROKE = "Sorry, something went wrong on my side. Please try again in a moment."
 EMPTY_MESSAGE = "I got an empty message. Did you mean to say something?"
 LOST_WORDS = "Sorry, I lost my words for a moment. Your message is saved; say it again?"
+HELD_NOT_SAVED = (
+    "I can't save our conversation right now (my storage is full or failing), so I can't answer properly. "
+    "I'm holding on to your message and will save it as soon as I can; if I'm restarted before that, it is lost."
+)
 NOTHING_REMEMBERED = "I don't remember anything about you yet."
 FORGETTING_NOTHING = "Okay, I won't forget anything."
 
@@ -34,7 +38,7 @@ def too_long(length: int, limit: int) -> str:
 
 
 def too_long_to_read(tokens: int, room: int) -> str:
-    """A message that, with the persona around it, does not fit the model's context; it is stored all the same."""
+    """A message that, with the persona around it, does not fit the model's context; it is not stored."""
     return (
         f"That message is too long for me to read in one go (about {tokens} tokens; I can take about {room}). "
         "Could you send it in shorter parts?"

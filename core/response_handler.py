@@ -14,9 +14,10 @@ from datetime import UTC, tzinfo
 from knowledge.decay import MemoryPolicy, PolicyFor, default_policy
 from knowledge.discretion import Audience
 from knowledge.history import ConversationHistory
-from knowledge.message_log import StoredMessage
+from knowledge.message_log import StoredMessage, new_message_id
 from knowledge.ranking import rank_for_prompt
 from knowledge.records import Category, MemoryRecord, Scope
+from knowledge.storage_errors import storage_problem
 from knowledge.store import KnowledgeBase
 from knowledge.temporal import episode_moment, in_prompt, in_window
 from knowledge.time_windows import TimeWindow, find_window
@@ -77,28 +78,55 @@ class ResponseHandler:
         group: bool,
         audience: Audience | None = None,
         zone: tzinfo = UTC,
-        on_stored: Callable[[StoredTurn], None] = lambda stored: None,
+        message_id: str | None = None,
+        on_end: Callable[[StoredTurn | None], None] = lambda stored: None,
     ) -> TurnResult:
-        """Store the message, build the prompt, and return the streamed reply.
+        """Store the message (as `message_id`, if given), build the prompt, and return the streamed reply.
 
         The prompt holds only the memories and past messages `audience` may hear of (None: in a group,
         what was learned there or marked shared); its time is the user's, in `zone`, and a time the
-        message names ("yesterday") is where memories and past messages come from. Once the stream has
-        been consumed and the answer stored, `on_stored` gets what the turn stored (also kept as
-        `TurnResult.stored`); an apology stores no answer and hands nothing over.
+        message names ("yesterday") is where memories and past messages come from. `on_end` is told once
+        that the turn is over: with what it stored once the stream has been consumed and the answer stored
+        (also kept as `TurnResult.stored`), or with None when no answer was stored (the message was refused, the model
+        failed or said nothing, the stream was dropped, the reply could not be written).
         """
         audience = audience if audience is not None else Audience.of(message.conversation_id, group=group)
-        stored = self.working_memory.append(
-            persona.id,
-            message.conversation_id,
-            role="user",
+        try:
+            return await self._reply(
+                persona, scope, message, group, audience, zone, message_id or new_message_id(), on_end
+            )
+        except BaseException:
+            on_end(None)
+            raise
+
+    async def _reply(
+        self,
+        persona: Persona,
+        scope: Scope,
+        message: IncomingMessage,
+        group: bool,
+        audience: Audience,
+        zone: tzinfo,
+        message_id: str,
+        on_end: Callable[[StoredTurn | None], None],
+    ) -> TurnResult:
+        incoming = StoredMessage(
+            id=message_id,
+            persona_id=persona.id,
+            conversation_id=message.conversation_id,
             user_id=scope.user_id,
+            role="user",
             speaker_name=message.speaker_name,
             content=message.text,
             sent_at=message.sent_at,
-            source_id=message.source_id,
             in_group=group,
         )
+        try:
+            self._injector.check_fits(persona, incoming, group=group)
+        except MessageTooLongError as error:
+            on_end(None)
+            return _refused(message, error)
+        stored = self.store_message(persona.id, scope, message, group=group, message_id=incoming.id)
         window = self.working_memory.window(persona.id, message.conversation_id)
         when = self._turn_time(scope, message, stored, window, zone)
         policy = self._policy_for(persona.id)
@@ -115,16 +143,35 @@ class ResponseHandler:
                 when=when,
                 policy=policy,
             )
-        except MessageTooLongError as error:
-            return TurnResult(message.conversation_id, reply=str(error), notice=str(error), completed=False)
+        except MessageTooLongError as error:  # lore the earlier messages bring in left no room: refused after all
+            await asyncio.to_thread(self.working_memory.log.forget_messages, scope, [stored.id])
+            on_end(None)
+            return _refused(message, error)
         dropped = {record.id for record in prompt.dropped_memories}
         # what the chat model actually saw, so the monitor can judge which memories were used
         shown_ids = tuple(
             record.id for record in [*always, *retrieved] if record.category != "system" and record.id not in dropped
         )
         result = TurnResult(message.conversation_id, reply="")
-        result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_stored)
+        result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_end)
         return result
+
+    def store_message(
+        self, persona_id: str, scope: Scope, message: IncomingMessage, *, group: bool, message_id: str | None = None
+    ) -> StoredMessage:
+        """Write a user's message to working memory (before anything else can fail), as `message_id` if given."""
+        return self.working_memory.append(
+            persona_id,
+            message.conversation_id,
+            role="user",
+            user_id=scope.user_id,
+            speaker_name=message.speaker_name,
+            content=message.text,
+            sent_at=message.sent_at,
+            source_id=message.source_id,
+            in_group=group,
+            message_id=message_id,
+        )
 
     def _turn_time(
         self, scope: Scope, message: IncomingMessage, stored: StoredMessage, window: list[StoredMessage], zone: tzinfo
@@ -248,33 +295,44 @@ class ResponseHandler:
         prompt: Prompt,
         shown_ids: tuple[str, ...],
         result: TurnResult,
-        on_stored: Callable[[StoredTurn], None],
+        on_end: Callable[[StoredTurn | None], None],
     ) -> AsyncIterator[str]:
         parts: list[str] = []
         try:
-            async for piece in self._llm.stream(prompt.messages, role="chat", choice=persona.models.get("chat")):
-                parts.append(piece)
-                yield piece
-        except LLMError as error:
-            result.completed = False
-            result.notice = phrasebook.apology(error)
-            yield ("\n\n" if parts else "") + result.notice
-            return
-        text = "".join(parts).strip()
-        if not text:
-            result.completed = False
-            result.notice = phrasebook.LOST_WORDS
-            yield result.notice
-            return
-        reply = self.working_memory.append(
-            persona.id,
-            stored.conversation_id,
-            role="assistant",
-            user_id=scope.user_id,
-            speaker_name=persona.name,
-            content=text,
-            sent_at=self._clock.now(),
-            in_group=stored.in_group,
-        )
-        result.stored = StoredTurn(message_id=stored.id, reply_id=reply.id, reply_text=text, shown_ids=shown_ids)
-        on_stored(result.stored)
+            try:
+                async for piece in self._llm.stream(prompt.messages, role="chat", choice=persona.models.get("chat")):
+                    parts.append(piece)
+                    yield piece
+            except LLMError as error:
+                result.completed = False
+                result.notice = phrasebook.apology(error)
+                yield ("\n\n" if parts else "") + result.notice
+                return
+            text = "".join(parts).strip()
+            if not text:
+                result.completed = False
+                result.notice = phrasebook.LOST_WORDS
+                yield result.notice
+                return
+            reply = self.working_memory.append(
+                persona.id,
+                stored.conversation_id,
+                role="assistant",
+                user_id=scope.user_id,
+                speaker_name=persona.name,
+                content=text,
+                sent_at=self._clock.now(),
+                in_group=stored.in_group,
+            )
+            result.stored = StoredTurn(message_id=stored.id, reply_id=reply.id, reply_text=text, shown_ids=shown_ids)
+        except Exception as error:
+            if storage_problem(error) is None:
+                raise
+            log.error("storage unavailable (%s): a reply was sent but could not be stored", storage_problem(error))
+        finally:  # answered, failed, or dropped by the caller (the stream closed before its end)
+            on_end(result.stored)
+
+
+def _refused(message: IncomingMessage, error: MessageTooLongError) -> TurnResult:
+    """A message no prompt can hold: answered with why, and not stored."""
+    return TurnResult(message.conversation_id, reply=str(error), notice=str(error), completed=False)

@@ -13,6 +13,8 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 DECAY_JOB = "decay:daily"
 IDLE_JOB = "summarize:idle"
+PRUNE_JOB = "prune:hourly"
+PRUNE_INTERVAL = timedelta(hours=1)
 
 
 _WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
@@ -55,12 +57,14 @@ class Scheduler:
         *,
         decay: Callable[[], Awaitable[object]],
         summarize_idle: Callable[[], Awaitable[object]],
+        prune: Callable[[], Awaitable[object]],
         decay_cron: str,
         idle_check: timedelta,
     ) -> None:
-        """The two standing jobs: daily decay and summarising conversations that went quiet."""
+        """The standing jobs: daily decay, summarising conversations that went quiet, pruning finished work."""
         self.add(DECAY_JOB, decay_trigger(decay_cron), decay)
         self.add(IDLE_JOB, IntervalTrigger(seconds=idle_check.total_seconds(), timezone=UTC), summarize_idle)
+        self.add(PRUNE_JOB, IntervalTrigger(seconds=PRUNE_INTERVAL.total_seconds(), timezone=UTC), prune)
 
     def jobs(self) -> dict[str, BaseTrigger]:
         """The registered jobs by name."""

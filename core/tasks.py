@@ -3,7 +3,13 @@
 Every job is written to the job queue before it runs, so a restart resumes it. Jobs of one scope
 run one at a time in the order they were submitted (two turns of one user never apply memory
 operations concurrently); different scopes run side by side up to a limit. A job that raises is
-retried with backoff; when it runs out of attempts it becomes a visible dead letter.
+retried with backoff; when it runs out of attempts it becomes a visible dead letter. A job may be
+held (written, not started) until what it waits for is over; a process that dies first leaves it
+pending, and the next start runs it. A re-run continues from the job's checkpoint.
+
+Each job is read again from the queue right before it runs, and runs with a forget-fence ticket: a
+forget that erased it (or the text it carried) meanwhile wins, and a job whose scope is forgotten
+while it runs is run again from what the forget left of it, instead of writing back what it read.
 """
 
 from __future__ import annotations
@@ -11,12 +17,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import timedelta
+from dataclasses import replace
+from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
+from knowledge.forget_fence import ForgetFence, ScopeForgottenError
 from knowledge.job_queue import Job, JobQueue
 from knowledge.records import Scope
 
+from .checkpoint import Checkpoint, CrashPoint, no_crash
 from .clock import Clock
 
 log = logging.getLogger(__name__)
@@ -35,8 +45,14 @@ class BackgroundTasks:
         *,
         backoff: Sequence[float] = DEFAULT_BACKOFF,
         concurrency: int = 4,
+        fence: ForgetFence | None = None,
+        crash_point: CrashPoint = no_crash,
     ) -> None:
+        """`fence`: the forget fence shared with the forgetting service. `crash_point`: told of every point
+        between two writes of a job (a test may raise there)."""
         self._jobs = jobs
+        self._fence = fence or ForgetFence()
+        self._crash_point = crash_point
         self._clock = clock
         self._backoff = tuple(backoff)
         self._handlers: dict[str, JobHandler] = {}
@@ -61,6 +77,23 @@ class BackgroundTasks:
         self._schedule(job)
         return job
 
+    def hold(self, kind: str, scope: Scope, payload: dict[str, Any]) -> Job:
+        """Store a job that must not start yet; `release` starts it. Returns at once."""
+        if kind not in self._handlers:
+            raise ValueError(f"no handler registered for {kind!r} jobs")
+        return self._jobs.enqueue(kind, scope, payload, at=self._clock.now())
+
+    def release(self, job: Job, payload: dict[str, Any] | None = None) -> None:
+        """Start a held job, with the payload it learned while held, if any."""
+        if payload is not None:
+            self._jobs.amend(job.id, payload)
+            job = replace(job, payload=payload)
+        self._schedule(job)
+
+    def checkpoint(self, job: Job) -> Checkpoint:
+        """What earlier runs of `job` saved; what this run puts in it is saved with the job at once."""
+        return Checkpoint(self._jobs.progress(job.id), partial(self._jobs.save_progress, job), self._crash_point)
+
     def resume(self) -> int:
         """Schedule the jobs a previous process left pending; returns how many."""
         pending = self._jobs.pending_jobs()
@@ -70,14 +103,9 @@ class BackgroundTasks:
             log.info("resuming %d pending background jobs", len(pending))
         return len(pending)
 
-    async def discard(self, scope: Scope) -> None:
-        """Drop the scope's queued jobs and wait for the one running, if any (used by `/forget`)."""
-        queue = self._queues.get(scope)
-        if queue:
-            del queue[1:]
-        worker = self._workers.get(scope)
-        if worker is not None:
-            await asyncio.gather(worker, return_exceptions=True)
+    def prune(self, *, dead_letters_before: datetime) -> int:
+        """Finished work keeps no text: delete finished jobs, and dead letters older than the cutoff."""
+        return self._jobs.prune(dead_letters_before=dead_letters_before)
 
     async def drain(self) -> None:
         """Wait until every scheduled job has finished (or been dead-lettered)."""
@@ -115,21 +143,31 @@ class BackgroundTasks:
     async def _run(self, job: Job) -> None:
         handler = self._handlers.get(job.kind)
         attempts = job.attempts
-        while True:
+        while (current := self._jobs.job(job.id)) is not None:  # None: a forget erased it, or it is done
             try:
                 if handler is None:
                     raise LookupError(f"no handler registered for {job.kind!r} jobs")
                 async with self._slots:
-                    await handler(job)
+                    await self._admitted(handler, current)
             except asyncio.CancelledError:
                 raise
+            except ScopeForgottenError:
+                log.info("%s job %s: its scope was forgotten while it ran; running it again", job.kind, job.id)
             except Exception as error:  # noqa: BLE001 - any failure is retried, then dead-lettered: never lost
                 attempts += 1
-                if not await self._retry_or_give_up(job, attempts, error):
+                if not await self._retry_or_give_up(current, attempts, error):
                     return
             else:
+                self._crash_point(f"{job.kind}: finished, not yet marked done")
                 self._jobs.complete(job.id)
                 return
+
+    async def _admitted(self, handler: JobHandler, job: Job) -> None:
+        token = self._fence.admit()
+        try:
+            await handler(job)
+        finally:
+            self._fence.leave(token)
 
     async def _retry_or_give_up(self, job: Job, attempts: int, error: Exception) -> bool:
         reason = f"{type(error).__name__}: {error}"

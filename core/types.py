@@ -22,9 +22,19 @@ class ChatMessage:
         return {"role": self.role, "content": self.content}
 
 
+def clean_text(text: str) -> str:
+    """Text as it can be stored and sent: lone surrogates (a broken emoji from a client, undecodable bytes
+    read with `surrogateescape`) become U+FFFD, so bad input is shown as "�" instead of failing the turn."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
 @dataclass(frozen=True, slots=True)
 class IncomingMessage:
-    """A message a person sent, already translated from its platform."""
+    """A message a person sent, already translated from its platform; its text is cleaned on the way in."""
 
     conversation_id: str  # "telegram:chat:-1001", "discord:channel:42", "cli:alice"
     user_id: str  # platform-qualified: "telegram:7", "discord:99", "cli:alice"
@@ -33,6 +43,11 @@ class IncomingMessage:
     sent_at: datetime  # aware, UTC
     persona_id: str | None = None  # None: the default persona
     source_id: str | None = None  # the platform's unique message id ("discord:123"), for later edits and deletes
+
+    def __post_init__(self) -> None:
+        # Every adapter builds one of these: the one place where text from outside is made safe to keep.
+        object.__setattr__(self, "text", clean_text(self.text))
+        object.__setattr__(self, "speaker_name", clean_text(self.speaker_name))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,16 +1,20 @@
 """The change log (SQLite): the old version of every memory that was changed or deleted.
 
 Who changed it, when, old -> new: for operators (`companion memory history`) and for an import's
-undo. It is never used for retrieval, and forgetting keeps no content in it.
+undo. It is never used for retrieval, and forgetting keeps no content in it: a forget keeps *that*
+a memory changed (when, by whom, how) and erases *what* it said (`scrub`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .forget_fence import fenced_write
+from .forget_target import ForgetTarget
 from .records import Scope
 from .sqlite import SQLiteDatabase, iso
 
@@ -67,7 +71,11 @@ class ChangeLog:
         self.record_changes([(scope, MemoryChange(memory_id, action, actor, old_content, new_content, detail, at))])
 
     def record_changes(self, changes: Iterable[tuple[Scope, MemoryChange]]) -> None:
-        """Remember many changes, of any scopes, in one transaction."""
+        """Remember many changes, of any scopes, in one transaction.
+
+        A change recorded again (the same memory, action, actor, detail and moment: a job re-run after
+        a crash) is kept once."""
+        changes = list(changes)
         rows = [
             (
                 scope.persona_id,
@@ -84,10 +92,18 @@ class ChangeLog:
         ]
         if not rows:
             return
+        with ExitStack() as fences:
+            for scope in sorted({scope for scope, _ in changes}, key=str):  # one lock order for every writer
+                fences.enter_context(fenced_write(scope))  # no content may come back into a forgotten scope
+            self._write(rows)
+
+    def _write(self, rows: list[tuple[object, ...]]) -> None:
         with self._db.transaction() as db:
             db.executemany(
                 "INSERT INTO memory_history (persona_id, user_id, memory_id, action, actor, old_content,"
-                " new_content, detail, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " new_content, detail, at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 WHERE NOT EXISTS ("
+                " SELECT 1 FROM memory_history WHERE persona_id = ?1 AND user_id = ?2 AND memory_id = ?3"
+                " AND action = ?4 AND actor = ?5 AND detail = ?8 AND at = ?9)",
                 rows,
             )
 
@@ -103,3 +119,32 @@ class ChangeLog:
             params.append(memory_id)
         rows = self._db.query(sql + " ORDER BY seq", params)
         return [MemoryChange(*row[:6], at=datetime.fromisoformat(row[6])) for row in rows]
+
+    def scrub(self, scope: Scope, memory_ids: Collection[str], target: ForgetTarget) -> int:
+        """Erase the content of the scope's rows about these memories or matching `target`; returns how many.
+
+        The rows stay (that a memory changed, when and by whom); a detail that quotes the text goes too.
+        """
+        rows = self._db.query(
+            "SELECT seq, memory_id, old_content, new_content, detail FROM memory_history"
+            " WHERE persona_id = ? AND user_id = ? AND (old_content IS NOT NULL OR new_content IS NOT NULL"
+            " OR detail != '')",
+            (scope.persona_id, scope.user_id),
+        )
+        scrubbed = [
+            ("" if target.matches(detail) else detail, seq)
+            for seq, memory_id, old, new, detail in rows
+            if memory_id in memory_ids or any(target.matches(text or "") for text in (old, new, detail))
+        ]
+        with self._db.transaction() as db:
+            db.executemany(
+                "UPDATE memory_history SET old_content = NULL, new_content = NULL, detail = ? WHERE seq = ?", scrubbed
+            )
+        return len(scrubbed)
+
+    def forget(self, scope: Scope) -> int:
+        """Delete every row of `scope`; returns how many went."""
+        with self._db.transaction() as db:
+            return db.execute(
+                "DELETE FROM memory_history WHERE persona_id = ? AND user_id = ?", (scope.persona_id, scope.user_id)
+            ).rowcount

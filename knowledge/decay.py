@@ -37,6 +37,7 @@ class MemoryPolicy:
     decay_review_below: float = 0.5
     decay_keep_importance: float = 0.5  # what a KEEP on a decay review resets importance to
     past_plan_days: int = 7  # a plan whose date has passed reads as past this long, then leaves the prompt
+    review_retry_days: int = 3  # a requested review that has not run by then (lost, dead-lettered) is asked again
 
     def __post_init__(self) -> None:
         # A factor outside (0, 1] would make importance grow or flip sign, and no schedule would be right.
@@ -112,10 +113,23 @@ def decay_outcome(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> 
         return DecayOutcome(importance)
     if record.category == "episode":
         return DecayOutcome(importance, delete=now - record.created_at >= timedelta(days=policy.episode_max_age_days))
+    if record.review_pending:
+        # The reviewer decides its fate; asked again only once the request's retry time has come.
+        return DecayOutcome(importance, review=record.review_pending if review_retry_due(record, now) else None)
     if importance < policy.decay_review_below and not record.decay_kept:
         # Not yet reviewed on this way down: the reviewer decides, even below the deletion line.
-        return DecayOutcome(importance, review=None if record.review_pending else "decay")
-    return DecayOutcome(importance, delete=importance < policy.fact_delete_below and not record.review_pending)
+        return DecayOutcome(importance, review="decay")
+    return DecayOutcome(importance, delete=importance < policy.fact_delete_below)
+
+
+def review_retry_due(record: MemoryRecord, now: datetime) -> bool:
+    """Whether a requested review has had its time: it should have run by now, so it is asked again."""
+    return record.review_pending is not None and record.review_retry_at is not None and now >= record.review_retry_at
+
+
+def review_retry_at(now: datetime, policy: MemoryPolicy) -> datetime:
+    """When a review requested at `now` is asked again if it has not run (the request was lost)."""
+    return now + policy.review_retry_days * DAY
 
 
 def next_due(record: MemoryRecord, policy: MemoryPolicy) -> datetime | None:
@@ -129,7 +143,9 @@ def next_due(record: MemoryRecord, policy: MemoryPolicy) -> datetime | None:
     if record.category == "episode":
         return record.created_at + timedelta(days=policy.episode_max_age_days)
     if record.review_pending:
-        return None  # the reviewer's verdict is written through the store, which schedules the memory again
+        # The reviewer's verdict is written through the store, which schedules the memory again; until
+        # then only the retry time matters (None in stores written before retries: the verdict only).
+        return record.review_retry_at
     line = policy.fact_delete_below
     if not record.decay_kept:  # a review first; or a deletion, should a persona put that line higher
         line = max(line, policy.decay_review_below)
@@ -139,6 +155,15 @@ def next_due(record: MemoryRecord, policy: MemoryPolicy) -> datetime | None:
     if days == 0:
         return record.last_access  # already below: at once
     return record.last_access + (policy.grace_days + days) * DAY
+
+
+def due_for_review(record: MemoryRecord, policy: MemoryPolicy) -> bool:
+    """Whether what the decay pass does at `next_due` is asking for a review (capped per pass), not deleting."""
+    if not decays(record, policy) or record.category == "episode":
+        return False
+    if record.review_pending:
+        return True  # asked again at its retry time
+    return not record.decay_kept and policy.decay_review_below >= policy.fact_delete_below
 
 
 def _days_until_below(base: float, line: float, factor: float) -> int | None:
@@ -184,6 +209,7 @@ class StateChange:
     category: Category | None = None
     decay_kept: bool | None = None
     review_pending: ReviewKind | Literal[""] | None = None  # "": no review pending any more
+    review_retry_at: datetime | None = None
 
     def as_update(self) -> dict[str, Any]:
         """The changed fields, as keyword arguments of `KnowledgeBase.update`."""
@@ -195,13 +221,15 @@ class StateChange:
 def after_boost(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> StateChange:
     """A BOOST: more importance from now on, one more hit, and a promote review if it crossed the line."""
     importance = boosted(record, policy)
+    promote = needs_promote_review(record, importance, policy)
     return StateChange(
         importance=importance,
         last_access=now,
         hits=record.hits + 1,
         # back above the decay-review line: a later fall is reviewed again
         decay_kept=False if importance >= policy.decay_review_below else None,
-        review_pending="promote" if needs_promote_review(record, importance, policy) else None,
+        review_pending="promote" if promote else None,
+        review_retry_at=review_retry_at(now, policy) if promote else None,
     )
 
 

@@ -13,14 +13,14 @@ save a memory from a deletion or a review request decided on the state before it
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cache
 
 from .change_log import ChangeLog, MemoryChange
-from .decay import DecayOutcome, MemoryPolicy, decay_outcome
-from .records import MemoryRecord, Scope
+from .decay import DecayOutcome, MemoryPolicy, decay_outcome, review_retry_at
+from .records import MemoryRecord, ReviewKind, Scope
 from .store import MAINTENANCE_PAGE, ChromaKnowledgeBase
 
 
@@ -30,10 +30,11 @@ class DecayReport:
 
     scanned: int  # memories that were due, all of which the pass read
     deleted: int
-    reviews: list[tuple[Scope, str]]  # decay reviews requested: (scope, memory id)
+    # reviews requested: (scope, memory id, kind): decay reviews, and requests retried after their retry time
+    reviews: list[tuple[Scope, str, ReviewKind]]
     rescheduled: int  # due by rules since changed, with nothing to do yet: given their new due time
     seconds: float
-    deferred: int = 0  # reviews beyond this pass's cap: still due, requested by a later pass
+    capped: bool = False  # the pass asked for `max_reviews` reviews: more may wait, unread, for later passes
 
 
 @dataclass(slots=True)
@@ -41,7 +42,7 @@ class _PageChanges:
     """The writes one page of due records needs, applied together."""
 
     deletions: list[tuple[Scope, MemoryChange]] = field(default_factory=list)  # the history row of each
-    reviews: list[MemoryRecord] = field(default_factory=list)  # already marked `review_pending="decay"`
+    reviews: list[tuple[MemoryRecord, ReviewKind]] = field(default_factory=list)  # the record as read, the review
     rescheduled: list[MemoryRecord] = field(default_factory=list)
 
 
@@ -58,7 +59,8 @@ class DecayPass:
         max_reviews: int = 500,
     ) -> None:
         """`max_reviews`: review requests per pass, so a backlog (an import, long downtime) becomes LLM
-        work spread over several days instead of thousands of review calls at once."""
+        work spread over several days instead of thousands of review calls at once. A pass reads only
+        the memories it may ask reviews for; the rest of the backlog waits, unread, for later passes."""
         self._store = store
         self._changes = changes
         self._now = now
@@ -70,28 +72,43 @@ class DecayPass:
         started = time.perf_counter()
         now = self._now()
         policy_for = cache(self._store.policy_for)  # one lookup per persona per pass
-        scanned = deleted = rescheduled = deferred = 0
-        reviews: list[tuple[Scope, str]] = []
-        for page in self._store.iter_due_record_pages(now, page_size=self._page_size):
+        scanned = deleted = rescheduled = 0
+        reviews: list[tuple[Scope, str, ReviewKind]] = []
+        for page in self._due_pages(now, reviews):
             changes = _PageChanges()
             for record in page:
                 policy = policy_for(record.scope.persona_id)
                 _plan(record, decay_outcome(record, now, policy), policy, now, changes)
             allowed = max(self._max_reviews - len(reviews), 0)
-            deferred += len(changes.reviews[allowed:])
-            del changes.reviews[allowed:]  # not written: they stay due
-            self._write(changes)
+            # Beyond the cap (only in stores written before reviews were due apart): written back as they are,
+            # which files them as review-due, for a later pass to read.
+            changes.rescheduled += [record for record, _ in changes.reviews[allowed:]]
+            del changes.reviews[allowed:]
+            self._write(changes, now, policy_for)
             scanned += len(page)
             deleted += len(changes.deletions)
-            reviews += [(record.scope, record.id) for record in changes.reviews]
+            reviews += [(record.scope, record.id, kind) for record, kind in changes.reviews]
             rescheduled += len(changes.rescheduled)
-        return DecayReport(scanned, deleted, reviews, rescheduled, time.perf_counter() - started, deferred)
+        capped = len(reviews) >= self._max_reviews
+        return DecayReport(scanned, deleted, reviews, rescheduled, time.perf_counter() - started, capped)
 
-    def _write(self, changes: _PageChanges) -> None:
+    def _due_pages(self, now: datetime, requested: list[tuple[Scope, str, ReviewKind]]) -> Iterator[list[MemoryRecord]]:
+        """Every due memory but those due for a review, then as many of those as the cap leaves room for."""
+        yield from self._store.iter_due_record_pages(now, page_size=self._page_size)
+        if reviewable := self._store.fetch_review_due_records(now, limit=self._max_reviews - len(requested)):
+            yield reviewable
+
+    def _write(self, changes: _PageChanges, now: datetime, policy_for: Callable[[str], MemoryPolicy]) -> None:
         # History first: if the delete then fails, the next pass deletes again rather than losing the old content.
         self._changes.record_changes(changes.deletions)
         self._store.delete_many(entry.memory_id for _, entry in changes.deletions)
-        self._store.write_decay_state_many(changes.reviews + changes.rescheduled)
+        requested = [
+            replace(
+                record, review_pending=kind, review_retry_at=review_retry_at(now, policy_for(record.scope.persona_id))
+            )
+            for record, kind in changes.reviews
+        ]
+        self._store.write_decay_state_many(requested + changes.rescheduled)
 
 
 def _plan(
@@ -103,7 +120,7 @@ def _plan(
         entry = MemoryChange(record.id, "delete", "decay", record.content, None, reason, now)
         changes.deletions.append((record.scope, entry))
     elif outcome.review is not None:
-        changes.reviews.append(replace(record, review_pending=outcome.review))
+        changes.reviews.append((record, outcome.review))
     else:
         # Due by the rules it was written under, not by the persona's current ones.
         changes.rescheduled.append(record)

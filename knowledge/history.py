@@ -12,8 +12,8 @@ the one after at a quarter). An answer is often found by the question before it 
 research?" / "adoption agencies"); on LoCoMo the context and the date each measured a gain (README).
 
 Indexing runs in the background (`index_pending`), catching up from the last message indexed, so a
-crash only delays it. All forgetting goes through here, under one lock with the indexing, so a
-message being indexed while it is forgotten leaves no vector behind.
+crash only delays it. Forgetting messages (for `core/forgetting.py`) goes through here, under one
+lock with the indexing, so a message being indexed while it is forgotten leaves no vector behind.
 """
 
 from __future__ import annotations
@@ -271,12 +271,17 @@ class ConversationHistory:
             self._cache.drop(Scope(edited.persona_id, edited.user_id))  # its neighbours' context changed too
         return edited
 
-    def delete(self, source_id: str) -> bool:
-        """A message deleted on its platform leaves the conversation and the index."""
-        message = self._log.by_source(source_id)
-        if message is None:
-            return False
-        return self.forget_messages(Scope(message.persona_id, message.user_id), [message.id]) > 0
+    def by_source(self, source_id: str) -> StoredMessage | None:
+        """The message a person sent with this platform message id, if it is stored."""
+        return self._log.by_source(source_id)
+
+    def messages_by_id(self, scope: Scope, ids: Iterable[str]) -> list[StoredMessage]:
+        """The scope's messages with these ids (ids of other scopes are simply absent)."""
+        return self._log.messages_by_id(scope, ids)
+
+    def checkpoint(self) -> bool:
+        """Truncate the database's write-ahead log (after forgetting, the pages that held the text go too)."""
+        return self._db.checkpoint()
 
     def indexed_count(self, scope: Scope) -> int:
         """How many of the scope's messages have an index entry."""

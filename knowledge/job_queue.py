@@ -2,9 +2,16 @@
 
 - Jobs are the pending monitor / summarizer / reviewer work, stored before it runs so that a
   restart resumes it.
+- A job's progress is what a run of it decided and did so far (a model's verdict, the writes planned
+  and how many are applied), so a run after a crash continues it instead of repeating it; it goes
+  with the job.
 - Dead letters are work that failed for good (unreadable monitor output after a retry, a job out
   of attempts): visible to operators, never silently dropped. A job that runs out of attempts
   becomes one in the same transaction.
+
+Finished work keeps no text: a job that is done (or became a dead letter) is emptied of its payload
+at once and pruned later (`prune`); a dead letter keeps its text for the operator's retention period,
+and any forget that matches it erases it (`erase`).
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .forget_fence import fenced_write
+from .forget_target import ForgetTarget
 from .records import Scope
 from .sqlite import SQLiteDatabase, iso
 
@@ -44,6 +53,12 @@ CREATE TABLE IF NOT EXISTS jobs (
     created_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_pending ON jobs (state, seq);
+CREATE TABLE IF NOT EXISTS job_progress (
+    job_id TEXT PRIMARY KEY,
+    persona_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    progress TEXT NOT NULL
+);
 """
 
 
@@ -71,9 +86,15 @@ class Job:
     not_before: datetime
 
 
+def new_letter_id() -> str:
+    """A fresh dead-letter id, `dl_<hex>`."""
+    return f"dl_{uuid.uuid4().hex[:12]}"
+
+
 def _insert_dead_letter(db: sqlite3.Connection, letter: DeadLetter) -> None:
     db.execute(
-        "INSERT INTO dead_letters (id, kind, persona_id, user_id, payload, error, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR IGNORE INTO dead_letters (id, kind, persona_id, user_id, payload, error, at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
         (
             letter.id,
             letter.kind,
@@ -116,19 +137,47 @@ class JobQueue:
 
     def pending_jobs(self) -> list[Job]:
         """Every job not yet done, in the order it was enqueued."""
+        return self._pending()
+
+    def _pending(self, condition: str = "", params: tuple[str, ...] = ()) -> list[Job]:
         rows = self._db.query(
             "SELECT id, kind, persona_id, user_id, payload, attempts, not_before FROM jobs"
-            " WHERE state = 'pending' ORDER BY seq"
+            f" WHERE state = 'pending' {condition} ORDER BY seq",
+            params,
         )
         return [
             Job(row[0], row[1], Scope(row[2], row[3]), json.loads(row[4]), row[5], datetime.fromisoformat(row[6]))
             for row in rows
         ]
 
-    def complete(self, job_id: str) -> None:
-        """Mark a job done."""
+    def job(self, job_id: str) -> Job | None:
+        """The job if it is still pending (a forget may have erased or changed it meanwhile)."""
+        return next((job for job in self._pending("AND id = ?", (job_id,))), None)
+
+    def amend(self, job_id: str, payload: dict[str, Any]) -> None:
+        """Replace the payload of a job not yet started (a held monitor job learns how its turn ended)."""
         with self._db.transaction() as db:
-            db.execute("UPDATE jobs SET state = 'done' WHERE id = ?", (job_id,))
+            db.execute("UPDATE jobs SET payload = ? WHERE id = ?", (json.dumps(payload, ensure_ascii=False), job_id))
+
+    def progress(self, job_id: str) -> dict[str, Any]:
+        """What earlier runs of the job saved of their progress (empty for a first run)."""
+        rows = self._db.query("SELECT progress FROM job_progress WHERE job_id = ?", (job_id,))
+        return json.loads(rows[0][0]) if rows else {}
+
+    def save_progress(self, job: Job, progress: dict[str, Any]) -> None:
+        """Keep the job's progress so far, replacing what was kept before (never into a scope forgotten since
+        the job began: its plan may quote what was forgotten)."""
+        with fenced_write(job.scope), self._db.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO job_progress (job_id, persona_id, user_id, progress) VALUES (?, ?, ?, ?)",
+                (job.id, job.scope.persona_id, job.scope.user_id, json.dumps(progress, ensure_ascii=False)),
+            )
+
+    def complete(self, job_id: str) -> None:
+        """Mark a job done; what it carried and its progress are not kept."""
+        with self._db.transaction() as db:
+            db.execute(f"UPDATE jobs SET state = 'done', {_EMPTIED} WHERE id = ?", (job_id,))
+            db.execute("DELETE FROM job_progress WHERE job_id = ?", (job_id,))
 
     def retry_later(self, job_id: str, *, error: str, not_before: datetime) -> None:
         """Count a failed attempt and hold the job until `not_before`."""
@@ -140,20 +189,28 @@ class JobQueue:
 
     def give_up(self, job: Job, *, error: str, at: datetime) -> DeadLetter:
         """Move a job that is out of attempts to the dead letters, in one step."""
-        letter = DeadLetter(
-            f"dl_{uuid.uuid4().hex[:12]}", job.kind, job.scope, {"job_id": job.id, **job.payload}, error, at
-        )
-        with self._db.transaction() as db:
+        letter = DeadLetter(new_letter_id(), job.kind, job.scope, {"job_id": job.id, **job.payload}, error, at)
+        with fenced_write(job.scope), self._db.transaction() as db:
             _insert_dead_letter(db, letter)
-            db.execute("UPDATE jobs SET state = 'dead', last_error = ? WHERE id = ?", (error, job.id))
+            db.execute(f"UPDATE jobs SET state = 'dead', {_EMPTIED} WHERE id = ?", (job.id,))
+            db.execute("DELETE FROM job_progress WHERE job_id = ?", (job.id,))
         return letter
 
     # -- dead letters --------------------------------------------------------------------------
 
-    def dead_letter(self, kind: str, scope: Scope, payload: dict[str, Any], error: str, *, at: datetime) -> DeadLetter:
-        """Keep failed work where operators can see it."""
-        letter = DeadLetter(f"dl_{uuid.uuid4().hex[:12]}", kind, scope, payload, error, at)
-        with self._db.transaction() as db:
+    def dead_letter(
+        self,
+        kind: str,
+        scope: Scope,
+        payload: dict[str, Any],
+        error: str,
+        *,
+        at: datetime,
+        letter_id: str | None = None,
+    ) -> DeadLetter:
+        """Keep failed work where operators can see it; under a `letter_id` already kept, it is kept once."""
+        letter = DeadLetter(letter_id or new_letter_id(), kind, scope, payload, error, at)
+        with fenced_write(scope), self._db.transaction() as db:
             _insert_dead_letter(db, letter)
         return letter
 
@@ -171,3 +228,58 @@ class JobQueue:
             )
             for row in rows
         ]
+
+    # -- retention and erasure -----------------------------------------------------------------
+
+    def prune(self, *, dead_letters_before: datetime) -> int:
+        """Delete finished jobs, and dead letters written before the retention cutoff; returns how many rows went.
+
+        The write-ahead log is truncated after, so the pages that held their text leave it too."""
+        with self._db.transaction() as db:
+            jobs = db.execute("DELETE FROM jobs WHERE state != 'pending'").rowcount
+            letters = db.execute("DELETE FROM dead_letters WHERE at < ?", (iso(dead_letters_before),)).rowcount
+        self._db.checkpoint()
+        return jobs + letters
+
+    def forget(self, scope: Scope) -> int:
+        """Delete every job (with its progress) and dead letter of `scope`; returns how many rows went."""
+        params = (scope.persona_id, scope.user_id)
+        with self._db.transaction() as db:
+            return sum(
+                db.execute(f"DELETE FROM {table} WHERE persona_id = ? AND user_id = ?", params).rowcount
+                for table in ("dead_letters", "jobs", "job_progress")
+            )
+
+    def erase(self, scope: Scope, target: ForgetTarget) -> int:
+        """Erase what `target` matches from the scope's work: dead letters go, pending jobs lose the matching text.
+
+        A pending job stays (the rest of what it carries still needs doing); where its payload quoted the
+        forgotten text it now holds a placeholder, and progress that quoted it is dropped, so the job plans
+        again from what is left instead of writing the forgotten text back. Returns how many rows changed.
+        """
+        params = (scope.persona_id, scope.user_id)
+        letters = self._db.query(
+            "SELECT seq, payload, error FROM dead_letters WHERE persona_id = ? AND user_id = ?", params
+        )
+        doomed = [
+            (seq,) for seq, payload, error in letters if target.matches_serialized(payload) or target.matches(error)
+        ]
+        jobs = self._db.query("SELECT seq, payload, last_error FROM jobs WHERE persona_id = ? AND user_id = ?", params)
+        redacted = [
+            (json.dumps(target.redacted(json.loads(payload)), ensure_ascii=False), target.redacted(error), seq)
+            for seq, payload, error in jobs
+            if target.matches_serialized(payload) or target.matches(error)
+        ]
+        progress = self._db.query(
+            "SELECT job_id, progress FROM job_progress WHERE persona_id = ? AND user_id = ?", params
+        )
+        replan = [(job_id,) for job_id, saved in progress if target.matches_serialized(saved)]
+        with self._db.transaction() as db:
+            db.executemany("DELETE FROM dead_letters WHERE seq = ?", doomed)
+            db.executemany("UPDATE jobs SET payload = ?, last_error = ? WHERE seq = ?", redacted)
+            db.executemany("DELETE FROM job_progress WHERE job_id = ?", replan)
+        return len(doomed) + len(redacted) + len(replan)
+
+
+# A finished job keeps that it ran, not what it carried.
+_EMPTIED = "payload = '{}', last_error = ''"

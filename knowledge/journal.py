@@ -2,14 +2,16 @@
 
 Each part is its own module: the change log of memories (`change_log.py`), the job queue with its
 dead letters (`job_queue.py`) and the tokens spent (`token_usage.py`). The journal opens the file
-once for all three, and forgets a scope in all of them at once.
+once for all three; forgetting reaches the first two (token usage holds counts, never text).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 from .change_log import ChangeLog
+from .forget_target import ForgetTarget
 from .job_queue import JobQueue
 from .records import Scope
 from .sqlite import SQLiteDatabase
@@ -27,12 +29,16 @@ class Journal:
 
     def forget(self, scope: Scope) -> int:
         """Delete every history row, dead letter and job of `scope`; returns how many rows went."""
-        params = (scope.persona_id, scope.user_id)
-        with self._db.transaction() as db:
-            return sum(
-                db.execute(f"DELETE FROM {table} WHERE persona_id = ? AND user_id = ?", params).rowcount
-                for table in ("memory_history", "dead_letters", "jobs")
-            )
+        return self.changes.forget(scope) + self.jobs.forget(scope)
+
+    def erase(self, scope: Scope, memory_ids: Collection[str], target: ForgetTarget) -> int:
+        """Erase forgotten text of `scope`: change-log content of these memories or matching `target`, and
+        matching dead letters and job payloads; returns how many rows changed."""
+        return self.changes.scrub(scope, memory_ids, target) + self.jobs.erase(scope, target)
+
+    def checkpoint(self) -> bool:
+        """Truncate the file's write-ahead log, so the pages that held erased rows are gone from it too."""
+        return self._db.checkpoint()
 
     def close(self) -> None:
         """Close the database connection."""

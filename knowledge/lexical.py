@@ -49,6 +49,15 @@ def _stem(words: list[str]) -> list[str]:
     return stemmer.stemWords(words)
 
 
+def mentions(content: str, phrase: str) -> bool:
+    """Whether `content` contains `phrase` literally, case-insensitive; whole words only at Latin-script edges."""
+    if not phrase:
+        return False
+    start = r"(?<![A-Za-z0-9])" if phrase[0].isascii() and phrase[0].isalnum() else ""
+    end = r"(?![A-Za-z0-9])" if phrase[-1].isascii() and phrase[-1].isalnum() else ""
+    return re.search(start + re.escape(phrase) + end, content, re.IGNORECASE) is not None
+
+
 def tokenize(text: str) -> list[str]:
     """The search terms of `text`: stemmed English words without stopwords, CJK characters and pairs."""
     words: list[str] = []

@@ -13,7 +13,9 @@ Files written before origins existed have four fields; their memories read as le
 The user's chosen time zone, if any, is a header comment (`<!-- time zone: Europe/Berlin -->`).
 JSON holds every field of every record, so it restores memories exactly. Reading is fault-tolerant:
 a broken block is skipped with a warning naming its line, and the rest loads. Nothing here touches the
-store: `plan_import` only says what an import would change.
+store: `plan_import` only says what an import would change. Forgetting deletes the memory files of a scope that
+the companion wrote into the data directory (exports and their `.bak` copies) where they hold what was forgotten
+(`erase_memory_files`).
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal, cast
 
 from .decay import MemoryPolicy, current_importance
 from .discretion import describe_origin, parse_origin
+from .forget_target import ForgetTarget
 from .records import Category, MemoryRecord, Scope, new_memory_id
 
 FILE_CATEGORIES: tuple[Category, ...] = ("core", "fact", "episode")  # system memories live in the persona file
@@ -168,6 +172,34 @@ def parse_memory_file(text: str, scope: Scope) -> MemoryFile:
     if text.lstrip().startswith("{"):
         return _parse_json(text, scope)
     return _parse_markdown(text)
+
+
+MAX_MEMORY_FILE_BYTES = 64 * 1024 * 1024  # an export of even a huge scope is far smaller
+_NOT_MEMORY_FILES = (".sqlite3", ".sqlite3-wal", ".sqlite3-shm", ".sqlite3-journal", ".bin", ".pickle")
+
+
+def erase_memory_files(directory: Path, scope: Scope, target: ForgetTarget | None) -> list[Path]:
+    """Delete the memory files of `scope` under `directory` that hold `target` (None: all of them); returns them.
+
+    Only files that read as an export of this scope go (MEMORY.md or JSON, `.bak` copies included);
+    databases and vector files are never read here.
+    """
+    erased = []
+    for path in sorted(directory.rglob("*")):
+        if not path.is_file() or path.name.endswith(_NOT_MEMORY_FILES):
+            continue
+        if path.stat().st_size > MAX_MEMORY_FILE_BYTES:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if parse_memory_file(text, scope).scope != scope:
+            continue
+        if target is None or target.matches(text):
+            path.unlink()
+            erased.append(path)
+    return erased
 
 
 def _category(value: Any) -> Category:

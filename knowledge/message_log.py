@@ -8,6 +8,7 @@ platform id for edits and deletes, and deleted only when forgotten.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -44,6 +45,11 @@ _MIGRATIONS = (
     ("in_group", "ALTER TABLE messages ADD COLUMN in_group INTEGER NOT NULL DEFAULT 0"),
 )
 _SOURCE_INDEX = "CREATE INDEX IF NOT EXISTS messages_by_source ON messages (source_id)"
+
+
+def new_message_id() -> str:
+    """A fresh message id, `msg_<hex>`."""
+    return f"msg_{uuid.uuid4().hex[:16]}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +99,20 @@ class MessageLog:
         )
         return _message(rows[0]) if rows else None
 
+    def get(self, ids: Iterable[str]) -> list[StoredMessage]:
+        """The messages with these ids that are still stored, in the order they were stored."""
+        wanted = list(ids)
+        return self.select(f"id IN ({','.join('?' * len(wanted))})", tuple(wanted)) if wanted else []
+
     def messages_of(self, scope: Scope) -> list[StoredMessage]:
         """Every stored message of the scope, in every state and conversation, oldest first."""
         return self.select("persona_id = ? AND user_id = ?", (scope.persona_id, scope.user_id))
+
+    def messages_by_id(self, scope: Scope, ids: Iterable[str]) -> list[StoredMessage]:
+        """The scope's messages with these ids, oldest first (ids of other scopes are simply absent)."""
+        wanted = list(dict.fromkeys(ids))
+        marks = ",".join("?" * len(wanted))
+        return self.select(f"persona_id = ? AND user_id = ? AND id IN ({marks})", (*_key(scope), *wanted))
 
     def messages_after(self, seq: int, limit: int) -> list[tuple[int, StoredMessage]]:
         """Up to `limit` messages of any scope stored after position `seq`, with their positions, oldest first."""
@@ -144,6 +161,10 @@ class MessageLog:
         """The messages matching an SQL condition on the `messages` table, in the order they were stored."""
         rows = self.db.query(f"SELECT {_COLUMNS} FROM messages WHERE {where} ORDER BY seq", params)
         return [_message(row) for row in rows]
+
+
+def _key(scope: Scope) -> tuple[str, str]:
+    return scope.persona_id, scope.user_id
 
 
 _COLUMNS = "id, persona_id, conversation_id, user_id, role, speaker_name, content, sent_at, in_group"

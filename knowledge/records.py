@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,6 +33,12 @@ class Scope:
 def new_memory_id() -> str:
     """A fresh memory id, `mem_<hex>`."""
     return f"mem_{uuid.uuid4().hex[:12]}"
+
+
+def derived_memory_id(*parts: str) -> str:
+    """The memory id that `parts` (say, the messages an episode sums up) always give, `mem_<hex>`."""
+    digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+    return f"mem_{digest[:12]}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +74,7 @@ class MemoryRecord:
     until: datetime | None = None  # when a state ends, or ended: the moment a changed fact stopped being true
     replaced_by: str | None = None  # the memory that holds the new value of a fact that changed
     changed_at: datetime | None = None  # when the content last changed; None: as learned (`created_at`)
+    review_retry_at: datetime | None = None  # a requested review that has not run by then is asked again
 
     def __post_init__(self) -> None:
         if self.base_importance is None:

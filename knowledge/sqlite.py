@@ -1,9 +1,15 @@
-"""A small shared wrapper around one SQLite file: WAL, one lock, short transactions."""
+"""A small shared wrapper around one SQLite file: WAL, one lock, short transactions, deletes that erase.
+
+`secure_delete` makes SQLite overwrite what a delete or update frees with zeros, so a forgotten row
+leaves no bytes in free pages; the write-ahead log still holds older page images until a checkpoint
+truncates it (`checkpoint`), which forgetting asks for.
+"""
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -20,6 +26,7 @@ class SQLiteDatabase:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA secure_delete=ON")
         self.create(schema)
 
     def create(self, schema: str) -> None:
@@ -43,6 +50,16 @@ class SQLiteDatabase:
         """Rows of one read statement."""
         with self._lock:
             return self._db.execute(sql, params).fetchall()
+
+    def checkpoint(self, *, attempts: int = 50) -> bool:
+        """Copy the write-ahead log into the database and truncate it to nothing; False if readers kept it busy."""
+        for _ in range(attempts):
+            with self._lock:
+                busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if not busy:
+                return True
+            time.sleep(0.02)  # another connection to the file is mid-statement; it finishes quickly
+        return False
 
     def close(self) -> None:
         """Close the connection."""

@@ -1,8 +1,14 @@
-"""The knowledge base: memory records in chromadb, every operation confined to one scope."""
+"""The knowledge base: memory records in chromadb, every operation confined to one scope.
+
+A write a background job makes is fenced (`forget_fence.py`): a job that began before its scope was
+forgotten cannot write a memory back. Deleting in chromadb leaves the text on disk (its write-ahead
+queue, free pages, the full-text index); `erase_remnants` removes it (`chroma_erasure.py`).
+"""
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -14,9 +20,12 @@ import chromadb
 import numpy as np
 from chromadb.config import Settings as ChromaSettings
 
-from .decay import MemoryPolicy, PolicyFor, base_of, current_importance, default_policy, next_due
+from . import chroma_erasure
+from .decay import MemoryPolicy, PolicyFor, base_of, current_importance, default_policy, due_for_review, next_due
 from .discretion import PRIVATE, Audience
 from .embedding import Embedder
+from .forget_fence import fenced_write
+from .forget_target import ForgetTarget
 from .records import CATEGORIES, Category, MemoryRecord, ReviewKind, Scope, ScoredMemory, Source, new_memory_id
 from .scope_cache import ScopeCache, ScopeSnapshot
 from .search_index import QueryEncoder
@@ -54,6 +63,7 @@ class KnowledgeBase(Protocol):
         learned_in: str | None = None,
         about: datetime | None = None,
         until: datetime | None = None,
+        memory_id: str | None = None,
     ) -> MemoryRecord: ...
 
     def search(
@@ -89,11 +99,14 @@ class KnowledgeBase(Protocol):
         until: datetime | NoDate | None = None,
         replaced_by: str | None = None,
         changed_at: datetime | None = None,
+        review_retry_at: datetime | None = None,
     ) -> MemoryRecord | None: ...
 
     def delete(self, scope: Scope, ids: Iterable[str]) -> int: ...
 
     def forget_all(self, scope: Scope) -> int: ...
+
+    def erase_remnants(self, target: ForgetTarget) -> bool: ...
 
     def add_records(self, records: Sequence[MemoryRecord]) -> None: ...
 
@@ -156,9 +169,16 @@ def _storable(importance: float) -> float:
 
 
 def _decay_state(record: MemoryRecord, policy: MemoryPolicy) -> dict[str, Any]:
-    """The metadata the decay pass reads and writes: the review flag and when the pass must act next."""
-    due = next_due(record, policy)
-    return {"review_pending": record.review_pending or "", "due_at": NEVER_DUE if due is None else _timestamp(due)}
+    """The metadata the decay pass reads and writes: the review flag, its retry time, and when the pass must
+    act next: `review_due_at` if that act is asking for a review (capped per pass), else `due_at`."""
+    due = NEVER_DUE if (moment := next_due(record, policy)) is None else _timestamp(moment)
+    review = due_for_review(record, policy)
+    return {
+        "review_pending": record.review_pending or "",
+        "review_retry_at": 0.0 if record.review_retry_at is None else _timestamp(record.review_retry_at),
+        "due_at": NEVER_DUE if review else due,
+        "review_due_at": due if review else NEVER_DUE,
+    }
 
 
 def _metadata(record: MemoryRecord, policy: MemoryPolicy) -> dict[str, Any]:
@@ -214,6 +234,7 @@ def _record(memory_id: str, content: str, meta: dict[str, Any]) -> MemoryRecord:
         until=_optional_moment(meta.get("until")),
         replaced_by=meta.get("replaced_by") or None,
         changed_at=_optional_moment(meta.get("changed_at")),
+        review_retry_at=_moment(meta["review_retry_at"]) if meta.get("review_retry_at") else None,  # absent: older
     )
 
 
@@ -233,20 +254,25 @@ class ChromaKnowledgeBase:
         policy_for: PolicyFor = default_policy,
         cache_scopes: bool = True,
         queries: QueryEncoder | None = None,
+        files: Path | None = None,
     ) -> None:
         """`cache_scopes`: answer searches from in-process snapshots (only for a store no other process writes).
-        `queries`: the query encoder shared with the conversation history, so one message is embedded once."""
+        `queries`: the query encoder shared with the conversation history, so one message is embedded once.
+        `files`: the embedded store's directory, where forgetting erases what chromadb leaves behind."""
         self._embedder = embedder
         self._queries = queries or QueryEncoder(embedder)
         self._now = now
         self.policy_for = policy_for
         self._cache = ScopeCache(self._load_scope) if cache_scopes else None
+        self._files = files
+        self._chroma = threading.RLock()  # erasing rewrites chromadb's database: no call of ours may run meanwhile
         # embedding_function=None: vectors always come from our offline embedder, never chromadb's default.
-        self._collection = client.get_or_create_collection(
+        collection = client.get_or_create_collection(
             COLLECTION,
             embedding_function=None,
             metadata={"hnsw:space": "cosine", "embedder": embedder.name},
         )
+        self._collection = _Serialized(collection, self._chroma)
         stored_embedder = (self._collection.metadata or {}).get("embedder")
         if stored_embedder and stored_embedder != embedder.name:
             log.warning(
@@ -270,9 +296,13 @@ class ChromaKnowledgeBase:
         learned_in: str | None = None,
         about: datetime | None = None,
         until: datetime | None = None,
+        memory_id: str | None = None,
     ) -> MemoryRecord:
         """Store a new memory in `scope` and return it; `learned_in`: the group it was learned in (None: private);
-        `about`: the moment a plan or event refers to; `until`: when a state ends."""
+        `about`: the moment a plan or event refers to; `until`: when a state ends.
+
+        `memory_id`: the id a background job planned it under; a second write of it (the job re-run
+        after a crash) replaces the first instead of adding a copy."""
         if category not in CATEGORIES:
             raise ValueError(f"unknown category {category!r}")
         content = content.strip()
@@ -280,7 +310,7 @@ class ChromaKnowledgeBase:
             raise ValueError("a memory needs some content")
         now = self._now()
         record = MemoryRecord(
-            id=new_memory_id(),
+            id=memory_id or new_memory_id(),
             scope=scope,
             content=content,
             category=category,
@@ -298,7 +328,9 @@ class ChromaKnowledgeBase:
         )
         vector = self._embedder.embed_passages([content])
         metadata = _metadata(record, self.policy_for(scope.persona_id))
-        self._collection.add(ids=[record.id], documents=[content], metadatas=[metadata], embeddings=vector)
+        write = self._collection.add if memory_id is None else self._collection.upsert
+        with fenced_write(scope):
+            write(ids=[record.id], documents=[content], metadatas=[metadata], embeddings=vector)
         if snapshot := self._written(scope):
             snapshot.put(record, vector[0])
         return record
@@ -369,6 +401,7 @@ class ChromaKnowledgeBase:
         until: datetime | NoDate | None = None,
         replaced_by: str | None = None,
         changed_at: datetime | None = None,
+        review_retry_at: datetime | None = None,
     ) -> MemoryRecord | None:
         """Change one memory of `scope`; returns the new record, or None if `scope` has no such id.
 
@@ -389,6 +422,7 @@ class ChromaKnowledgeBase:
                 ("shared", shared),
                 ("replaced_by", replaced_by),
                 ("changed_at", changed_at),
+                ("review_retry_at", review_retry_at),
             )
             if value is not None
         }
@@ -405,15 +439,15 @@ class ChromaKnowledgeBase:
             changes["review_pending"] = review_pending or None
         record = replace(found[0], **changes)
         metadata = _metadata(record, self.policy_for(scope.persona_id))
-        vector = None
-        if content is None:
-            # documents without embeddings would make chromadb embed them with its own (downloaded) model
-            self._collection.update(ids=[record.id], metadatas=[metadata])
-        else:
-            vector = self._embedder.embed_passages([record.content])
-            self._collection.update(
-                ids=[record.id], documents=[record.content], metadatas=[metadata], embeddings=vector
-            )
+        vector = None if content is None else self._embedder.embed_passages([record.content])
+        with fenced_write(scope):
+            if vector is None:
+                # documents without embeddings would make chromadb embed them with its own (downloaded) model
+                self._collection.update(ids=[record.id], metadatas=[metadata])
+            else:
+                self._collection.update(
+                    ids=[record.id], documents=[record.content], metadatas=[metadata], embeddings=vector
+                )
         if snapshot := self._written(scope):
             snapshot.put(record, None if vector is None else vector[0])
         return self._current([record])[0]
@@ -439,6 +473,17 @@ class ChromaKnowledgeBase:
         if self._cache is not None:
             self._cache.drop(scope)
         return len(owned)
+
+    def erase_remnants(self, target: ForgetTarget) -> bool:
+        """Remove from chromadb's files what its deletes leave behind, and superseded versions matching `target`.
+
+        False for a Chroma server, whose files this process cannot reach (its operator's maintenance must do it).
+        """
+        if self._files is None:
+            return False
+        with self._chroma:
+            chroma_erasure.erase_remnants(self._files / chroma_erasure.DATABASE, target)
+        return True
 
     def count(self, scope: Scope) -> int:
         """How many memories `scope` holds."""
@@ -487,7 +532,8 @@ class ChromaKnowledgeBase:
     def iter_due_record_pages(
         self, now: datetime, *, page_size: int = MAINTENANCE_PAGE
     ) -> Iterator[list[MemoryRecord]]:
-        """The memories of every scope that the decay pass must act on at `now`, as of `now`, a page at a time.
+        """The memories of every scope that the decay pass must act on at `now` other than by asking for a
+        review (see `fetch_review_due_records`), as of `now`, a page at a time.
 
         One range query over `due_at` (kept by every write) finds them; the ids are listed first and
         then read by id, so changing or deleting records between pages neither skips nor repeats any.
@@ -496,8 +542,18 @@ class ChromaKnowledgeBase:
         for start in range(0, len(ids), page_size):
             yield self._current(self._fetch(ids=ids[start : start + page_size]), now)
 
+    def fetch_review_due_records(self, now: datetime, *, limit: int) -> list[MemoryRecord]:
+        """At most `limit` of the memories (of any scope) whose review the decay pass must ask for at `now`.
+
+        Only as many as the pass may request are read: the rest of a backlog waits in the store, unread,
+        until a later pass has room for it."""
+        if limit <= 0:
+            return []
+        ids = self._collection.get(where={"review_due_at": {"$lte": _timestamp(now)}}, limit=limit, include=[])["ids"]
+        return self._current(self._fetch(ids=ids), now) if ids else []
+
     def write_decay_state_many(self, records: Sequence[MemoryRecord]) -> None:
-        """Write the review flag of records of any scope, and with it when the pass must act on them next.
+        """Write the review flag and wait of records of any scope, and with them when the pass must act next.
 
         Only those two keys are written (chromadb merges them into the stored metadata), so a boost
         that lands after the pass read a record keeps its base and last access; the due time computed
@@ -533,6 +589,25 @@ def _allowed(
     if audience.sees_everything:
         return matching
     return lambda record: audience.may_use(record) and matching(record)
+
+
+class _Serialized:
+    """A chromadb collection whose every call holds `lock`, so erasing never runs beside one of ours."""
+
+    def __init__(self, collection: Any, lock: threading.RLock) -> None:
+        self._collection = collection
+        self._lock = lock
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._collection, name)
+        if not callable(method):
+            return method
+
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return method(*args, **kwargs)
+
+        return locked
 
 
 def _records_of(result: Any) -> list[MemoryRecord]:

@@ -7,10 +7,9 @@ it are not deleted: they become `archived` until the summarizer turns them into 
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 
-from .message_log import MessageLog, MessageRole, StoredMessage
+from .message_log import MessageLog, MessageRole, StoredMessage, new_message_id
 
 
 class WorkingMemory:
@@ -40,10 +39,13 @@ class WorkingMemory:
         sent_at: datetime,
         source_id: str | None = None,
         in_group: bool = False,
+        message_id: str | None = None,
     ) -> StoredMessage:
-        """Store a message durably and move the oldest out of the window when it overflows."""
+        """Store a message durably and move the oldest out of the window when it overflows.
+
+        `message_id`: an id chosen beforehand, so work about the message can be recorded before it is stored."""
         message = StoredMessage(
-            id=f"msg_{uuid.uuid4().hex[:16]}",
+            id=message_id or new_message_id(),
             persona_id=persona_id,
             conversation_id=conversation_id,
             user_id=user_id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -10,6 +11,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from .lorebook import Lorebook
+
+log = logging.getLogger(__name__)
 
 PERSONA_DIR = Path(__file__).parent
 DEFAULT_PERSONA_ID = "xiaoxiang"
@@ -116,6 +119,8 @@ def load_persona(path: Path) -> Persona:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise PersonaError(f"{path.name}: cannot be read ({error.strerror})") from error
+    except UnicodeDecodeError as error:
+        raise PersonaError(f"{path.name}: not UTF-8 text (byte {error.start}; a binary file?)") from error
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
@@ -159,6 +164,7 @@ class PersonaRegistry:
     def __init__(self, *directories: Path) -> None:
         self.directories = directories or (PERSONA_DIR,)
         self._cache: dict[str, tuple[tuple[Path, float] | None, Persona]] = {}
+        self._broken: dict[str, tuple[Path, float] | None] = {}  # the broken version last warned about
 
     @property
     def directory(self) -> Path:
@@ -184,11 +190,24 @@ class PersonaRegistry:
         return load_persona(path)
 
     def get(self, persona_id: str) -> Persona:
-        """Like `load`, but re-reads the file only when it changed."""
+        """Like `load`, but re-reads the file only when it changed.
+
+        A file that breaks while in use (a half-saved edit, a bad paste) does not stop the persona: the
+        version loaded last keeps serving, with a warning, until the file is fixed.
+        """
         path = self.path(persona_id)
         version = (path, path.stat().st_mtime) if path is not None else None
         cached = self._cache.get(persona_id)
-        if cached is None or cached[0] != version:
-            cached = (version, self.load(persona_id))
-            self._cache[persona_id] = cached
-        return cached[1]
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        try:
+            persona = self.load(persona_id)
+        except PersonaError as error:
+            if cached is None:
+                raise
+            if self._broken.get(persona_id) != version:
+                self._broken[persona_id] = version
+                log.warning("%s; still using the version loaded before", error)
+            return cached[1]
+        self._cache[persona_id] = (version, persona)
+        return persona

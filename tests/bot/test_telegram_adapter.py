@@ -123,6 +123,17 @@ async def test_a_private_message_is_answered_in_its_chat_after_a_typing_action(
     assert fake_openai.requests_for("chat-model")[0].messages[-1]["content"] == "hi there"
 
 
+async def test_a_broken_emoji_is_kept_as_a_replacement_character_and_answered(
+    telegram: Application, app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", "I see a broken emoji.", "Two messages, both kept.")
+    await feed(telegram, message("look \ud83d here", user=ALICE, chat=private(ALICE)))  # a lone surrogate
+    await feed(telegram, message("and the next one", user=ALICE, chat=private(ALICE)))
+    assert fake_telegram.sent_texts() == ["I see a broken emoji.", "Two messages, both kept."]
+    window = app.working_memory.window("xiaoxiang", f"telegram:chat:{ALICE['id']}")
+    assert [stored.content for stored in window if stored.role == "user"] == ["look \ufffd here", "and the next one"]
+
+
 async def test_a_long_reply_is_split_at_the_telegram_limit(
     telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from typing import Any
 
@@ -14,6 +15,7 @@ from core.phrasebook import EMPTY_MESSAGE, too_long
 from knowledge.embedding import Embedder
 from knowledge.records import Scope
 from knowledge.store import ChromaKnowledgeBase
+from personas.loader import PERSONA_DIR
 from tests.fakes.clock import FakeClock
 from tests.fakes.messages import make_message
 from tests.fakes.openai_server import FakeError, FakeHang, FakeOpenAIServer
@@ -102,14 +104,21 @@ async def test_empty_messages_get_a_clear_answer_without_an_llm_call(
     assert fake_openai.requests_for("chat-model") == []
 
 
-async def test_a_message_beyond_the_budget_is_kept_and_explained(
+async def test_a_message_beyond_the_budget_is_refused_unstored_and_the_conversation_goes_on(
     companion: Companion, fake_openai: FakeOpenAIServer, settings: Settings
 ) -> None:
-    long_text = "lorem ipsum " * 5000  # ~10k tokens: more than the 8k context
+    fake_openai.script("chat-model", "Hi Alice!", "We were saying hello.")
+    await (await companion.handle(make_message("hello"))).text()
+    long_text = "lorem ipsum " * 8250  # 99,000 characters, ~16k tokens: more than the 8k context
     result = await companion.handle(make_message(long_text))
     assert (await result.text()).startswith("That message is too long for me to read in one go")
-    assert fake_openai.requests_for("chat-model") == []
-    assert stored_texts(settings) == [long_text]
+    assert not result.completed and len(fake_openai.requests_for("chat-model")) == 1
+    assert stored_texts(settings) == ["hello", "Hi Alice!"]
+
+    # the refused message cannot crowd the conversation out of the next prompt
+    await (await companion.handle(make_message("where were we?"))).text()
+    next_prompt = fake_openai.requests_for("chat-model")[-1]
+    assert [message["content"] for message in next_prompt.messages[1:]] == ["hello", "Hi Alice!", "where were we?"]
 
     absurd = await companion.handle(make_message("x" * (MAX_MESSAGE_CHARS + 1)))
     assert await absurd.text() == too_long(MAX_MESSAGE_CHARS + 1, MAX_MESSAGE_CHARS)
@@ -140,7 +149,7 @@ async def test_forget_everything_removes_every_layer(
     await companion.tasks.drain()  # the turn's messages are indexed as history
     assert companion.history.search(alice, "spiders")[0].message.content == "spiders scare me"
 
-    report = await companion.forget_everything(alice)
+    report = await companion.forgetting.everything(alice)
     assert (report.memories, report.messages) == (1, 2)
     assert kb.search(alice, "spiders") == []
     assert companion.history.search(alice, "spiders") == [] and companion.history.indexed_count(alice) == 0
@@ -158,11 +167,12 @@ async def test_forget_what_also_forgets_the_messages_that_mention_it(
     await (await companion.handle(make_message("I adopted a kitten"))).text()
     await companion.tasks.drain()
 
-    found = await companion.memories_about(alice, "my ex Tom")
-    assert [item.content for item in found] == ["Alice's ex Tom moved to Berlin", "my ex Tom called me yesterday"]
-    assert await companion.forget_memories(alice, [item.id for item in found]) == 2
+    plan = await companion.forgetting.find(alice, "my ex Tom")
+    assert [item.content for item in plan.found] == ["Alice's ex Tom moved to Berlin", "my ex Tom called me yesterday"]
+    report = await companion.forgetting.forget(plan)
+    assert (report.memories, report.messages) == (1, 1)
 
-    assert await companion.memories_about(alice, "Tom") == []
+    assert (await companion.forgetting.find(alice, "Tom")).found == []
     results = await companion.search(alice, "Tom")
     assert all("Tom" not in hit.record.content for hit in results.memories)
     assert all("Tom" not in hit.message.content for hit in results.messages)
@@ -170,7 +180,7 @@ async def test_forget_what_also_forgets_the_messages_that_mention_it(
     assert companion.responses.working_memory.log.count(alice) == 3
 
 
-async def test_forget_typed_in_chat_also_forgets_the_messages_that_mention_it(
+async def test_forget_typed_in_chat_also_forgets_the_messages_that_mention_it_and_the_request(
     companion: Companion, fake_openai: FakeOpenAIServer, alice: Scope
 ) -> None:
     fake_openai.set_default("monitor-model", "[SKIP]")
@@ -178,12 +188,8 @@ async def test_forget_typed_in_chat_also_forgets_the_messages_that_mention_it(
     await (await companion.handle(make_message("I adopted a kitten"))).text()
     await (await companion.handle(make_message("please forget my ex Tom"))).text()
     await companion.tasks.drain()
-    assert [message.content for message in companion.history.messages(alice)] == [
-        "ok",
-        "I adopted a kitten",
-        "ok",
-        "ok",
-    ]
+    # the request itself quoted what is forgotten, and its reply went with it
+    assert [message.content for message in companion.history.messages(alice)] == ["ok", "I adopted a kitten", "ok"]
     assert all(hit.relevance <= 0.5 for hit in companion.history.search(alice, "Tom", limit=10))
 
 
@@ -287,6 +293,21 @@ async def test_forget_everything_also_forgets_the_users_choice_to_share(
 ) -> None:
     await companion.share(alice, "on")
     await companion.share(bob, "on")
-    await companion.forget_everything(alice)
+    await companion.forgetting.everything(alice)
     assert not companion.user_settings.shares_in_groups(alice)  # back to the default that protects her
     assert companion.user_settings.shares_in_groups(bob)
+
+
+async def test_while_the_persona_file_is_broken_messages_are_answered_and_stored(
+    companion: Companion, fake_openai: FakeOpenAIServer, settings: Settings
+) -> None:
+    own = settings.own_persona_dir / "xiaoxiang.yaml"
+    own.parent.mkdir(parents=True)
+    own.write_text(PERSONA_DIR.joinpath("xiaoxiang.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    fake_openai.script("chat-model", "first", "second")
+    assert await (await companion.handle(make_message("before the edit"))).text() == "first"
+    own.write_text("name: [a half-saved edit\n", encoding="utf-8")
+    os.utime(own, (own.stat().st_atime, own.stat().st_mtime + 5))
+    assert await (await companion.handle(make_message("during the broken edit"))).text() == "second"
+    assert stored_texts(settings) == ["before the edit", "first", "during the broken edit", "second"]
+    assert "小祥" in fake_openai.requests_for("chat-model")[-1].messages[0]["content"]

@@ -13,7 +13,7 @@ import pytest
 
 from bot.app import App
 from core.errors import LLMError
-from core.knowledge_monitor import UNREADABLE, KnowledgeMonitor, Turn, restates
+from core.knowledge_monitor import NO_REPLY, UNREADABLE, KnowledgeMonitor, Turn, restates
 from core.llm import count_message_tokens, count_tokens
 from core.monitor_ops import Add, Boost, Change, Delete, Skip, Update, parse_ops
 from core.types import ChatMessage
@@ -30,12 +30,12 @@ MONITOR = "monitor-model"
 
 @pytest.fixture
 def monitor(app: App, kb: ChromaKnowledgeBase, journal: Journal, clock: FakeClock) -> KnowledgeMonitor:
-    return KnowledgeMonitor(app.llm, kb, journal.changes, journal.jobs, clock, kb.policy_for)
+    return KnowledgeMonitor(app.llm, kb, journal.changes, journal.jobs, clock, kb.policy_for, app.companion.forgetting)
 
 
 def make_turn(
     user_text: str,
-    reply_text: str = "嗯嗯，小祥记住啦～",
+    reply_text: str | None = "嗯嗯，小祥记住啦～",
     *,
     shown: tuple[str, ...] = (),
     speaker: str = "Alice",
@@ -428,7 +428,9 @@ async def test_a_personas_memory_rules_apply(
     memory = kb.add(alice, "主人喜欢拉面", category="fact", source="user")
     fake_openai.script(MONITOR, f"[BOOST:{memory.id}]")
     eager = MemoryPolicy().overridden({"boost": 0.5})  # as a persona file's memory_rules would say
-    monitor = KnowledgeMonitor(app.llm, kb, journal.changes, journal.jobs, clock, lambda persona_id: eager)
+    monitor = KnowledgeMonitor(
+        app.llm, kb, journal.changes, journal.jobs, clock, lambda persona_id: eager, app.companion.forgetting
+    )
     await monitor.review_turn(persona, alice, make_turn("拉面!", shown=(memory.id,)))
     assert kb.get(alice, [memory.id])[0].importance == pytest.approx(1.5)
 
@@ -668,7 +670,14 @@ def zoned_monitor(
 ) -> KnowledgeMonitor:
     app.companion.user_settings.set_time_zone(alice, ZoneInfo("Asia/Shanghai"))
     return KnowledgeMonitor(
-        app.llm, kb, journal.changes, journal.jobs, clock, kb.policy_for, user_settings=app.companion.user_settings
+        app.llm,
+        kb,
+        journal.changes,
+        journal.jobs,
+        clock,
+        kb.policy_for,
+        app.companion.forgetting,
+        user_settings=app.companion.user_settings,
     )
 
 
@@ -745,3 +754,22 @@ async def test_a_change_keeps_the_old_value_as_the_past_and_an_update_does_not(
     fake_openai.script(MONITOR, f"[CHANGE:{episode.id}] talked more")
     report = await monitor.review_turn(persona, alice, make_turn("hm", shown=(episode.id,)))
     assert [reason for _, reason in report.rejected] == ["only a fact can change over time"]
+
+
+async def test_a_turn_without_a_reply_is_learned_from_but_boosts_nothing(
+    monitor: KnowledgeMonitor, persona: Persona, kb: ChromaKnowledgeBase, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    city = kb.add(alice, "主人住在北京", category="fact", source="user")
+    ramen = kb.add(alice, "主人喜欢拉面", category="fact", source="user")
+    # nothing was shown to a chat model: the monitor recalls the memories the message is about itself
+    fake_openai.script(MONITOR, lambda body: f"[UPDATE:{city.id}] 主人住在上海\n[BOOST:{ramen.id}]\n[ADD] 主人喜欢拉面")
+    report = await monitor.review_turn(persona, alice, make_turn("我搬到上海了，还是最爱北京的拉面", None))
+
+    prompt = fake_openai.requests_for(MONITOR)[0].messages[1]["content"]
+    assert f"小祥: {NO_REPLY}" in prompt and f"[{city.id}] 主人住在北京" in prompt
+    assert report.applied == [Update(city.id, "主人住在上海")]
+    assert [reason for _, reason in report.rejected] == [
+        "the turn has no reply: no memory shaped one",
+        f"duplicate of {ramen.id}; nothing is boosted in a turn without a reply",
+    ]
+    assert kb.get(alice, [ramen.id])[0].hits == 0

@@ -10,7 +10,7 @@ from core.errors import LLMError
 from core.llm import ModelSettings, OpenAIClient, count_tokens
 from core.types import ROLES, ChatMessage
 from personas.loader import ModelChoice, RoleName
-from tests.fakes.openai_server import FakeError, FakeHang, FakeOpenAIServer
+from tests.fakes.openai_server import FakeCut, FakeError, FakeHang, FakeOpenAIServer
 
 HELLO = [ChatMessage("system", "You are terse."), ChatMessage("user", "hi")]
 
@@ -104,3 +104,12 @@ async def test_token_usage_is_reported_per_call(fake_openai: FakeOpenAIServer) -
 
 def test_persona_files_know_the_same_roles_as_the_pipeline() -> None:
     assert get_args(RoleName) == ROLES
+
+
+async def test_a_stream_cut_before_its_end_is_an_llm_error(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script("chat-model", FakeCut("a reply that never finishes", chunks=2))
+    pieces: list[str] = []
+    with pytest.raises(LLMError, match="cut off"):
+        async for piece in client(fake_openai, retries=0).stream(HELLO, role="chat"):
+            pieces.append(piece)
+    assert pieces == ["a re", "ply "]  # what came before the cut was streamed; the end never came

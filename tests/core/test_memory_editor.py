@@ -100,3 +100,12 @@ async def test_an_import_applies_its_updates_additions_and_deletions_with_the_fi
         ("mem_imported", "add", "operator", None, "Alice's birthday is 3 May", "imported from MEMORY.md"),
         (dropped.id, "delete", "operator", None, None, "forgotten at the operator's request"),
     ]
+
+
+async def test_an_edit_of_another_scopes_memory_writes_nothing_to_the_callers_change_log(
+    companion: Companion, kb: ChromaKnowledgeBase, journal: Journal, alice: Scope, bob: Scope
+) -> None:
+    bobs = kb.add(bob, "Bob's PIN is 1234", category="fact", source="user")
+    posing = replace(bobs, scope=alice)
+    assert companion.editor.edit(MemoryEdit(posing, content="leaked")) is None
+    assert changes(journal, alice) == [] and changes(journal, bob) == []

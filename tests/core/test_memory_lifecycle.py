@@ -8,6 +8,7 @@ from bot.app import App, build_app
 from bot.config import Settings
 from core.knowledge_monitor import Turn
 from core.memory_lifecycle import MONITOR_JOB, REVIEW_JOB, SUMMARIZE_JOB
+from core.types import StoredTurn
 from knowledge.embedding import Embedder
 from knowledge.records import Scope
 from knowledge.store import ChromaKnowledgeBase
@@ -46,20 +47,40 @@ def say(app: App, scope: Scope, text: str, conversation_id: str = "dm:cli:alice"
     )
 
 
-async def test_a_finished_turn_becomes_one_monitor_job_of_its_scope(app: App, alice: Scope) -> None:
-    app.lifecycle.turn_finished(alice, turn())
-    stored_turn = {**asdict(turn()), "shown_ids": ["mem_1"], "message_ids": ["msg_1", "msg_2"]}  # as JSON keeps it
-    assert pending(app) == [(MONITOR_JOB, alice, {"turn": stored_turn})]
+async def test_a_started_turn_writes_its_monitor_job_at_once_and_holds_it_until_the_turn_ends(
+    app: App, alice: Scope
+) -> None:
+    end = app.lifecycle.turn_started(alice, "dm:cli:alice", "msg_1", group=False)
+    held = {"conversation_id": "dm:cli:alice", "message_id": "msg_1", "group": False}  # ids, never text
+    assert pending(app) == [(MONITOR_JOB, alice, held)]
     await app.companion.tasks.drain()
+    assert pending(app) == [(MONITOR_JOB, alice, held)]  # not started while the turn goes on
+
+    end(StoredTurn(message_id="msg_1", reply_id="msg_2", reply_text="What is its name?", shown_ids=("mem_1",)))
+    assert pending(app) == [(MONITOR_JOB, alice, {**held, "reply_id": "msg_2", "shown_ids": ["mem_1"]})]
+    await app.companion.tasks.drain()
+    assert pending(app) == []
 
 
-async def test_a_turn_whose_conversation_overflowed_also_queues_a_summary(app: App, alice: Scope) -> None:
+async def test_a_turn_whose_conversation_overflowed_also_queues_a_summary_reply_or_not(app: App, alice: Scope) -> None:
+    end = app.lifecycle.turn_started(alice, "dm:cli:alice", "msg_1", group=False)
     say(app, alice, "hello")
     app.working_memory.close_window(alice.persona_id, "dm:cli:alice")  # as an overflow leaves it: archived
-    app.lifecycle.turn_finished(alice, turn())
+    end(None)
     assert [kind for kind, _, _ in pending(app)] == [MONITOR_JOB, SUMMARIZE_JOB]
     assert pending(app)[1] == (SUMMARIZE_JOB, alice, {"conversation_id": "dm:cli:alice"})
     await app.companion.tasks.drain()
+
+
+async def test_a_monitor_job_written_before_jobs_carried_message_ids_still_runs(
+    app: App, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    fake_openai.set_default("monitor-model", "[SKIP]")
+    app.journal.jobs.enqueue(MONITOR_JOB, alice, {"turn": asdict(turn())}, at=app.companion.clock.now())
+    app.companion.tasks.resume()
+    await app.companion.tasks.drain()
+    [request] = fake_openai.requests_for("monitor-model")
+    assert "I adopted a cat" in request.messages[1]["content"] and pending(app) == []
 
 
 async def test_the_decay_pass_queues_a_decay_review_for_each_memory_that_asks_for_one(
@@ -73,7 +94,7 @@ async def test_the_decay_pass_queues_a_decay_review_for_each_memory_that_asks_fo
     report = await app.lifecycle.run_decay()
     await app.companion.tasks.drain()
 
-    assert report.reviews == [(alice, fading.id)]
+    assert report.reviews == [(alice, fading.id, "decay")]
     [request] = fake_openai.requests_for("reviewer-model")
     assert "Alice once tried Vue" in request.messages[1]["content"]
     assert [(change.memory_id, change.action) for change in app.journal.changes.changes(alice)] == [(fading.id, "keep")]

@@ -218,6 +218,7 @@ async def test_the_prompt_has_the_memory_its_relatives_and_the_criteria(
     fake_openai.script(REVIEWER, "[KEEP]", "[KEEP]")
 
     await reviewer.review(persona, alice, memory.id, "promote")
+    kb.update(alice, memory.id, review_pending="decay")
     await reviewer.review(persona, alice, memory.id, "decay")
 
     promote, decay = fake_openai.requests_for(REVIEWER)
@@ -239,3 +240,20 @@ async def test_a_model_failure_propagates_and_changes_nothing(
     with pytest.raises(LLMError):
         await reviewer.review(persona, alice, memory.id, "promote")
     assert current(kb, alice, memory) == memory
+
+
+async def test_a_review_no_longer_waited_for_is_settled_without_a_model_call(
+    reviewer: MemoryReviewer,
+    persona: Persona,
+    kb: ChromaKnowledgeBase,
+    journal: Journal,
+    fake_openai: FakeOpenAIServer,
+    alice: Scope,
+) -> None:
+    memory = pending(kb, alice, "主人喜欢拉面", 2.6, "promote")
+    fake_openai.script(REVIEWER, "Lasting. [PROMOTE]")
+    first = await reviewer.review(persona, alice, memory.id, "promote")
+    again = await reviewer.review(persona, alice, memory.id, "promote")  # a duplicate request, or a retry
+    assert (first.verdict, again.verdict) == ("promote", "settled")
+    assert len(fake_openai.requests_for(REVIEWER)) == 1
+    assert [change.action for change in journal.changes.changes(alice, memory.id)] == ["promote"]

@@ -20,13 +20,14 @@ from bot.app import build_app
 from bot.config import Settings
 from core import phrasebook
 from core.companion import Companion
+from core.knowledge_monitor import NO_REPLY
 from knowledge.decay import MemoryPolicy
 from knowledge.embedding import Embedder
 from knowledge.records import Scope
 from knowledge.store import ChromaKnowledgeBase
 from knowledge.temporal import without_stamp
 from tests.fakes.clock import FakeClock
-from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.openai_server import FakeCut, FakeError, FakeOpenAIServer
 from tests.fakes.scenario import (
     CHAT,
     MONITOR,
@@ -568,6 +569,55 @@ async def test_background_work_left_at_shutdown_runs_exactly_once_after_a_restar
         assert [record.content for record in third.companion.knowledge.list(alice)] == [flight]
     finally:
         await third.aclose()
+
+
+# -- 9b. every message reaches the monitor, reply or not ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("said", "fact"),
+    [("remember that my locker code is LOCK-9913", "my locker code is LOCK-9913"), ("记住我喜欢拉面", "我喜欢拉面")],
+)
+@pytest.mark.parametrize("failure", ["the chat model failed", "the answer was empty", "the stream was cut", "died"])
+async def test_what_the_user_says_reaches_the_monitor_whatever_becomes_of_the_reply(
+    settings: Settings,
+    clock: FakeClock,
+    embedder: Embedder,
+    fake_openai: FakeOpenAIServer,
+    alice: Scope,
+    said: str,
+    fact: str,
+    failure: str,
+) -> None:
+    answer = {
+        "the chat model failed": FakeError(500, times=3),
+        "the answer was empty": "   ",
+        "the stream was cut": FakeCut("好的，我记", chunks=1),
+        "died": "好的，记住啦",
+    }[failure]
+    fake_openai.script(CHAT, answer)
+    first = build_app(settings, clock=clock, embedder=embedder, backoff=FAST_BACKOFF)
+    await first.start(schedule=False)
+    try:
+        result = await first.companion.handle(Person(first.companion, clock).message(said))
+        if failure != "died":  # else the process dies while the reply streams: nobody reads it
+            await result.text()
+            assert not result.completed and result.stored is None
+            await settle(first.companion)
+    finally:
+        await first.aclose()
+
+    second = build_app(settings, clock=clock, embedder=embedder, backoff=FAST_BACKOFF)
+    try:
+        await second.start(schedule=False)  # resumes the monitor job a dead process left held
+        await settle(second.companion)
+        [memory] = second.companion.knowledge.list(alice)
+        assert (memory.content, memory.verified, memory.source) == (fact, True, "user")
+        [request] = fake_openai.requests_for(MONITOR)  # once, in one process or the other
+        assert turn_user_text(request) == said and f"小祥: {NO_REPLY}" in prompt_text(request)
+        await no_trouble(second.companion, alice)
+    finally:
+        await second.aclose()
 
 
 # -- 10. scope isolation in the background ---------------------------------------------------------------

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from core.tasks import BackgroundTasks
+from knowledge.forget_fence import ForgetFence
+from knowledge.forget_target import REDACTED, ForgetTarget
 from knowledge.job_queue import Job
 from knowledge.journal import Journal
 from knowledge.records import Scope
@@ -126,7 +128,7 @@ async def test_closing_leaves_unfinished_work_pending(journal: Journal, clock: F
     assert [pending.id for pending in journal.jobs.pending_jobs()] == [job.id]
 
 
-async def test_discard_drops_queued_jobs_of_one_scope(
+async def test_queued_jobs_a_forget_erased_do_not_run(
     journal: Journal, clock: FakeClock, alice: Scope, bob: Scope
 ) -> None:
     ran: list[str] = []
@@ -140,8 +142,8 @@ async def test_discard_drops_queued_jobs_of_one_scope(
     for n in range(3):
         tasks.submit("work", alice, {"n": n})
         tasks.submit("work", bob, {"n": n})
-    await asyncio.sleep(0)
-    await tasks.discard(alice)
+    await asyncio.sleep(0)  # each scope's first job is running
+    journal.jobs.forget(alice)  # as `/forget` does
     await tasks.drain()
     assert [entry for entry in ran if entry.startswith("cli:alice")] == ["cli:alice 0"]
     assert len([entry for entry in ran if entry.startswith("cli:bob")]) == 3
@@ -150,3 +152,39 @@ async def test_discard_drops_queued_jobs_of_one_scope(
 def test_unknown_job_kinds_are_refused(journal: Journal, clock: FakeClock, alice: Scope) -> None:
     with pytest.raises(ValueError, match="no handler"):
         runner(journal, clock).submit("mystery", alice, {})
+
+
+async def test_a_job_whose_scope_is_forgotten_while_it_runs_writes_nothing_it_read_before(
+    journal: Journal, clock: FakeClock, alice: Scope
+) -> None:
+    fence = ForgetFence()
+    started, release = asyncio.Event(), asyncio.Event()
+    seen: list[str] = []
+
+    async def learn(job: Job) -> None:
+        seen.append(job.payload["text"])
+        started.set()
+        await release.wait()  # the forced race: the forget lands exactly here
+        await asyncio.to_thread(
+            journal.changes.record_change,
+            alice,
+            "mem_1",
+            action="add",
+            actor="background_ai",
+            old_content=None,
+            new_content=job.payload["text"],
+            at=clock.now(),
+        )
+
+    tasks = BackgroundTasks(journal.jobs, clock, backoff=(0, 0), fence=fence)
+    tasks.register("learn", learn)
+    tasks.submit("learn", alice, {"text": "my PIN is 4471"})
+    await started.wait()
+    with fence.forgetting(alice):
+        journal.erase(alice, set(), ForgetTarget.of_phrase("my PIN 4471"))
+    release.set()
+    await tasks.drain()
+
+    assert seen == ["my PIN is 4471", REDACTED]  # run again, from what the forget left of the job
+    assert [change.new_content for change in journal.changes.changes(alice)] == [REDACTED]
+    assert journal.jobs.pending_jobs() == []

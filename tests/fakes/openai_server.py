@@ -6,6 +6,7 @@ timeouts, SSE parsing) is exercised end to end instead of being mocked away.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -45,8 +46,17 @@ class FakeHang:
     """Accept the request and never answer until the server stops (for timeout tests)."""
 
 
+@dataclass(frozen=True)
+class FakeCut:
+    """Stream the first `chunks` content chunks of `reply`, then end the HTTP response cleanly without the
+    stop chunk or `[DONE]`: a stream cut short by a dying server or a proxy."""
+
+    reply: str
+    chunks: int = 1
+
+
 Reply: TypeAlias = str | Callable[[dict[str, Any]], str]
-Item: TypeAlias = Reply | FakeError | FakeHang
+Item: TypeAlias = Reply | FakeError | FakeHang | FakeCut
 
 
 @dataclass(frozen=True)
@@ -94,7 +104,7 @@ class FakeOpenAIServer(LoopbackServer):
             self.delay = 0.0
 
     def script(self, model: str, *replies: Item) -> None:
-        """Queue replies (str, callable(body) -> str, FakeError or FakeHang) for `model`, FIFO."""
+        """Queue replies (str, callable(body) -> str, FakeError, FakeHang or FakeCut) for `model`, FIFO."""
         with self._lock:
             self._queues.setdefault(model, deque()).extend(replies)
 
@@ -148,7 +158,7 @@ class FakeOpenAIServer(LoopbackServer):
         with self._lock:
             return self._delays.get(model, self.delay)
 
-    def _answer(self, model: str, body: dict[str, Any]) -> str | FakeError | None:
+    def _answer(self, model: str, body: dict[str, Any]) -> str | FakeError | FakeCut | None:
         """Pick the answer for a chat request; None means the server is stopping."""
         if self._stopping.wait(self._delay_for(model)):
             return None
@@ -156,7 +166,7 @@ class FakeOpenAIServer(LoopbackServer):
         if isinstance(item, FakeHang):
             self._stopping.wait()
             return None
-        if isinstance(item, (str, FakeError)):
+        if isinstance(item, (str, FakeError, FakeCut)):
             return item
         return item(body)
 
@@ -196,6 +206,9 @@ class _Handler(QuietHandler):
             self.close_connection = True
         elif isinstance(answer, FakeError):
             self._send_error(answer)
+        elif isinstance(answer, FakeCut):
+            events = _chunks(model, answer.reply, body, self.server.fake.chunk_size)
+            self._send_stream(itertools.islice(events, 1 + answer.chunks), done=False)
         elif stream:
             self._send_stream(_chunks(model, answer, body, self.server.fake.chunk_size))
         else:
@@ -219,7 +232,7 @@ class _Handler(QuietHandler):
         headers = {} if error.retry_after_ms is None else {"retry-after-ms": str(error.retry_after_ms)}
         self._send_json(error.status, _error_body(error), headers)
 
-    def _send_stream(self, events: Iterator[dict[str, Any]]) -> None:
+    def _send_stream(self, events: Iterator[dict[str, Any]], *, done: bool = True) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -227,7 +240,8 @@ class _Handler(QuietHandler):
         self.end_headers()
         for event in events:
             self._write_chunk(f"data: {json.dumps(event)}\n\n".encode())
-        self._write_chunk(b"data: [DONE]\n\n")
+        if done:
+            self._write_chunk(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
 
     def _write_chunk(self, data: bytes) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from knowledge.decay import (
+    DecayOutcome,
     MemoryPolicy,
     StateChange,
     after_boost,
@@ -18,6 +19,7 @@ from knowledge.decay import (
     decay_days,
     decay_outcome,
     decays,
+    due_for_review,
     needs_promote_review,
     next_due,
 )
@@ -107,6 +109,29 @@ def test_a_pending_review_is_not_requested_again_and_protects_from_deletion() ->
     assert 0.95**24 < POLICY.fact_delete_below
 
 
+def test_a_requested_review_that_never_ran_is_asked_again_at_its_retry_time_and_only_then() -> None:
+    retry = NOW + timedelta(days=POLICY.review_retry_days)
+    for kind in ("decay", "promote"):
+        pending = memory(importance=0.2, idle_days=31, review_pending=kind, review_retry_at=retry)
+        assert next_due(pending, POLICY) == retry
+        assert decay_outcome(pending, retry - timedelta(microseconds=1), POLICY).review is None
+        assert decay_outcome(pending, retry, POLICY) == DecayOutcome(pytest.approx(0.2 * 0.95**27), review=kind)
+
+
+def test_the_pass_knows_which_due_memories_only_ask_for_a_review() -> None:
+    assert due_for_review(memory(), POLICY)  # not yet reviewed on its way down
+    assert due_for_review(memory(review_pending="promote", review_retry_at=NOW), POLICY)  # its retry
+    assert not due_for_review(memory(importance=0.5, decay_kept=True), POLICY)  # deleted without a review
+    assert not due_for_review(memory("episode"), POLICY)
+    assert not due_for_review(memory(), MemoryPolicy(fact_delete_below=0.6))  # deleted before any review
+
+
+def test_a_boost_that_asks_for_a_promote_review_sets_its_retry_time() -> None:
+    change = after_boost(memory(importance=2.3), NOW, POLICY)
+    assert change.review_retry_at == NOW + timedelta(days=POLICY.review_retry_days)
+    assert after_boost(memory(importance=1.0), NOW, POLICY).review_retry_at is None
+
+
 def test_a_fact_kept_by_a_review_is_deleted_below_the_line_without_another_review() -> None:
     # Kept at 0.5: 0.5 * 0.95**9 = 0.315 (16 idle days), 0.5 * 0.95**10 = 0.299 (17).
     assert outcome(memory(importance=0.5, idle_days=16, decay_kept=True)) == (pytest.approx(0.5 * 0.95**9), False, None)
@@ -163,7 +188,7 @@ def test_importance_is_the_base_until_the_grace_period_ends_then_decays() -> Non
 # -- next_due: the first moment the decay pass has something to do -------------------------------
 
 
-def test_what_never_decays_or_waits_for_a_review_is_never_due() -> None:
+def test_what_never_decays_or_waits_for_a_review_without_a_retry_time_is_never_due() -> None:
     for record in (
         memory("system", idle_days=400),
         memory("core", idle_days=400),

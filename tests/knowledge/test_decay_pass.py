@@ -110,14 +110,18 @@ def test_a_fact_falling_below_half_is_reviewed_once_and_not_deleted_while_pendin
     assert decay_pass.apply_decay().reviews == []
 
     clock.advance(days=1)  # 0.95**14 = 0.488
-    assert decay_pass.apply_decay().reviews == [(alice, fact.id)]
+    assert decay_pass.apply_decay().reviews == [(alice, fact.id, "decay")]
     assert decay_pass.apply_decay().reviews == []  # the request is remembered on the record
     assert current(store, alice, fact).review_pending == "decay"  # type: ignore[union-attr]
 
-    clock.advance(days=10)  # 0.95**24 = 0.292: below the deletion line, but the reviewer has not answered
+    clock.advance(days=MemoryPolicy().review_retry_days - 1)  # not answered yet, and not yet its retry time
+    assert decay_pass.apply_decay().scanned == 0
+
+    clock.advance(days=10)  # 0.95**26 = 0.264: below the deletion line, but the reviewer never answered
     report = decay_pass.apply_decay()
-    assert (report.deleted, report.reviews) == (0, [])
-    assert importance(store, alice, fact) == pytest.approx(0.95**24, abs=1e-12)
+    assert (report.deleted, report.reviews) == (0, [(alice, fact.id, "decay")])  # asked again, not deleted
+    assert importance(store, alice, fact) == pytest.approx(0.95**26, abs=1e-12)
+    assert decay_pass.apply_decay().scanned == 0  # and the new request waits for its own retry time
 
 
 def test_a_fact_kept_by_a_review_decays_again_and_is_deleted_without_another_review(
@@ -224,7 +228,7 @@ def test_a_persona_override_applies_to_that_persona_only(
     report = decay_pass.apply_decay()
     assert importance(store, alice, lenient) == pytest.approx(0.95**2, abs=1e-12)
     assert importance(store, strict, harsh) == pytest.approx(0.25)
-    assert report.reviews == [(strict, harsh.id)]
+    assert report.reviews == [(strict, harsh.id, "decay")]
 
 
 def test_the_pass_leaves_last_access_base_content_and_vector_alone(
@@ -265,7 +269,7 @@ def test_the_pass_reads_only_the_memories_that_are_due(
     core = store.add(bob, "Bob's name is Robert", category="core", source="user")
     clock.advance(days=1)  # Alice's fact crosses 0.5; Bob's memories are a day old or never fade
     report = decay_pass.apply_decay()
-    assert (report.scanned, report.reviews) == (1, [(alice, fading.id)])
+    assert (report.scanned, report.reviews) == (1, [(alice, fading.id, "decay")])
     assert (current(store, bob, fresh), current(store, bob, core)) == (fresh, core)
 
 
@@ -280,7 +284,7 @@ def test_a_boost_postpones_the_day_the_fact_is_due(
     clock.advance(days=7 + 18 - 1)  # 1.3 * 0.95**18 = 0.517
     assert decay_pass.apply_decay().scanned == 0
     clock.advance(days=1)  # 1.3 * 0.95**19 = 0.491
-    assert decay_pass.apply_decay().reviews == [(alice, fact.id)]
+    assert decay_pass.apply_decay().reviews == [(alice, fact.id, "decay")]
 
 
 def test_importance_fades_with_the_clock_without_any_pass(
@@ -307,7 +311,7 @@ def test_a_memory_due_under_old_rules_is_rescheduled_once(
     assert decay_pass.apply_decay().scanned == 0
     assert importance(store, alice, fact) == 1.0
     clock.advance(days=23)  # 30 + 14 days: due by the new rules
-    assert decay_pass.apply_decay().reviews == [(alice, fact.id)]
+    assert decay_pass.apply_decay().reviews == [(alice, fact.id, "decay")]
 
 
 def test_reviews_beyond_the_cap_wait_for_a_later_pass(
@@ -317,7 +321,24 @@ def test_reviews_beyond_the_cap_wait_for_a_later_pass(
     decay_pass = DecayPass(store, journal.changes, clock.now, max_reviews=2)
     clock.advance(days=30)  # all three fell below 0.5 while the bot was down
     first = decay_pass.apply_decay()
-    assert (len(first.reviews), first.deferred) == (2, 1)
+    assert (len(first.reviews), first.capped) == (2, True)
     second = decay_pass.apply_decay()
-    assert (len(second.reviews), second.deferred) == (1, 0)
-    assert {memory_id for _, memory_id in first.reviews + second.reviews} == {fact.id for fact in facts}
+    assert (len(second.reviews), second.capped) == (1, False)
+    assert {memory_id for _, memory_id, _ in first.reviews + second.reviews} == {fact.id for fact in facts}
+
+
+def test_a_backlog_beyond_the_cap_is_read_only_as_far_as_the_cap_each_pass(
+    store: ChromaKnowledgeBase, journal: Journal, clock: FakeClock, alice: Scope
+) -> None:
+    facts = [store.add(alice, f"fact {n}", category="fact", source="user") for n in range(6)]
+    decay_pass = DecayPass(store, journal.changes, clock.now, max_reviews=2)
+    clock.advance(days=30)
+    passes = [decay_pass.apply_decay()]
+    for _ in range(2):
+        clock.advance(days=1)
+        passes.append(decay_pass.apply_decay())
+    passes.append(decay_pass.apply_decay())
+    # each pass reads the two it may ask about, never the ones still waiting
+    assert [(p.scanned, len(p.reviews)) for p in passes] == [(2, 2), (2, 2), (2, 2), (0, 0)]
+    requested = [memory_id for p in passes for _, memory_id, _ in p.reviews]
+    assert sorted(requested) == sorted(fact.id for fact in facts)  # each asked for exactly once

@@ -204,7 +204,9 @@ def test_an_edited_message_is_found_by_its_new_words_and_a_deleted_one_not_at_al
     assert hit.message.content == "my favourite band is Portishead"
     assert all("Radiohead" not in hit.message.content for hit in history.search(alice, "Radiohead", limit=5))
 
-    assert history.delete("telegram:1:6") and not history.delete("telegram:1:6")
+    deleted = history.by_source("telegram:1:6")
+    assert deleted is not None and history.forget_messages(alice, [deleted.id]) == 1
+    assert history.by_source("telegram:1:6") is None
     assert all("4821" not in hit.message.content for hit in history.search(alice, "bank pin 4821", limit=5))
     assert history.indexed_count(alice) == 1
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,26 @@ def test_a_changed_file_is_reloaded(tmp_path: Path) -> None:
     path.write_text(GOOD.format(id="mia").replace("Mia", "Mia Rose"), encoding="utf-8")
     os.utime(path, (path.stat().st_atime, path.stat().st_mtime + 5))
     assert registry.get("mia").name == "Mia Rose"
+
+
+def test_a_file_broken_while_in_use_falls_back_to_the_version_loaded_before(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = write(tmp_path, "mia.yaml", GOOD.format(id="mia"))
+    registry = PersonaRegistry(tmp_path)
+    assert registry.get("mia").name == "Mia"
+    path.write_bytes(b"\xff\xfe\x00 half-saved")
+    os.utime(path, (path.stat().st_atime, path.stat().st_mtime + 5))
+    assert registry.get("mia").name == "Mia"
+    assert registry.get("mia").name == "Mia"
+    [warning] = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    assert "mia.yaml: not UTF-8 text" in warning and "still using the version loaded before" in warning
+    path.write_text(GOOD.format(id="mia").replace("Mia", "Mia Rose"), encoding="utf-8")
+    os.utime(path, (path.stat().st_atime, path.stat().st_mtime + 10))
+    assert registry.get("mia").name == "Mia Rose"
+
+
+def test_a_file_broken_before_it_was_ever_loaded_is_an_error(tmp_path: Path) -> None:
+    write(tmp_path, "mia.yaml", "name: [unclosed\n")
+    with pytest.raises(PersonaError, match="mia.yaml: not valid YAML"):
+        PersonaRegistry(tmp_path).get("mia")

@@ -1,0 +1,225 @@
+"""Forgetting: the one service every route to forgetting calls, and everything it reaches.
+
+Routes: `/forget` (everything, `everything`), `/forget <what>` (`find`, shown to the user, then
+`forget`), "forget …" / "忘掉…" typed in chat (`requested`, from the monitor's job), the CLI
+(`companion memory forget`: `memories` or `everything`) and a message deleted on its platform
+(`message_deleted`). What "forget X" matches is `ForgetTarget`'s rule (codes, names, words, the phrase)
+plus meaning for memories (`retrieval.memories_about`).
+
+What a forget reaches, in this order:
+1. under the scope's forget fence (background work that began before cannot write it back):
+   memories (chromadb and the scope's search snapshot), the messages that carry the text or that a
+   forgotten fact was learned from, with their history index entries; the change log keeps that a
+   memory changed and loses what it said; dead letters quoting the text are deleted and pending jobs
+   keep a placeholder instead of it (finished jobs keep no text at all: `JobQueue`);
+2. memory files of the scope that the companion wrote into the data directory (exports, `.bak`);
+3. what the stores' files keep after a delete: chromadb's write-ahead queue, full-text index and free
+   pages (`chroma_erasure.py`); SQLite frees with `secure_delete` and the WAL is truncated.
+Token usage holds counts per day, role and model, never text, so there is nothing to erase there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from knowledge.forget_fence import ForgetFence
+from knowledge.forget_target import NOTHING, ForgetTarget
+from knowledge.history import ConversationHistory
+from knowledge.journal import Journal
+from knowledge.memory_file import erase_memory_files
+from knowledge.message_log import StoredMessage
+from knowledge.records import MemoryRecord, Scope
+from knowledge.retrieval import DEFAULT_FORGET_SIMILARITY, memories_about, messages_about
+from knowledge.store import ChromaKnowledgeBase
+from knowledge.user_settings import UserSettings
+
+from .memory_editor import MemoryEditor
+from .types import clean_text
+
+log = logging.getLogger(__name__)
+
+LEARNED_FROM = ("fact", "core")  # a memory of these categories was learned from the messages it names
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetReport:
+    """What one forget deleted, layer by layer."""
+
+    memories: int
+    messages: int
+    journal_rows: int
+    files: tuple[Path, ...] = ()
+    target: ForgetTarget = NOTHING  # what it erased as text, so work running on can refuse to write it back
+    memory_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetPlan:
+    """What `/forget <what>` would delete, shown to the user before they confirm."""
+
+    scope: Scope
+    what: str
+    memories: list[MemoryRecord] = field(default_factory=list)
+    messages: list[StoredMessage] = field(default_factory=list)
+
+    @property
+    def found(self) -> list[MemoryRecord | StoredMessage]:
+        """The memories, then the past messages, as the user is shown them."""
+        return [*self.memories, *self.messages]
+
+
+class Forgetting:
+    """Forgets for every route, in every place text can live."""
+
+    def __init__(
+        self,
+        *,
+        knowledge: ChromaKnowledgeBase,
+        history: ConversationHistory,
+        journal: Journal,
+        editor: MemoryEditor,
+        user_settings: UserSettings,
+        fence: ForgetFence,
+        files: Path | None = None,
+        similarity: float = DEFAULT_FORGET_SIMILARITY,
+    ) -> None:
+        """`files`: the data directory, whose memory files (exports, `.bak`) of a forgotten scope go too."""
+        self._knowledge = knowledge
+        self._history = history
+        self._journal = journal
+        self._editor = editor
+        self._user_settings = user_settings
+        self.fence = fence
+        self._files = files
+        self.similarity = similarity
+
+    # -- routes --------------------------------------------------------------------------------
+
+    async def find(self, scope: Scope, what: str) -> ForgetPlan:
+        """`/forget <what>`, first step: the memories and past messages it would delete."""
+        return await asyncio.to_thread(self._find, scope, clean_text(what))
+
+    async def forget(self, plan: ForgetPlan, *, actor: str = "user") -> ForgetReport:
+        """`/forget <what>`, once confirmed: what was shown, and what matches the same words now
+        (work that finished between the question and the answer may have written it again)."""
+        return await asyncio.to_thread(self._forget_plan, plan, actor)
+
+    async def everything(self, scope: Scope) -> ForgetReport:
+        """`/forget` and `companion memory forget --all`: every memory, message, change, job and file of the scope."""
+        return await asyncio.to_thread(self._forget_everything, scope)
+
+    async def memories(self, scope: Scope, ids: Sequence[str], *, actor: str) -> ForgetReport:
+        """`companion memory forget <id>…`: these memories, what quotes them, and the messages they came from."""
+        return await asyncio.to_thread(self._forget_memories, scope, ids, actor)
+
+    def requested(self, scope: Scope, phrase: str, *, keep: Collection[str] = ()) -> ForgetReport:
+        """ "forget …" typed in chat (no confirmation, so only clear matches); the messages in `keep` (the
+        request's own, which quote what is forgotten) are left for `request_done`.
+
+        Synchronous: the monitor's job calls it from its worker thread, inside the job's fence ticket. It
+        may run twice for one request (a job re-run after a crash): the second finds less, or nothing."""
+        plan = self._find(scope, phrase)
+        return self._forget(
+            scope,
+            memory_ids=[record.id for record in plan.memories],
+            message_ids=[message.id for message in plan.messages if message.id not in keep],
+            target=ForgetTarget.of_phrase(phrase),
+            actor="user",
+            keep=keep,
+        )
+
+    def request_done(self, scope: Scope, phrase: str, message_ids: Sequence[str]) -> ForgetReport:
+        """The last step of a "forget …" typed in chat: the request's own messages go, and what quotes them."""
+        return self._forget(
+            scope, memory_ids=(), message_ids=message_ids, target=ForgetTarget.of_phrase(phrase), actor="user"
+        )
+
+    async def message_deleted(self, source_id: str) -> bool:
+        """A message deleted on its platform: it, and what quotes what it said, is forgotten."""
+        return await asyncio.to_thread(self._forget_deleted_message, source_id)
+
+    # -- the work (one worker thread per forget) -----------------------------------------------
+
+    def _find(self, scope: Scope, what: str) -> ForgetPlan:
+        target = ForgetTarget.of_phrase(what)
+        memories = memories_about(self._knowledge, scope, what, target, min_similarity=self.similarity)
+        return ForgetPlan(scope, what, memories, messages_about(self._history, scope, target))
+
+    def _forget_plan(self, plan: ForgetPlan, actor: str) -> ForgetReport:
+        again = self._find(plan.scope, plan.what)
+        return self._forget(
+            plan.scope,
+            memory_ids=[record.id for record in [*plan.memories, *again.memories]],
+            message_ids=[message.id for message in [*plan.messages, *again.messages]],
+            target=ForgetTarget.of_phrase(plan.what),
+            actor=actor,
+        )
+
+    def _forget_memories(self, scope: Scope, ids: Sequence[str], actor: str) -> ForgetReport:
+        return self._forget(scope, memory_ids=ids, message_ids=(), target=NOTHING, actor=actor)
+
+    def _forget_deleted_message(self, source_id: str) -> bool:
+        message = self._history.by_source(source_id)
+        if message is None:
+            return False
+        scope = Scope(message.persona_id, message.user_id)
+        report = self._forget(scope, memory_ids=(), message_ids=[message.id], target=NOTHING, actor="user")
+        return report.messages > 0
+
+    def _forget(
+        self,
+        scope: Scope,
+        *,
+        memory_ids: Iterable[str],
+        message_ids: Iterable[str],
+        target: ForgetTarget,
+        actor: str,
+        keep: Collection[str] = (),
+    ) -> ForgetReport:
+        with self.fence.forgetting(scope):
+            records = self._knowledge.get(scope, memory_ids)
+            named = self._history.messages_by_id(scope, message_ids)
+            # The text of what was named by id is forgotten wherever else it is quoted (an episode, a dead letter).
+            target = target | ForgetTarget.of_texts([item.content for item in [*records, *named]])
+            records += [
+                record
+                for record in self._knowledge.list(scope, categories=["fact", "core", "episode"])
+                if target.matches(record.content) and record.id not in {known.id for known in records}
+            ]
+            messages = {message.id for message in named}
+            messages.update(message.id for message in messages_about(self._history, scope, target))
+            messages.update(_sources(records))
+            messages.difference_update(keep)
+            forgotten = self._editor.forget(scope, [record.id for record in records], actor=actor)
+            deleted = self._history.forget_messages(scope, messages)
+            journal_rows = self._journal.erase(scope, {record.id for record in records}, target)
+        files = self._erase_files(scope, target)
+        log.info("forgot %d memories and %d messages of one scope", forgotten, deleted)
+        return ForgetReport(forgotten, deleted, journal_rows, files, target, tuple(record.id for record in records))
+
+    def _forget_everything(self, scope: Scope) -> ForgetReport:
+        with self.fence.forgetting(scope):
+            memories = self._knowledge.forget_all(scope)
+            messages = self._history.forget(scope)
+            journal_rows = self._journal.forget(scope)
+            self._user_settings.forget(scope)  # choices such as /share read as their defaults again
+        files = self._erase_files(scope, None)
+        log.info("forgot %d memories, %d messages and %d journal rows of one scope", memories, messages, journal_rows)
+        return ForgetReport(memories, messages, journal_rows, files)
+
+    def _erase_files(self, scope: Scope, target: ForgetTarget | None) -> tuple[Path, ...]:
+        """What the files keep after the deletes: memory files, chromadb's remnants, SQLite's WAL."""
+        files = () if self._files is None else tuple(erase_memory_files(self._files, scope, target))
+        self._knowledge.erase_remnants(target or NOTHING)
+        self._history.checkpoint()
+        self._journal.checkpoint()
+        return files
+
+
+def _sources(records: Iterable[MemoryRecord]) -> set[str]:
+    """The messages forgotten facts were learned from (an episode's messages are only its material)."""
+    return {message_id for record in records if record.category in LEARNED_FROM for message_id in record.message_ids}

@@ -1,0 +1,230 @@
+"""Forgetting, proven on disk: a secret stored through the real paths is gone from every byte of the data directory.
+
+The secret goes in as a user would put it there: chat turns whose monitor ADDs and UPDATEs it, a turn
+whose monitor answer is unreadable (a dead letter), an episode written by the summarizer, the history
+index, and an export (with its .bak) written by the CLI into the data directory. Then it is forgotten
+by one route, and a raw byte scan of every file (chromadb's included, with no VACUUM but the
+service's own) plus a look at every live SQLite row must find it nowhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bot.app import App, build_app
+from bot.cli import cli
+from bot.config import Settings
+from bot.terminal import TerminalChat
+from core.companion import Companion
+from knowledge.embedding import Embedder
+from knowledge.forget_target import ForgetTarget
+from knowledge.privacy_scan import scan_directory
+from knowledge.records import Scope
+from tests.fakes.clock import FakeClock
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.scenario import CHAT, MONITOR, SUMMARIZER, Body, monitor_rules, turn_user_text, update
+
+SECRET = "ZQX-4471-SECRET"
+FACT = f"Alice's passport number is {SECRET}"
+UPDATED = f"Alice's passport number is {SECRET}, in a new booklet"
+FIRST_MESSAGE = f"my passport number is {SECRET}"
+SOURCE_ID = "telegram:7:100"  # the platform id of the first message, for the platform's deletion
+
+
+async def say(companion: Companion, text: str, *, source_id: str | None = None) -> None:
+    from tests.fakes.messages import make_message
+
+    result = await companion.handle(make_message(text, source_id=source_id))
+    await result.text()
+
+
+def cli_run(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+async def store_the_secret(app: App, fake_openai: FakeOpenAIServer, alice: Scope) -> None:
+    companion = app.companion
+    fake_openai.set_default(
+        MONITOR,
+        monitor_rules(
+            {
+                "my passport number is": f"[ADD] {FACT}",
+                "new booklet": update("passport", UPDATED),
+                "remind me": "I would rather not answer that.",  # unreadable twice: a dead letter
+            }
+        ),
+    )
+    fake_openai.set_default(SUMMARIZER, f"Alice told 小祥 her passport number, {SECRET}.")
+    fake_openai.set_default(CHAT, f"Noted: {SECRET}.")  # replies quote it too
+    await say(companion, FIRST_MESSAGE, source_id=SOURCE_ID)
+    await companion.tasks.drain()
+    await say(companion, f"I got a new booklet, the number is still {SECRET}")
+    await companion.tasks.drain()
+    await say(companion, f"remind me later that {SECRET} is on my passport")
+    await companion.tasks.drain()
+    await companion.new_conversation(None, f"dm:{alice.user_id}")  # the summarizer writes an episode
+    await companion.tasks.drain()
+    await companion.lifecycle.index_history()
+
+    memories = {record.category: record.content for record in companion.knowledge.list(alice)}
+    assert memories == {"fact": UPDATED, "episode": memories["episode"]} and SECRET in memories["episode"]
+    assert [change.new_content for change in app.journal.changes.changes(alice)] == [UPDATED]
+    assert len(app.journal.jobs.dead_letters(alice)) == 1
+    export = app.settings.data_dir / "alice.md"
+    for _ in range(2):  # the second export keeps the first as alice.md.bak
+        await asyncio.to_thread(
+            cli_run, "memory", "export", "--persona", "xiaoxiang", "--user", "alice", "-o", str(export)
+        )
+    assert Path(f"{export}.bak").exists()
+    before = scan_directory(app.settings.data_dir, SECRET)
+    assert {place.split(": ")[1] for place in before.in_rows} >= {
+        "messages.content",
+        "memory_history.new_content",
+        "dead_letters.payload",
+        "embeddings_queue.metadata",
+        "embedding_metadata.string_value",
+    }
+
+
+async def terminal(companion: Companion, *lines: str) -> str:
+    """The terminal chat fed `lines`, as a person would type them; returns what it printed."""
+    import io
+
+    answers = iter(lines)
+
+    async def read_line(prompt: str) -> str | None:
+        return next(answers, None)
+
+    output = io.StringIO()
+    chat = TerminalChat(
+        companion, persona_id=None, user_name="alice", read_line=read_line, output=output, interactive=False
+    )
+    await chat.run()
+    return output.getvalue()
+
+
+async def forget_everything(app: App, alice: Scope) -> None:
+    assert "Done. I forgot" in await terminal(app.companion, "/forget", "yes")
+
+
+async def forget_what(app: App, alice: Scope) -> None:
+    printed = await terminal(app.companion, "/forget my passport number ZQX-4471", "yes")
+    assert FIRST_MESSAGE in printed and "Done. I forgot" in printed  # shown before it went
+
+
+async def forget_typed(app: App, alice: Scope) -> None:
+    await say(app.companion, "forget my passport number ZQX-4471")  # no "is": only the code is shared
+    await app.companion.tasks.drain()
+
+
+async def forget_by_cli_id(app: App, alice: Scope) -> None:
+    [fact] = app.companion.knowledge.list(alice, categories=["fact"])
+    await asyncio.to_thread(cli_run, "memory", "forget", "--persona", "xiaoxiang", "--user", "alice", fact.id)
+
+
+async def forget_all_by_cli(app: App, alice: Scope) -> None:
+    await asyncio.to_thread(cli_run, "memory", "forget", "--persona", "xiaoxiang", "--user", "alice", "--all", "--yes")
+
+
+async def platform_delete(app: App, alice: Scope) -> None:
+    assert await app.companion.message_deleted(SOURCE_ID)
+
+
+ROUTES: dict[str, Callable[[App, Scope], Awaitable[None]]] = {
+    "/forget": forget_everything,
+    "/forget <what>": forget_what,
+    "typed in chat": forget_typed,
+    "CLI by id": forget_by_cli_id,
+    "CLI --all": forget_all_by_cli,
+    "platform deletion": platform_delete,
+}
+
+
+def assert_gone(app: App, alice: Scope) -> None:
+    data_dir = app.settings.data_dir
+    report = scan_directory(data_dir, SECRET)
+    assert report.in_files == {} and report.in_rows == {}, (report.in_files, report.in_rows)
+    assert any(path.name == "chroma.sqlite3" for path in report.scanned)
+    checked = cli_run("privacy-check", "--persona", "xiaoxiang", "--user", "alice", SECRET)
+    assert "not found anywhere" in checked and "scanned chroma/chroma.sqlite3" in checked
+    history = cli_run("memory", "history", "--persona", "xiaoxiang", "--user", "alice")
+    assert "ZQX" not in history
+
+
+@pytest.mark.parametrize("route", list(ROUTES))
+async def test_a_forgotten_secret_leaves_no_byte_in_the_data_directory(
+    app: App, fake_openai: FakeOpenAIServer, alice: Scope, route: str
+) -> None:
+    await store_the_secret(app, fake_openai, alice)
+    await ROUTES[route](app, alice)
+    await app.companion.tasks.drain()
+    await asyncio.to_thread(assert_gone, app, alice)
+
+
+@pytest.mark.parametrize("route", ["/forget", "/forget <what>", "platform deletion"])
+async def test_a_forget_racing_an_in_flight_monitor_job_is_not_undone(
+    settings: Settings, clock: FakeClock, embedder: Embedder, fake_openai: FakeOpenAIServer, alice: Scope, route: str
+) -> None:
+    thinking, answer = threading.Event(), threading.Event()
+
+    def monitor(body: Body) -> str:
+        if "passport" not in turn_user_text(body):  # the job run again after the forget: the text is gone
+            return "[SKIP]"
+        thinking.set()
+        answer.wait(30)  # the forced race: the forget lands while the monitor is thinking
+        return f"[ADD] {FACT}"
+
+    fake_openai.set_default(MONITOR, monitor)
+    fake_openai.set_default(CHAT, "Noted.")
+    app = build_app(settings.model_copy(update={"llm_timeout": 60}), clock=clock, embedder=embedder)
+    try:
+        await say(app.companion, FIRST_MESSAGE, source_id=SOURCE_ID)
+        assert await asyncio.to_thread(thinking.wait, 30)
+        await ROUTES[route](app, alice)
+        answer.set()
+        await app.companion.tasks.drain()
+        assert app.companion.knowledge.list(alice) == []  # the job did not write it back
+        assert app.journal.jobs.pending_jobs() == []
+        await asyncio.to_thread(assert_gone, app, alice)
+    finally:
+        answer.set()
+        await app.aclose()
+
+
+async def test_forget_what_matches_the_distinctive_content_not_the_literal_phrase(
+    app: App, alice: Scope, bob: Scope
+) -> None:
+    knowledge = app.companion.knowledge
+    knowledge.add(alice, FACT, category="fact", source="user")
+    knowledge.add(alice, "Alice's passport is blue", category="fact", source="user")
+    knowledge.add(bob, FACT, category="fact", source="user")
+    plan = await app.companion.forgetting.find(alice, "my passport number ZQX-4471")
+    assert [record.content for record in plan.memories] == [FACT]  # shown before deleting
+    await app.companion.forgetting.forget(plan)
+    assert [record.content for record in knowledge.list(alice)] == ["Alice's passport is blue"]
+    assert [record.content for record in knowledge.list(bob)] == [FACT]  # another scope is never touched
+
+
+@pytest.mark.parametrize(
+    ("phrase", "text", "matches"),
+    [
+        ("my passport number ZQX-4471", "my passport number is ZQX-4471-SECRET", True),
+        ("my PIN 4471", "the code for the bank card: 4471", True),
+        ("my ex Tom", "Tom called me yesterday", True),
+        ("my ex Tom", "my ex is a nice person", False),
+        ("that I'm afraid of spiders", "Alice is afraid of spiders", True),
+        ("my sister", "I love ramen", False),
+        ("前男友", "主人的前男友叫小刚", True),
+        ("前男友", "主人最近在学吉他", False),
+    ],
+)
+def test_what_a_phrase_matches(phrase: str, text: str, matches: bool) -> None:
+    assert ForgetTarget.of_phrase(phrase).matches(text) is matches

@@ -1,0 +1,60 @@
+"""SIGTERM stops the bot promptly whatever the model is doing; nothing said is lost, pending work resumes."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.telegram_server import FakeBotAPI
+from tests.fakes.telegram_updates import person, text_update
+from tests.reliability.processes import Bot
+
+ALICE = person(101, "Alice")
+PROMPT_SHUTDOWN = 10.0  # seconds
+
+
+def wait_for_request(fake_openai: FakeOpenAIServer, model: str, count: int = 1, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while len(fake_openai.requests_for(model)) < count:
+        assert time.monotonic() < deadline, f"no request for {model}"
+        time.sleep(0.05)
+
+
+def stored(data_dir: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(data_dir / "companion.sqlite3") as db:
+        return db.execute(sql).fetchall()
+
+
+def test_sigterm_returns_promptly_while_the_models_hang_and_pending_work_resumes(
+    bot: Bot, env: dict[str, str], fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer, data_dir: Path
+) -> None:
+    env["COMPANION_LLM_TIMEOUT"] = "60"  # as deployed: the hang, not a short timeout, is what must not hold us
+    fake_openai.script("chat-model", "Noted, a first answer.")
+    fake_openai.hang("monitor-model")
+    bot.start()
+    fake_telegram.push_update(text_update("my cat is called Mochi", user=ALICE))
+    wait_for_request(fake_openai, "monitor-model")  # answered; its monitor job now hangs
+    fake_openai.hang("chat-model")
+    fake_telegram.push_update(text_update("and my dog is called Rex", user=ALICE))
+    wait_for_request(fake_openai, "chat-model", count=2)  # the second reply hangs too
+
+    took = bot.stop(signal.SIGTERM)
+    assert took < PROMPT_SHUTDOWN, bot.output()
+    assert bot.process is not None and bot.process.returncode == 0, bot.output()
+    said = [row[0] for row in stored(data_dir, "SELECT content FROM messages WHERE role = 'user' ORDER BY seq")]
+    assert said == ["my cat is called Mochi", "and my dog is called Rex"]
+    pending = "SELECT kind FROM jobs WHERE state = 'pending'"
+    # kept for the next start: the first turn's job, and the abandoned second turn's, which runs without a reply
+    assert stored(data_dir, pending) == [("monitor",), ("monitor",)]
+
+    fake_openai.set_default("monitor-model", "[ADD] Alice's cat is called Mochi")
+    fake_openai.set_default("chat-model", "back")
+    bot.start()
+    deadline = time.monotonic() + 30
+    while stored(data_dir, pending):
+        assert time.monotonic() < deadline, "the pending monitor job did not resume"
+        time.sleep(0.1)
+    assert bot.stop(signal.SIGTERM) < PROMPT_SHUTDOWN
