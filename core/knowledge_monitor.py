@@ -674,9 +674,9 @@ class KnowledgeMonitor:
                 until=until,
             )
         )
-        detail = f"changed over time; the new value is {new_id}"
+        detail = "changed over time: kept as the past, replaced_by holds the new value"
         logged = MemoryChange(old.id, "change", "background_ai", old.content, op.content, detail, state.now)
-        values: dict[str, Any] = {"until": state.now, "replaced_by": new_id}
+        values: dict[str, Any] = {"until": state.turn_time.astimezone(UTC), "replaced_by": new_id}  # true until said
         if old.category == "core":
             values["category"] = "fact"
         state.plan.effects.append(ChangeMemory(old.id, values, logged))
