@@ -127,18 +127,22 @@ class _ScopeHistory:
                 places = [thread for place, thread in self._threads.items() if audience.may_quote_from(place)]
                 only = [key for thread in places for key in thread]
                 if during is not None:
-                    only = [key for key in only if self._messages[key].sent_at in during]
+                    said = self._said_during(during)
+                    only = [key for key in only if key in said]
                     if not only:
                         return []
-            favoured = (
-                () if favour is None else [key for key, message in self._messages.items() if message.sent_at in favour]
-            )
+            favoured = () if favour is None else self._said_during(favour)
             matches = self._index.search(query, limit + len(exclude), only=only, favoured=favoured, bonus=WINDOW_BONUS)
             return [
                 HistoryHit(self._messages[match.key], match.relevance, match.similarity)
                 for match in matches
                 if match.key not in exclude
             ][:limit]
+
+    def _said_during(self, window: TimeWindow) -> set[str]:
+        """The messages said in `window` (their times are UTC, as its bounds are made)."""
+        utc = window.utc()
+        return {key for key, message in self._messages.items() if message.sent_at in utc}
 
     def _remember(self, message: StoredMessage) -> list[str]:
         """Hold a message and its words; returns its conversation's thread, which it now ends."""

@@ -4,7 +4,6 @@ how hits are ordered in a prompt is `ranking.py`."""
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from .forget_target import ForgetTarget
@@ -12,7 +11,7 @@ from .history import ConversationHistory, HistoryHit
 from .message_log import StoredMessage
 from .records import Category, MemoryRecord, Scope, ScoredMemory
 from .store import KnowledgeBase
-from .temporal import in_window
+from .temporal import within
 from .time_windows import TimeWindow
 
 
@@ -36,7 +35,7 @@ def search_scope(
     """Search everything remembered about `scope`, memories (every category) and past messages alike;
     given `during`, only what is from that stretch of time."""
     messages = [] if history is None else history.search(scope, query, limit=limit, during=during)
-    matching = None if during is None else functools.partial(in_window, window=during)
+    matching = None if during is None else within(during)
     return SearchResults(knowledge.search(scope, query, limit=limit, matching=matching), messages)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 __all__ = ["TimeWindow", "find_window"]
 
@@ -33,6 +33,17 @@ class TimeWindow:
 
     def __contains__(self, moment: datetime) -> bool:
         return self.start <= moment < self.end
+
+    def utc(self) -> TimeWindow:
+        """The same window with UTC bounds: UTC moments (as stored) compare against it several times faster."""
+        return TimeWindow(_as_utc(self.start), _as_utc(self.end), self.phrase, self.last_time)
+
+
+def _as_utc(moment: datetime) -> datetime:
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # the beginning of time east of Greenwich, or its end west of it
+        return (datetime.min if moment.year == datetime.min.year else datetime.max).replace(tzinfo=UTC)
 
 
 _DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
