@@ -4,8 +4,11 @@ What runs: the real python-telegram-bot ``Application`` of ``bot.telegram_adapte
 ``PerChatUpdateProcessor``) polling ``tests.fakes.telegram_server.FakeBotAPI`` over real HTTP, and an app
 built by ``bot.app.build_app`` in a fresh data directory (real embedder, embedded chromadb, SQLite) whose
 ``OpenAIClient`` talks real HTTP to ``tests.fakes.openai_server.FakeOpenAIServer``. The fake LLM answers
-every request after ``--llm-delay`` seconds (default 0.3). Both fakes run in this process; their
-threads used under 5% of the CPU of a saturated run (py-spy), so they do not shape the figures.
+every request after ``--llm-delay`` seconds (default 0.3); with ``--tokens-per-second`` it streams each
+reply at that speed (a token being a chunk of four characters), and ``--reply-tokens`` pads every chat
+reply to about that many tokens. Replies grow as drafts while they stream (streaming is on, as by
+default), so the bot also sends the drafts, paced and within Telegram's flood limits. Both fakes run
+in this process; their threads used under 5% of the CPU of a saturated run (py-spy), so they do not shape the figures.
 
 ``--users`` simulated users (default 200), each in their own private chat, each send ``--messages``
 messages (default 5) one after another, the next only once the reply to the previous one has reached the
@@ -25,10 +28,11 @@ people). The scheduler is not started (its passes could not fire during a run).
 Reported:
 
 * **throughput**: messages answered per second, from the start to the last reply, against the LLM-bound
-  ideal, where every user's messages take ``messages x llm-delay + (messages - 1) x think`` after their
-  start (with no think time: users / llm-delay messages per second); target >= 90%;
+  ideal, where every user's messages take the model's time for each (``llm-delay``, plus the reply's
+  tokens / ``tokens-per-second`` when streaming) and ``(messages - 1) x think`` after their start (with no
+  think time and no streaming: users / llm-delay messages per second); target >= 95%;
 * **added latency** per message, p50 / p95 / max: the time from pushing the update to the fake until the
-  bot's ``sendMessage`` reached it, minus ``--llm-delay``;
+  bot's final ``sendMessage`` reached it, minus the model's time for that reply;
 * **lost** messages (no reply by the end of the run, after ``--reply-timeout`` per message) and
   **duplicated** replies (a message answered more than once), target 0 both; replies sent to the wrong
   chat are counted too;
@@ -45,6 +49,7 @@ Run from the repository root::
     python -m bench.concurrency --users 50 --messages 10 --llm-delay 0.5
     python -m bench.concurrency --think 10               # users at a human pace
     python -m bench.concurrency --no-background --json   # plus one JSON line with every figure
+    python -m bench.concurrency --think 20 --tokens-per-second 30 --reply-tokens 120   # streamed replies
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import platform
 import re
 import sys
@@ -65,7 +71,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.background import MODELS, Roles, role_settings, script
-from bench.stats import summarize
+from bench.stats import cpu_model, summarize
 from bot.app import build_app
 from bot.config import Settings
 from bot.telegram_adapter import build_telegram_application
@@ -74,7 +80,8 @@ from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.telegram_server import TOKEN, Call, FakeBotAPI, polling
 from tests.fakes.telegram_updates import person, text_update
 
-TARGET_EFFICIENCY = 0.9
+TARGET_EFFICIENCY = 0.95
+CHUNK_CHARS = FakeOpenAIServer.chunk_size  # a streamed token
 FIRST_USER_ID = 10_000  # Telegram user ids of the simulated users, one private chat each
 _TAG = re.compile(r"\(#(\d+)\.(\d+)\)")
 
@@ -99,13 +106,14 @@ class Traffic:
     misplaced: int = 0  # replies in a chat other than the one the message came from
     untagged: int = 0  # replies that answer no message (apologies, notices)
     waiting: dict[int, tuple[Tag, asyncio.Future[None]]] = field(default_factory=dict)
+    model_s: dict[Tag, float] = field(default_factory=dict)  # what the model took for each reply
 
     def listen_to(self, fake: FakeBotAPI) -> None:
         """Count every reply `fake` receives: stamped as it arrives (on the fake's thread), counted on this loop."""
         loop = asyncio.get_running_loop()
 
         def on_call(call: Call) -> None:
-            if call.method == "sendMessage":
+            if call.method == "sendMessage" and call.accepted:
                 at = time.perf_counter()
                 loop.call_soon_threadsafe(self.replied, int(call.params["chat_id"]), call.params["text"], at)
 
@@ -150,15 +158,30 @@ async def converse(
             pass  # counted as lost unless the reply still comes before the end
 
 
-def tagged_chat(roles: Roles) -> Any:
-    """The scripted chat reply, repeating the tag of the message it answers."""
+def tagged_chat(roles: Roles, traffic: Traffic, args: argparse.Namespace) -> Any:
+    """The scripted chat reply, padded to `--reply-tokens`, repeating the tag of the message it answers."""
 
     def reply(body: dict[str, Any]) -> str:
         said = str(body["messages"][-1]["content"])
         tag = _tag_in(said)
-        return f"{roles.chat(body)} {_tag(*tag) if tag else ''}".strip()
+        text = roles.chat(body)
+        while len(text) < args.reply_tokens * CHUNK_CHARS:
+            text += " " + _FILLER
+        text = f"{text} {_tag(*tag) if tag else ''}".strip()
+        if tag is not None:
+            traffic.model_s[tag] = model_seconds(text, args)
+        return text
 
     return reply
+
+
+_FILLER = "And then the cat slept on the warm windowsill."
+
+
+def model_seconds(reply: str, args: argparse.Namespace) -> float:
+    """How long the fake model takes for `reply`: its delay, then (streaming) a chunk per token."""
+    chunks = -(-len(reply) // CHUNK_CHARS)
+    return args.llm_delay + (chunks / args.tokens_per_second if args.tokens_per_second else 0.0)
 
 
 async def run(args: argparse.Namespace, embedder: Embedder) -> dict[str, Any]:
@@ -168,17 +191,18 @@ async def run(args: argparse.Namespace, embedder: Embedder) -> dict[str, Any]:
     }
     facts = {text: line.fact for user, said in lines.items() for text, line in zip(texts[user], said)}
     roles = Roles(facts)
+    traffic = Traffic()
     with (
         FakeOpenAIServer() as llm,
         FakeBotAPI() as telegram,
         tempfile.TemporaryDirectory(prefix="bench-concurrency-") as data_dir,
     ):
         roles.install(llm)
-        llm.set_default(MODELS["chat"], tagged_chat(roles))
+        llm.set_default(MODELS["chat"], tagged_chat(roles, traffic, args))
         llm.delay = args.llm_delay
+        llm.chunk_delay = 1 / args.tokens_per_second if args.tokens_per_second else 0.0
         app = build_app(role_settings(Path(data_dir), llm.url), embedder=embedder, background=args.background)
         await app.start(schedule=False)
-        traffic = Traffic()
         traffic.listen_to(telegram)
         try:
             async with polling(build_telegram_application(app, TOKEN, telegram.url)):
@@ -201,9 +225,13 @@ def report(
 ) -> dict[str, Any]:
     sent = len(traffic.sent_at)
     answered = [tag for tag in traffic.sent_at if traffic.replied_at.get(tag)]
-    added_ms = [(traffic.replied_at[tag][0] - traffic.sent_at[tag] - args.llm_delay) * 1000 for tag in answered]
+    model_s = {tag: traffic.model_s.get(tag, args.llm_delay) for tag in traffic.sent_at}
+    added_ms = [(traffic.replied_at[tag][0] - traffic.sent_at[tag] - model_s[tag]) * 1000 for tag in answered]
     throughput = len(answered) / wall
-    ideal_wall = _start(args.users - 1, args) + args.messages * args.llm_delay + (args.messages - 1) * args.think
+    busy: dict[int, float] = defaultdict(float)  # per user: what the model takes for all their messages
+    for (user, _), seconds in model_s.items():
+        busy[user] += seconds
+    ideal_wall = max(_start(user, args) + busy[user] + (args.messages - 1) * args.think for user in busy)
     ideal = args.users * args.messages / ideal_wall
     return {
         "sent": sent,
@@ -229,9 +257,15 @@ def print_report(args: argparse.Namespace, figures: dict[str, Any], embedder: Em
     efficiency = figures["efficiency"]
     verdict = "met" if efficiency >= TARGET_EFFICIENCY else "NOT met"
     background = "ON (monitor after every turn)" if args.background else "OFF"
+    streaming = (
+        f", streaming {args.reply_tokens}-token replies at {args.tokens_per_second:g} tokens/s"
+        if args.tokens_per_second
+        else ""
+    )
     print(
-        f"concurrency: {args.users} users x {args.messages} messages, fake LLM {args.llm_delay * 1000:.0f} ms, "
-        f"think {args.think:g} s, background {background}, embedder {embedder.name}"
+        f"concurrency: {args.users} users x {args.messages} messages, fake LLM {args.llm_delay * 1000:.0f} ms"
+        f"{streaming}, think {args.think:g} s, background {background}, embedder {embedder.name}; "
+        f"CPU {cpu_model()}, load average {os.getloadavg()[0]:.2f} at the end"
     )
     print(
         f"throughput     {figures['throughput_per_s']:.1f} answered/s of an LLM-bound ideal "
@@ -241,7 +275,7 @@ def print_report(args: argparse.Namespace, figures: dict[str, Any], embedder: Em
     if latency:
         print(
             f"added latency  p50 {latency['p50']:.0f} ms, p95 {latency['p95']:.0f} ms, max {latency['max']:.0f} ms "
-            "(reply reached the Bot API minus the LLM delay)"
+            "(the whole reply reached the Bot API, minus the model's time for it)"
         )
     print(
         f"messages       {figures['sent']} sent, {figures['answered']} answered, lost {figures['lost']}, "
@@ -261,12 +295,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--messages", type=int, default=5, help="messages per user, one after another (default 5)")
     parser.add_argument("--llm-delay", type=float, default=0.3, help="seconds the fake LLM takes per request")
     parser.add_argument("--think", type=float, default=0.0, help="seconds a user takes to write the next message")
+    parser.add_argument(
+        "--tokens-per-second", type=float, default=0.0, help="stream replies at this speed (default 0: at once)"
+    )
+    parser.add_argument("--reply-tokens", type=int, default=0, help="pad chat replies to about this many tokens")
     parser.add_argument("--reply-timeout", type=float, default=120.0, help="seconds a user waits for a reply")
     parser.add_argument("--no-background", dest="background", action="store_false", help="no monitor jobs")
     parser.add_argument("--json", action="store_true", help="print one JSON line with every figure at the end")
     args = parser.parse_args(argv)
     if args.users < 1 or args.messages < 1 or args.llm_delay <= 0 or args.reply_timeout <= 0 or args.think < 0:
         parser.error("users, messages, llm-delay and reply-timeout must be positive, think not negative")
+    if args.tokens_per_second < 0 or args.reply_tokens < 0:
+        parser.error("tokens-per-second and reply-tokens must not be negative")
     return args
 
 
@@ -288,6 +328,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "messages": args.messages,
                     "llm_delay_s": args.llm_delay,
                     "think_s": args.think,
+                    "tokens_per_second": args.tokens_per_second,
+                    "reply_tokens": args.reply_tokens,
+                    "cpu": cpu_model(),
                     "background": args.background,
                     "embedder": embedder.name,
                     "python": platform.python_version(),

@@ -163,6 +163,7 @@ def model_settings(settings: Settings) -> dict[Role, ModelSettings]:
             temperature=0.7 if role == "chat" else 0.2,
             max_tokens=reply_tokens,
             context_window=window,
+            vision=settings.vision and role == "chat" and not settings.uses_embedded_model,
         )
         for role in ROLES
     }
@@ -275,6 +276,7 @@ def build_app(
         clock=clock,
         retrieval_limit=settings.retrieval_limit,
         policy_for=policy_for,
+        image_limits=settings.image_limits,
     )
     lifecycle = MemoryLifecycle(
         tasks=BackgroundTasks(

@@ -18,6 +18,7 @@ from pydantic_settings import (
 )
 
 from core.errors import UserFacingError
+from core.images import ImageLimits
 from knowledge.user_settings import find_time_zone
 
 from .routing import PlaceRules
@@ -183,6 +184,33 @@ class Settings(BaseSettings):
         description="users' time zone until they choose one with /timezone (IANA name, e.g. Europe/Berlin; "
         "unset: this machine's)",
     )
+    vision: bool = Field(
+        False,
+        validation_alias=_env("COMPANION_VISION"),
+        description="the chat model accepts images: photos are shown to it (a persona may say so for its own model)",
+    )
+    image_max_bytes: int = Field(
+        10_000_000,
+        gt=0,
+        validation_alias=_env("COMPANION_IMAGE_MAX_BYTES"),
+        description="larger photos and image files are refused with a clear answer (default 10 MB)",
+    )
+    image_max_side: int = Field(
+        1024,
+        ge=64,
+        validation_alias=_env("COMPANION_IMAGE_MAX_SIDE"),
+        description="photos are scaled down to at most this many pixels a side before the model sees them",
+    )
+    telegram_streaming: bool = Field(
+        True,
+        validation_alias=_env("COMPANION_TELEGRAM_STREAMING"),
+        description="Telegram replies grow as they are written (a draft in private chats, edits in groups)",
+    )
+    discord_streaming: bool = Field(
+        True,
+        validation_alias=_env("COMPANION_DISCORD_STREAMING"),
+        description="Discord replies grow as they are written (the message is edited as it grows)",
+    )
     telegram_token: SecretStr | None = Field(
         None, validation_alias=_env("TELEGRAM_TOKEN"), description="Telegram bot token (environment only)"
     )
@@ -222,6 +250,11 @@ class Settings(BaseSettings):
     @property
     def uses_embedded_model(self) -> bool:
         return not self.openai_base_url
+
+    @property
+    def image_limits(self) -> ImageLimits:
+        """The largest photo accepted, and the size photos are scaled to for the model."""
+        return ImageLimits(max_bytes=self.image_max_bytes, max_side=self.image_max_side)
 
     @property
     def own_persona_dir(self) -> Path:

@@ -3,7 +3,10 @@ companion and renders the answers. All memory logic stays in core/.
 
 DMs are answered; in servers the bot answers when mentioned or replied to, or every message in the
 channels the operator chose. Memory scope is (persona, Discord user); the conversation is the DM,
-channel or thread. Nothing the bot sends can ping anyone: allowed mentions are off for every message.
+channel or thread. A reply is sent with its first words and edited as it grows (`bot.streaming`);
+discord.py itself waits out Discord's rate limits (429). Nothing the bot sends can ping anyone: allowed
+mentions are off for every message and every edit. An image attachment goes to the companion with the
+message.
 """
 
 from __future__ import annotations
@@ -22,31 +25,37 @@ from core import phrasebook
 from core.companion import Companion
 from core.errors import CompanionError, UserFacingError
 from core.forgetting import ForgetPlan
-from core.types import IncomingMessage
+from core.images import check_size
+from core.types import Image, IncomingMessage
 from knowledge.records import Scope
 
 from .app import App
 from .ordering import TurnOrder
 from .render import DISCORD_LIMIT, split_message
 from .routing import Router
+from .streaming import MonotonicTimer, Timer, Typing, stream_reply
 
 log = logging.getLogger(__name__)
 
 NO_MENTIONS = discord.AllowedMentions.none()
-NOT_TEXT = "I can only read text for now; images, files and stickers don't reach me. Could you write it?"
+NOT_TEXT = "I can read text and look at images, but files and stickers don't reach me. Could you write it?"
 ADMINS_ONLY = "Only people who can manage this server can choose my persona."
 NOT_YOUR_BUTTON = "These buttons belong to whoever asked; use /forget yourself to forget what I know about you."
 EXPIRED = "This question has expired; use /forget again."
 PAGE_CHARS = 1800  # a page of /memory, leaving room for its footer under Discord's 2,000
 CONFIRM_SECONDS = 300
+# Discord allows 5 edits of messages in a channel per 5 seconds: 4 paced updates and the final text fit.
+EDIT_PACE = 1.25
+TYPING_REFRESH = 8.0  # seconds; Discord shows "typing" for about ten seconds
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 # The companion has no voice: discord.py's start-up warnings about missing voice libraries are noise.
 logging.getLogger("discord.client").addFilter(lambda record: "voice will NOT be supported" not in record.getMessage())
 
 
-def build_discord_bot(app: App, *, sync_commands: bool = False) -> commands.Bot:
-    """A bot with the companion's cog; `sync_commands` publishes the slash commands when it logs in."""
-    return CompanionBot(app, sync_commands=sync_commands)
+def build_discord_bot(app: App, *, sync_commands: bool = False, timer: Timer | None = None) -> commands.Bot:
+    """A bot with the companion's cog; `sync_commands` publishes the slash commands when it logs in, `timer`
+    paces growing replies (tests pass one that does not really wait)."""
+    return CompanionBot(app, sync_commands=sync_commands, timer=timer or MonotonicTimer())
 
 
 async def run_discord(app: App, token: str) -> None:
@@ -64,13 +73,13 @@ async def run_discord(app: App, token: str) -> None:
 class CompanionBot(commands.Bot):
     """Slash commands and the companion's cog; no text-prefix commands."""
 
-    def __init__(self, app: App, *, sync_commands: bool = False) -> None:
+    def __init__(self, app: App, *, sync_commands: bool = False, timer: Timer | None = None) -> None:
         intents = discord.Intents.default()
         intents.message_content = True  # privileged: enable "Message Content Intent" for the bot in the portal
         super().__init__(
             command_prefix=commands.when_mentioned, intents=intents, allowed_mentions=NO_MENTIONS, help_command=None
         )
-        self._cog = CompanionCog(self, app, app.router("discord"))
+        self._cog = CompanionCog(self, app, app.router("discord"), timer or MonotonicTimer())
         self._sync_commands = sync_commands
 
     async def on_message(self, message: discord.Message) -> None:
@@ -108,11 +117,14 @@ def source_of(message_id: int) -> str:
 class CompanionCog(commands.Cog):
     """Thin handlers: translate, call the companion, render."""
 
-    def __init__(self, bot: commands.Bot, app: App, router: Router) -> None:
+    def __init__(self, bot: commands.Bot, app: App, router: Router, timer: Timer) -> None:
         self.bot = bot
         self.companion = app.companion
         self.router = router
         self._order = TurnOrder()
+        self._timer = timer
+        self._pace = EDIT_PACE if app.settings.discord_streaming else None
+        self._image_limits = app.settings.image_limits
 
     # --- messages ------------------------------------------------------------
 
@@ -129,30 +141,52 @@ class CompanionCog(commands.Cog):
         if not (direct or self._addressed(message) or self.router.rules.every_message_in(places)):
             return
         text = self._text_of(message)
-        if not text and (message.attachments or message.stickers):
+        picture = next((each for each in message.attachments if _is_image(each)), None)
+        if any(each.is_voice_message() for each in message.attachments):
+            await self._send(message, phrasebook.CANT_HEAR_VOICE)
+            return
+        if not text and picture is None and (message.attachments or message.stickers):
             await self._send(message, NOT_TEXT)
             return
-        incoming = IncomingMessage(
-            conversation_id=conversation_of(message.channel),
-            user_id=f"discord:{message.author.id}",
-            speaker_name=message.author.display_name,
-            text=text,
-            sent_at=message.created_at,
-            persona_id=self.router.persona_for(places),
-            source_id=source_of(message.id),
-        )
         # discord.py runs events at once; a conversation's messages are still stored and answered in order.
-        async with self._order.turn(incoming.conversation_id):
+        async with self._order.turn(conversation_of(message.channel)):
             try:
-                async with message.channel.typing():
-                    result = await self.companion.handle(incoming, group=not direct)
-                    reply = await result.text()
+                incoming = IncomingMessage(
+                    conversation_id=conversation_of(message.channel),
+                    user_id=f"discord:{message.author.id}",
+                    speaker_name=message.author.display_name,
+                    text=text,
+                    sent_at=message.created_at,
+                    persona_id=self.router.persona_for(places),
+                    source_id=source_of(message.id),
+                    image=await self._image_of(picture) if picture is not None else None,
+                )
+                await self._answer(message, incoming, group=not direct)
+                return
             except UserFacingError as error:
-                reply = str(error)
+                answer = str(error)
             except Exception:
                 log.exception("answering a Discord message failed")
-                reply = phrasebook.SOMETHING_BROKE
-            await self._send(message, reply)
+                answer = phrasebook.SOMETHING_BROKE
+            await self._send(message, answer)
+
+    async def _answer(self, message: discord.Message, incoming: IncomingMessage, *, group: bool) -> None:
+        """The reply, sent with its first words and edited as it grows, no faster than Discord allows."""
+        async with Typing(message.channel.typing, refresh=TYPING_REFRESH) as typing:
+            result = await self.companion.handle(incoming, group=group)
+            await stream_reply(
+                result.reply,
+                DiscordReply(message),
+                limit=DISCORD_LIMIT,
+                interval=self._pace,
+                timer=self._timer,
+                on_visible=typing.stop,
+            )
+
+    async def _image_of(self, attachment: discord.Attachment) -> Image:
+        """The attachment's bytes; one beyond the operator's limit is refused before it is downloaded."""
+        check_size(attachment.size, self._image_limits)
+        return Image(await attachment.read(), attachment.content_type or "application/octet-stream")
 
     @commands.Cog.listener()
     async def on_raw_message_edit(self, payload: discord.RawMessageUpdateEvent) -> None:
@@ -187,11 +221,9 @@ class CompanionCog(commands.Cog):
     @staticmethod
     async def _send(message: discord.Message, text: str) -> None:
         """Split at Discord's limit; in a server the first part replies to the message (without a ping)."""
-        for index, chunk in enumerate(split_message(text, DISCORD_LIMIT)):
-            if index == 0 and message.guild is not None:
-                await message.reply(chunk, mention_author=False, allowed_mentions=NO_MENTIONS)
-            else:
-                await message.channel.send(chunk, allowed_mentions=NO_MENTIONS)
+        reply = DiscordReply(message)
+        for chunk in split_message(text, DISCORD_LIMIT):
+            await reply.finish(chunk)
 
     # --- slash commands --------------------------------------------------------
 
@@ -297,6 +329,44 @@ class CompanionCog(commands.Cog):
             text = phrasebook.SOMETHING_BROKE
         send = interaction.followup.send if interaction.response.is_done() else interaction.response.send_message
         await send(text, ephemeral=True)
+
+
+class DiscordReply:
+    """Where a reply appears on Discord (a `ReplySurface`): each part is sent with its first words and edited as
+    it grows; in a server the first part replies to the message it answers. No send or edit pings anyone."""
+
+    def __init__(self, answered: discord.Message) -> None:
+        self._answered = answered
+        self._sent: discord.Message | None = None
+        self._text = ""  # what the sent part shows now
+        self._parts = 0
+
+    async def show(self, text: str) -> None:
+        if self._sent is None:
+            await self._send(text)
+        elif text != self._text:
+            await self._edit(text)
+
+    async def finish(self, text: str) -> None:
+        await self.show(text)
+        self._sent = None
+
+    async def _send(self, text: str) -> None:
+        if self._parts == 0 and self._answered.guild is not None:
+            self._sent = await self._answered.reply(text, mention_author=False, allowed_mentions=NO_MENTIONS)
+        else:
+            self._sent = await self._answered.channel.send(text, allowed_mentions=NO_MENTIONS)
+        self._text = text
+        self._parts += 1
+
+    async def _edit(self, text: str) -> None:
+        assert self._sent is not None
+        await self._sent.edit(content=text, allowed_mentions=NO_MENTIONS)
+        self._text = text
+
+
+def _is_image(attachment: discord.Attachment) -> bool:
+    return (attachment.content_type or "").startswith("image/")
 
 
 class _OwnedView(discord.ui.View):

@@ -54,22 +54,31 @@ def split_message(text: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
 
     Whitespace at a cut is dropped; chunks are never empty. Blank text gives no chunks.
     """
-    if limit < 1:
-        raise ValueError("limit must be positive")
     chunks: list[str] = []
     rest = text.strip()
     while rest:
-        if units(rest) <= limit:
-            chunks.append(rest)
-            break
-        end = _fitting_prefix(rest, limit)
-        # Look one character past the limit: a boundary right at the limit still counts.
-        chunk_end, next_start = _cut(rest[: end + 1])
-        if chunk_end > end:  # a hard cut: keep every character
-            chunk_end = next_start = end
-        chunk = rest[:chunk_end].rstrip()
-        if not chunk:  # only possible with pathological whitespace; never loop forever
-            chunk, next_start = rest[:end], end
+        chunk, rest = first_chunk(rest, limit)
         chunks.append(chunk)
-        rest = rest[max(next_start, len(chunk)) :].lstrip()
     return chunks
+
+
+def first_chunk(text: str, limit: int) -> tuple[str, str]:
+    """The first chunk `split_message` makes of `text` (stripped), and the text after it.
+
+    The cut depends only on the first `limit` + 1 units, so a reply still being written is cut where
+    the whole reply will be.
+    """
+    if limit < 1:
+        raise ValueError("limit must be positive")
+    text = text.strip()
+    if units(text) <= limit:
+        return text, ""
+    end = _fitting_prefix(text, limit)
+    # Look one character past the limit: a boundary right at the limit still counts.
+    chunk_end, next_start = _cut(text[: end + 1])
+    if chunk_end > end:  # a hard cut: keep every character
+        chunk_end = next_start = end
+    chunk = text[:chunk_end].rstrip()
+    if not chunk:  # only possible with pathological whitespace; never loop forever
+        chunk, next_start = text[:end], end
+    return chunk, text[max(next_start, len(chunk)) :].lstrip()

@@ -1,10 +1,12 @@
 """The Telegram adapter: a python-telegram-bot `Application` whose handlers turn an `Update` into an
 `IncomingMessage` and render the `TurnResult`. All memory logic stays in core/.
 
-Private chats: every text message is answered. Groups: only messages that mention the bot (@username) or
-reply to it, or every message in the chats the operator chose. Memory scope is (persona, Telegram user);
-the conversation is the chat, whose persona the operator's rules decide. Replies are sent as plain text
-(no parse mode), split at 4,096.
+Private chats: every text message and photo is answered. Groups: only messages that mention the bot
+(@username) or reply to it, or every message in the chats the operator chose. Memory scope is (persona,
+Telegram user); the conversation is the chat, whose persona the operator's rules decide. Replies are sent
+as plain text (no parse mode), split at 4,096, and grow while they are written (`bot.streaming`): a draft
+in private chats, a message edited in groups. Every call goes through `FloodControl` (flood limits delay
+a reply, never drop it).
 """
 
 from __future__ import annotations
@@ -13,8 +15,6 @@ import asyncio
 import logging
 import re
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 from telegram import (
     Bot,
@@ -23,6 +23,7 @@ from telegram import (
     InlineKeyboardMarkup,
     Message,
     MessageEntity,
+    PhotoSize,
     Update,
 )
 from telegram.constants import ChatAction, ChatType
@@ -42,13 +43,17 @@ from telegram.ext import (
 from core import phrasebook
 from core.errors import UserFacingError
 from core.forgetting import ForgetPlan
-from core.types import IncomingMessage
+from core.images import check_size
+from core.types import Image, IncomingMessage
 from knowledge.records import Scope
 
 from .app import App
+from .flood_control import BEST_EFFORT, FloodControl
 from .per_chat_update_processor import PerChatUpdateProcessor
 from .render import TELEGRAM_LIMIT, split_message
 from .routing import Router
+from .streaming import MonotonicTimer, ReplySurface, Timer, Typing, stream_reply
+from .telegram_reply import DraftReply, EditedReply
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +78,14 @@ COMMANDS = (
 )
 SENT_PRIVATELY = "I've answered you in a private message."
 NEEDS_PRIVATE_CHAT = "I can't message you privately yet: open a private chat with me, press Start, and ask there."
-NOT_TEXT = "I can only read text messages for now; stickers, photos and files don't reach me. Could you write it?"
+NOT_TEXT = "I can read text and look at photos, but stickers and files don't reach me. Could you write it?"
 EXPIRED = "This question has expired; send /forget again."
 NOT_YOUR_BUTTON = "This button belongs to whoever asked; send /forget yourself to forget what I know about you."
 TYPING_REFRESH = 4.5  # seconds; Telegram shows "typing" for about five seconds per action
+# Seconds between updates of a growing reply: about one a second per chat, and in groups, where a bot may
+# send 20 messages a minute, every three seconds.
+PRIVATE_PACE = 1.0
+GROUP_PACE = 3.0
 # Callback data (at most 64 bytes): the answer, the id of the user who asked, and for `/forget <what>`
 # the key of the memory ids shown to them.
 _FORGET_DATA = re.compile(r"^forget:(yes|no|some):(-?\d+)(?::([0-9a-f]{16}))?$")
@@ -88,18 +97,21 @@ def build_telegram_application(
     base_url: str = DEFAULT_BASE_URL,
     *,
     polling: bool = True,
+    timer: Timer | None = None,
 ) -> Application:  # type: ignore[type-arg]
     """A PTB `Application` talking to `base_url` (Telegram, a self-hosted Bot API server, or a fake).
 
-    `polling=False` builds it without an updater, for feeding updates with `process_update`.
+    `polling=False` builds it without an updater, for feeding updates with `process_update`; `timer`
+    paces growing replies (tests pass one that does not really wait).
     """
     base_url = base_url.rstrip("/")
     builder = ApplicationBuilder().token(token).base_url(f"{base_url}/bot").base_file_url(f"{base_url}/file/bot")
     builder = builder.concurrent_updates(PerChatUpdateProcessor())  # many chats at once, each one in order
+    builder = builder.rate_limiter(FloodControl())
     if not polling:
         builder = builder.updater(None)
     application = builder.build()
-    TelegramAdapter(app, app.router("telegram")).register(application)
+    TelegramAdapter(app, app.router("telegram"), timer or MonotonicTimer()).register(application)
     return application
 
 
@@ -125,9 +137,12 @@ async def run_telegram(app: App, token: str, base_url: str = DEFAULT_BASE_URL) -
 class TelegramAdapter:
     """Thin handlers: translate, call the companion, render."""
 
-    def __init__(self, app: App, router: Router) -> None:
+    def __init__(self, app: App, router: Router, timer: Timer) -> None:
         self._companion = app.companion
         self._router = router
+        self._timer = timer
+        self._streaming = app.settings.telegram_streaming
+        self._image_limits = app.settings.image_limits
         # `/forget <what>` questions awaiting an answer: key -> what was shown. Lost on restart
         # (the button then says the question expired), which errs on the side of deleting nothing.
         self._pending: dict[str, ForgetPlan] = {}
@@ -145,6 +160,8 @@ class TelegramAdapter:
         application.add_handler(CallbackQueryHandler(self.forget_answer, pattern=_FORGET_DATA))
         application.add_handler(MessageHandler(new_messages & filters.COMMAND, self.unknown_command))
         application.add_handler(MessageHandler(new_messages & filters.TEXT, self.text))
+        application.add_handler(MessageHandler(new_messages & (filters.PHOTO | filters.Document.IMAGE), self.photo))
+        application.add_handler(MessageHandler(new_messages & (filters.VOICE | filters.VIDEO_NOTE), self.voice))
         application.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE & filters.TEXT, self.edited))
         application.add_handler(MessageHandler(new_messages & ~filters.TEXT & ~filters.StatusUpdate.ALL, self.not_text))
         application.add_error_handler(self._on_error)
@@ -176,7 +193,9 @@ class TelegramAdapter:
         replied = message.reply_to_message
         if replied is not None and replied.from_user is not None and replied.from_user.id == bot.id:
             return True
-        for entity, text in message.parse_entities([MessageEntity.MENTION, MessageEntity.TEXT_MENTION]).items():
+        kinds = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION]
+        mentions = {**message.parse_entities(kinds), **message.parse_caption_entities(kinds)}
+        for entity, text in mentions.items():
             if entity.type == MessageEntity.TEXT_MENTION and entity.user is not None and entity.user.id == bot.id:
                 return True
             if entity.type == MessageEntity.MENTION and text.lower() == f"@{bot.username}".lower():
@@ -184,8 +203,8 @@ class TelegramAdapter:
         return False
 
     def _words_of(self, message: Message, bot: Bot) -> str:
-        """The text for the model; in a group without the bot's @mention."""
-        text = message.text or ""
+        """The text (or a photo's caption) for the model; in a group without the bot's @mention."""
+        text = message.text or message.caption or ""
         if not self._is_group(message):
             return text
         return re.sub(rf"@{re.escape(bot.username)}\b", "", text, flags=re.IGNORECASE).strip()
@@ -199,28 +218,23 @@ class TelegramAdapter:
             await self._send(message, phrasebook.NOT_ALLOWED)
         return False
 
-    @staticmethod
-    @asynccontextmanager
-    async def _typing(message: Message) -> AsyncIterator[None]:
-        """Show "typing" while the reply is generated, refreshed until it is ready."""
+    def _typing(self, message: Message, bot: Bot) -> Typing:
+        """Shows "typing…" while the reply is prepared, until its first words show; best effort."""
 
-        async def keep_typing() -> None:
-            while True:
-                await asyncio.sleep(TYPING_REFRESH)
-                await message.reply_chat_action(ChatAction.TYPING)
+        async def send() -> None:
+            await bot.send_chat_action(message.chat.id, ChatAction.TYPING, rate_limit_args=BEST_EFFORT)  # type: ignore[call-arg]
 
-        await message.reply_chat_action(ChatAction.TYPING)  # at least once, before any LLM work
-        refresher = asyncio.create_task(keep_typing())  # owned: cancelled and awaited below
-        try:
-            yield
-        finally:
-            refresher.cancel()
-            try:
-                await refresher
-            except asyncio.CancelledError:
-                pass
-            except Exception:  # a failed typing action must not cost the reply
-                log.warning("sending the typing action failed", exc_info=True)
+        return Typing(send, refresh=TYPING_REFRESH)
+
+    async def _answer(self, message: Message, bot: Bot, incoming: IncomingMessage, group: bool) -> None:
+        """Answer one message: the reply grows in a draft (private) or an edited message (group), paced."""
+        surface: ReplySurface = EditedReply(bot, message) if group else DraftReply(bot, message.chat.id)
+        pace = (GROUP_PACE if group else PRIVATE_PACE) if self._streaming else None
+        async with self._typing(message, bot) as typing:
+            result = await self._companion.handle(incoming, group=group)
+            await stream_reply(
+                result.reply, surface, limit=TELEGRAM_LIMIT, interval=pace, timer=self._timer, on_visible=typing.stop
+            )
 
     # --- handlers ------------------------------------------------------------
 
@@ -363,8 +377,15 @@ class TelegramAdapter:
         # in groups, stickers and files are people talking to each other: stay quiet
 
     async def text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        await self._converse(update, context)
+
+    async def photo(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A photo (or an image sent as a file), with or without a caption: shown to a model that sees."""
+        await self._converse(update, context, with_image=True)
+
+    async def _converse(self, update: Update, context: ContextTypes.DEFAULT_TYPE, *, with_image: bool = False) -> None:
         message, user = update.message, update.effective_user
-        assert message is not None and user is not None and message.text is not None
+        assert message is not None and user is not None
         group = self._is_group(message)
         if message.chat.type not in (ChatType.PRIVATE, ChatType.GROUP, ChatType.SUPERGROUP):
             return  # channels: nobody to talk to
@@ -381,11 +402,29 @@ class TelegramAdapter:
             sent_at=message.date,
             persona_id=self._persona_id(message.chat.id),
             source_id=_source_of(message),
+            image=await self._image_of(message) if with_image else None,
         )
-        async with self._typing(message):
-            result = await self._companion.handle(incoming, group=group)
-            reply = await result.text()
-        await self._send(message, reply)
+        await self._answer(message, context.bot, incoming, group)
+
+    async def _image_of(self, message: Message) -> Image:
+        """The photo's bytes, in the smallest size Telegram keeps that is still as large as we show; a file
+        beyond the operator's limit is refused before it is downloaded."""
+        if message.photo:
+            size = _photo_size(message.photo, self._image_limits.max_side)
+            check_size(size.file_size or 0, self._image_limits)
+            return Image(bytes(await (await size.get_file()).download_as_bytearray()), "image/jpeg")
+        document = message.document
+        assert document is not None  # the handler's filter: a photo or an image document
+        check_size(document.file_size or 0, self._image_limits)
+        data = await (await document.get_file()).download_as_bytearray()
+        return Image(bytes(data), document.mime_type or "application/octet-stream")
+
+    async def voice(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """Voice notes cannot be transcribed here (no offline speech-to-text): say so where it was meant for us."""
+        message = update.message
+        assert message is not None
+        if not self._is_group(message) or self._addressed(message, context.bot):
+            await self._send(message, phrasebook.CANT_HEAR_VOICE)
 
     async def edited(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """An edited message changes what the conversation remembers; it is not answered again."""
@@ -414,6 +453,14 @@ async def _send_to(bot: Bot, chat_id: int, text: str, keyboard: InlineKeyboardMa
     chunks = split_message(text, TELEGRAM_LIMIT)
     for index, chunk in enumerate(chunks):
         await bot.send_message(chat_id=chat_id, text=chunk, reply_markup=keyboard if index == len(chunks) - 1 else None)
+
+
+def _photo_size(sizes: tuple[PhotoSize, ...], side: int) -> PhotoSize:
+    """The smallest of a photo's sizes whose longer side reaches `side` (the largest if none does)."""
+    large_enough = [size for size in sizes if max(size.width, size.height) >= side]
+    if large_enough:
+        return min(large_enough, key=lambda size: size.width * size.height)
+    return max(sizes, key=lambda size: size.width * size.height)
 
 
 def _source_of(message: Message) -> str:

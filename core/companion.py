@@ -91,7 +91,7 @@ class Companion:
     async def handle(self, message: IncomingMessage, *, group: bool = False) -> TurnResult:
         """Answer one chat message. Empty or absurdly long input gets a clear answer, not an LLM call."""
         text = message.text.strip()
-        if not text:
+        if not text and message.image is None:
             return _notice(message, phrasebook.EMPTY_MESSAGE)
         if len(text) > MAX_MESSAGE_CHARS:
             return _notice(message, phrasebook.too_long(len(text), MAX_MESSAGE_CHARS))

@@ -27,9 +27,10 @@ class ModelSettings:
     temperature: float = 0.7
     max_tokens: int = 512
     context_window: int = 8192
+    vision: bool = False  # the model accepts images (OpenAI image parts)
 
     def chosen(self, choice: ModelChoice | None) -> ModelSettings:
-        """These settings with a persona's choice of model and temperature applied."""
+        """These settings with a persona's choice of model, temperature and vision applied."""
         return self if choice is None else replace(self, **choice.model_dump(exclude_none=True))
 
 
@@ -154,11 +155,14 @@ def count_tokens(text: str) -> int:
 
 # Each chat message costs a few tokens of framing on top of its content (OpenAI's published rule).
 MESSAGE_OVERHEAD_TOKENS = 4
+# An image of at most 1024 px a side in OpenAI's high detail: 85 + 170 per 512 px tile, four tiles.
+IMAGE_TOKENS = 765
 
 
 def count_message_tokens(message: ChatMessage) -> int:
-    """Tokens one prompt message costs, framing included."""
-    return count_tokens(message.content) + MESSAGE_OVERHEAD_TOKENS
+    """Tokens one prompt message costs, framing (and its image) included."""
+    image = IMAGE_TOKENS if message.image_url is not None else 0
+    return count_tokens(message.content) + MESSAGE_OVERHEAD_TOKENS + image
 
 
 def _prompt_tokens(messages: Sequence[ChatMessage]) -> int:

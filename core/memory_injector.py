@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from knowledge.decay import MemoryPolicy
 from knowledge.message_log import StoredMessage
@@ -145,6 +145,7 @@ class MemoryInjector:
         retrieved: Sequence[MemoryRecord],
         excerpts: Sequence[StoredMessage] = (),
         group: bool = False,
+        image_url: str | None = None,
         when: TurnTime | None = None,
         policy: MemoryPolicy | None = None,
     ) -> Prompt:
@@ -152,14 +153,15 @@ class MemoryInjector:
 
         `always` are system and core memories (highest rank first), `retrieved` the facts and
         episodes found for this message, best first, `excerpts` past messages found for it that
-        those memories do not cover, best first. `when`: the turn's time, which the prompt states
-        and dates every memory by (under `policy`'s plan rules).
+        those memories do not cover, best first; `image_url` a photo sent with the last message.
+        `when`: the turn's time, which the prompt states and dates every memory by (under `policy`'s
+        plan rules).
         """
         if not window:
             raise ValueError("the window must end with the message being answered")
         *earlier, current = window  # the window's earlier messages, and the one being answered
         speaker = current.speaker_name
-        base, closing, current_message, fixed = self._frame(persona, window, group, when)
+        base, closing, current_message, fixed = self._frame(persona, window, group, image_url, when)
         title = persona.title_for(speaker)
         ranked = self._ranked(always, retrieved, excerpts, earlier, when, policy or MemoryPolicy())
         chosen = self._fit(ranked, self.budget.prompt_tokens - fixed, persona, group)
@@ -169,16 +171,23 @@ class MemoryInjector:
                 return prompt
             chosen = chosen[:-1]  # token counts are not exactly additive; shed the lowest-ranked item
 
-    def check_fits(self, persona: Persona, message: StoredMessage, *, group: bool = False) -> None:
-        """Raise `MessageTooLongError` if `message`, with the persona around it, cannot fit any prompt.
+    def check_fits(
+        self, persona: Persona, message: StoredMessage, *, group: bool = False, image_url: str | None = None
+    ) -> None:
+        """Raise `MessageTooLongError` if `message` (and its photo), with the persona around it, cannot fit any prompt.
 
         Checked before the message is stored: a message no prompt can hold must not sit in the window,
         where it would crowd the conversation out of every later prompt.
         """
-        self._frame(persona, [message], group)
+        self._frame(persona, [message], group, image_url)
 
     def _frame(
-        self, persona: Persona, window: Sequence[StoredMessage], group: bool, when: TurnTime | None = None
+        self,
+        persona: Persona,
+        window: Sequence[StoredMessage],
+        group: bool,
+        image_url: str | None,
+        when: TurnTime | None = None,
     ) -> tuple[str, str, ChatMessage, int]:
         """The persona prompt (with the turn's time, given `when`), the closing instructions, the message
         answered, and the tokens the three take."""
@@ -187,7 +196,7 @@ class MemoryInjector:
         base = persona_prompt(persona, speaker, self._lore(persona, window, speaker))
         if when is not None:
             base += "\n\n" + now_section(when, persona.title_for(speaker))
-        current_message = self._chat_message(current, persona, group)
+        current_message = replace(self._chat_message(current, persona, group), image_url=image_url)
         # Placed after the memories, at the end of the system message: some servers refuse a system
         # message after the conversation, where SillyTavern would put it.
         closing = persona.fill(persona.post_history_instructions.strip(), speaker)

@@ -25,6 +25,24 @@ NOTHING_REMEMBERED = "I don't remember anything about you yet."
 FORGETTING_NOTHING = "Okay, I won't forget anything."
 
 
+# -- images and voice --------------------------------------------------------------------------------
+
+CANT_SEE_IMAGES = "I can't see images with this model. Could you tell me in words what it shows?"
+CANT_SEE_IMAGES_READ_CAPTION = "(I can't see images with this model, so I only read what you wrote with it.)"
+IMAGE_UNREADABLE = "I couldn't open that image. Could you send it as a photo (JPEG or PNG)?"
+CANT_HEAR_VOICE = "I can't listen to voice messages yet. Could you write it down for me?"
+
+
+def image_too_large(size: int, limit: int, *, pixels: bool = False) -> str:
+    """An image refused before anything reads it: larger than the operator allows."""
+    if pixels:
+        return "That image has too many pixels for me to open. Could you send a smaller one?"
+    return (
+        f"That image is too large for me ({size / 1e6:.1f} MB; the limit is {limit / 1e6:.1f} MB). "
+        "Could you send a smaller one?"
+    )
+
+
 def apology(error: LLMError) -> str:
     """What the user reads when the model could not answer; their message is already saved."""
     return f"Sorry, I can't think straight right now: {error}. Your message is saved, so just try again in a moment."

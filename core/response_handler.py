@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from datetime import UTC, tzinfo
 
 from knowledge.decay import MemoryPolicy, PolicyFor, default_policy
@@ -27,6 +28,7 @@ from personas.loader import Persona
 from . import phrasebook
 from .clock import Clock
 from .errors import LLMError
+from .images import ImageError, ImageLimits, clean_description, description_request, photo_text, prepare_image
 from .llm import LLMClient
 from .memory_injector import MemoryInjector, MessageTooLongError, Prompt
 from .system_memories import system_records
@@ -55,11 +57,14 @@ class ResponseHandler:
         clock: Clock,
         retrieval_limit: int = 8,
         excerpt_limit: int = 3,
+        image_limits: ImageLimits | None = None,
         policy_for: PolicyFor = default_policy,
     ) -> None:
         """`excerpt_limit`: past messages from `history` quoted at most, when memories do not cover them;
+        `image_limits`: the largest photo accepted, and the size it is scaled to for the model;
         `policy_for`: a persona's memory rules (when a past plan leaves the prompt)."""
         self.working_memory = working_memory
+        self._image_limits = image_limits or ImageLimits()
         self._knowledge = knowledge
         self._llm = llm
         self._injector = injector
@@ -110,6 +115,13 @@ class ResponseHandler:
         message_id: str,
         on_end: Callable[[StoredTurn | None], None],
     ) -> TurnResult:
+        try:
+            photo = await self._photo_of(persona, message)
+        except ImageError as error:
+            on_end(None)
+            return _refused(message, str(error))
+        # a photo the model cannot see: the caption is still answered, after saying so
+        preface = phrasebook.CANT_SEE_IMAGES_READ_CAPTION if message.image is not None and photo is None else None
         incoming = StoredMessage(
             id=message_id,
             persona_id=persona.id,
@@ -117,15 +129,15 @@ class ResponseHandler:
             user_id=scope.user_id,
             role="user",
             speaker_name=message.speaker_name,
-            content=message.text,
+            content=stored_text(message),
             sent_at=message.sent_at,
             in_group=group,
         )
         try:
-            self._injector.check_fits(persona, incoming, group=group)
+            self._injector.check_fits(persona, incoming, group=group, image_url=photo.url if photo else None)
         except MessageTooLongError as error:
             on_end(None)
-            return _refused(message, error)
+            return _refused(message, str(error))
         stored = self.store_message(persona.id, scope, message, group=group, message_id=incoming.id)
         window = self.working_memory.window(persona.id, message.conversation_id)
         when = self._turn_time(scope, message, stored, window, zone)
@@ -140,20 +152,21 @@ class ResponseHandler:
                 retrieved=retrieved,
                 excerpts=excerpts,
                 group=group,
+                image_url=photo.url if photo else None,
                 when=when,
                 policy=policy,
             )
         except MessageTooLongError as error:  # lore the earlier messages bring in left no room: refused after all
             await asyncio.to_thread(self.working_memory.log.forget_messages, scope, [stored.id])
             on_end(None)
-            return _refused(message, error)
+            return _refused(message, str(error))
         dropped = {record.id for record in prompt.dropped_memories}
         # what the chat model actually saw, so the monitor can judge which memories were used
         shown_ids = tuple(
             record.id for record in [*always, *retrieved] if record.category != "system" and record.id not in dropped
         )
-        result = TurnResult(message.conversation_id, reply="")
-        result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_end)
+        result = TurnResult(message.conversation_id, reply="", notice=preface)
+        result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_end, photo)
         return result
 
     def store_message(
@@ -166,7 +179,7 @@ class ResponseHandler:
             role="user",
             user_id=scope.user_id,
             speaker_name=message.speaker_name,
-            content=message.text,
+            content=stored_text(message),
             sent_at=message.sent_at,
             source_id=message.source_id,
             in_group=group,
@@ -186,6 +199,18 @@ class ResponseHandler:
             conversation_start=window[0].sent_at if window else stored.sent_at,
             window=find_window(message.text[:MAX_QUERY_CHARS], now),
         )
+
+    async def _photo_of(self, persona: Persona, message: IncomingMessage) -> _Photo | None:
+        """The message's photo bounded and ready for the chat model; None when there is none or the model
+        cannot see images (then a photo without a caption is refused with a clear answer)."""
+        if message.image is None:
+            return None
+        if not self._llm.settings("chat").chosen(persona.models.get("chat")).vision:
+            if not message.text.strip():
+                raise ImageError(phrasebook.CANT_SEE_IMAGES)
+            return None
+        url = await asyncio.to_thread(prepare_image, message.image, self._image_limits)
+        return _Photo(url, message.text)
 
     async def _recall(
         self, persona: Persona, scope: Scope, text: str, audience: Audience, when: TurnTime, policy: MemoryPolicy
@@ -296,10 +321,15 @@ class ResponseHandler:
         shown_ids: tuple[str, ...],
         result: TurnResult,
         on_end: Callable[[StoredTurn | None], None],
+        photo: _Photo | None,
     ) -> AsyncIterator[str]:
         parts: list[str] = []
+        # the photo is described beside the reply, by a task this stream owns
+        description = asyncio.create_task(self._describe(persona, photo)) if photo is not None else None
         try:
             try:
+                if result.notice:
+                    yield result.notice + "\n\n"
                 async for piece in self._llm.stream(prompt.messages, role="chat", choice=persona.models.get("chat")):
                     parts.append(piece)
                     yield piece
@@ -314,6 +344,8 @@ class ResponseHandler:
                 result.notice = phrasebook.LOST_WORDS
                 yield result.notice
                 return
+            if description is not None and photo is not None:
+                await self._record_photo(stored, photo, await description)
             reply = self.working_memory.append(
                 persona.id,
                 stored.conversation_id,
@@ -330,9 +362,40 @@ class ResponseHandler:
                 raise
             log.error("storage unavailable (%s): a reply was sent but could not be stored", storage_problem(error))
         finally:  # answered, failed, or dropped by the caller (the stream closed before its end)
+            if description is not None and not description.done():
+                description.cancel()  # no answer to keep the photo's description with
             on_end(result.stored)
 
+    async def _describe(self, persona: Persona, photo: _Photo) -> str | None:
+        """What the photo shows in a sentence, asked of the chat model beside the reply; None if it cannot say."""
+        request = description_request(photo.url, photo.caption, persona.language)
+        try:
+            answer = await self._llm.complete(request, role="chat", choice=persona.models.get("chat"))
+        except LLMError:
+            log.warning("describing a photo failed; it is kept as [photo] and its caption")
+            return None
+        return clean_description(answer)
 
-def _refused(message: IncomingMessage, error: MessageTooLongError) -> TurnResult:
-    """A message no prompt can hold: answered with why, and not stored."""
-    return TurnResult(message.conversation_id, reply=str(error), notice=str(error), completed=False)
+    async def _record_photo(self, stored: StoredMessage, photo: _Photo, description: str | None) -> None:
+        """Keep the photo in the conversation, its history and what the monitor reads as its description
+        (the image itself is not kept)."""
+        if description:
+            await asyncio.to_thread(self._history.rewrite, stored.id, photo_text(photo.caption, description))
+
+
+@dataclass(frozen=True, slots=True)
+class _Photo:
+    """The photo of the message being answered, as the model sees it, and the words sent with it."""
+
+    url: str  # a JPEG data URL, bounded and downscaled
+    caption: str
+
+
+def stored_text(message: IncomingMessage) -> str:
+    """How a message is first stored: its text, or for a photo `[photo]` and its caption until it is described."""
+    return message.text if message.image is None else photo_text(message.text, None)
+
+
+def _refused(message: IncomingMessage, text: str) -> TurnResult:
+    """A message answered with `text` instead of the model (too long, an image it cannot take): not stored."""
+    return TurnResult(message.conversation_id, reply=text, notice=text, completed=False)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 Role = Literal["chat", "monitor", "summarizer", "reviewer"]
 ROLES: tuple[Role, ...] = ("chat", "monitor", "summarizer", "reviewer")
@@ -13,13 +13,26 @@ ROLES: tuple[Role, ...] = ("chat", "monitor", "summarizer", "reviewer")
 
 @dataclass(frozen=True, slots=True)
 class ChatMessage:
-    """One message of a prompt, in the OpenAI chat format."""
+    """One message of a prompt, in the OpenAI chat format; a user message may carry one image."""
 
     role: Literal["system", "user", "assistant"]
     content: str
+    image_url: str | None = None  # a data URL ("data:image/jpeg;base64,..."), for models that see images
 
-    def as_openai(self) -> dict[str, str]:
-        return {"role": self.role, "content": self.content}
+    def as_openai(self) -> dict[str, Any]:
+        if self.image_url is None:
+            return {"role": self.role, "content": self.content}
+        parts: list[dict[str, Any]] = [{"type": "text", "text": self.content}] if self.content else []
+        parts.append({"type": "image_url", "image_url": {"url": self.image_url}})
+        return {"role": self.role, "content": parts}
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """An image a person sent, as the platform delivered it; never stored unless the operator asks."""
+
+    data: bytes = field(repr=False)
+    mime: str  # "image/jpeg", "image/png", ...
 
 
 def clean_text(text: str) -> str:
@@ -43,6 +56,7 @@ class IncomingMessage:
     sent_at: datetime  # aware, UTC
     persona_id: str | None = None  # None: the default persona
     source_id: str | None = None  # the platform's unique message id ("discord:123"), for later edits and deletes
+    image: Image | None = None  # a photo sent with the message; `text` is then its caption (maybe empty)
 
     def __post_init__(self) -> None:
         # Every adapter builds one of these: the one place where text from outside is made safe to keep.

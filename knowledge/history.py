@@ -262,9 +262,15 @@ class ConversationHistory:
     def edit(self, source_id: str, content: str) -> StoredMessage | None:
         """A message edited on its platform: the new words are kept and indexed again; None if unknown."""
         with self._writing:
-            edited = self._log.edit(source_id, content)
-            if edited is None:
-                return None
+            return self._reindexed(self._log.edit(source_id, content))
+
+    def rewrite(self, message_id: str, content: str) -> StoredMessage | None:
+        """A stored message's words completed later (a photo's description): kept and indexed; None if unknown."""
+        with self._writing:
+            return self._reindexed(self._log.rewrite(message_id, content))
+
+    def _reindexed(self, edited: StoredMessage | None) -> StoredMessage | None:
+        if edited is not None:
             [vector] = self._embedder.embed_passages([spoken(edited)[:MAX_EMBEDDED_CHARS]])
             with self._db.transaction() as db:
                 db.execute(

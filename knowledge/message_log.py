@@ -99,6 +99,13 @@ class MessageLog:
         )
         return _message(rows[0]) if rows else None
 
+    def rewrite(self, message_id: str, content: str) -> StoredMessage | None:
+        """Replace a stored message's words (a photo's description, known after it was stored); None if unknown."""
+        with self.db.transaction() as db:
+            db.execute("UPDATE messages SET content = ? WHERE id = ?", (content, message_id))
+        found = self.get([message_id])
+        return found[0] if found else None
+
     def get(self, ids: Iterable[str]) -> list[StoredMessage]:
         """The messages with these ids that are still stored, in the order they were stored."""
         wanted = list(ids)

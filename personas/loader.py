@@ -43,6 +43,7 @@ class ModelChoice(BaseModel):
 
     model: str | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
+    vision: bool | None = None  # the model accepts images (a persona on a vision model, or not)
 
 
 class Persona(BaseModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,10 @@ import pytest
 from discord.ext import commands
 
 from bot.app import App
-from bot.config import ConfigError
+from bot.config import ConfigError, Settings
 from bot.discord_adapter import (
     ADMINS_ONLY,
+    EDIT_PACE,
     NOT_TEXT,
     NOT_YOUR_BUTTON,
     CompanionCog,
@@ -23,23 +25,31 @@ from bot.discord_adapter import (
     MemoryPages,
     build_discord_bot,
 )
-from bot.render import DISCORD_LIMIT
+from bot.render import DISCORD_LIMIT, split_message
 from bot.routing import PersonaChoices, PlaceRules
 from core import phrasebook
 from core.errors import UserFacingError
 from core.phrasebook import NOT_ALLOWED
 from knowledge.records import Scope
-from tests.fakes.discord import FakeInteraction, HttpLog, edit, press, record_http, reply_to
-from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.clock import FakeTimer
+from tests.fakes.discord import FakeInteraction, HttpLog, edit, message_with_file, press, record_http, reply_to
+from tests.fakes.images import describing, photo_bytes
+from tests.fakes.openai_server import FakeCut, FakeOpenAIServer
 from tests.fakes.personas import personas_with_a_tutor
 
 NO_PINGS = {"parse": []}  # discord.AllowedMentions.none(): not @everyone, not roles, not users
 
 
 @pytest.fixture
-async def discord_bot(app: App, fake_openai: FakeOpenAIServer) -> AsyncIterator[commands.Bot]:
+def timer() -> FakeTimer:
+    """Paces growing replies without waiting; what it was asked to wait is recorded."""
+    return FakeTimer()
+
+
+@pytest.fixture
+async def discord_bot(app: App, fake_openai: FakeOpenAIServer, timer: FakeTimer) -> AsyncIterator[commands.Bot]:
     fake_openai.set_default("monitor-model", "[SKIP]")
-    bot = build_discord_bot(app)
+    bot = build_discord_bot(app, timer=timer)
     await bot._async_setup_hook()  # the event loop parts discord.py sets up at login
     await bot.setup_hook()
     # dpytest's members exist only in a member cache, which Discord fills only with the members intent.
@@ -88,7 +98,7 @@ async def test_a_direct_message_is_answered_after_typing_and_pings_nobody(
     alice = member(0)
     dm = await alice.create_dm()
     await dpytest.message("hi there", channel=dm, member=alice)
-    assert http.texts() == ["Hello @everyone and <@&123>!"]
+    assert http.final_texts() == ["Hello @everyone and <@&123>!"]
     [sent] = http.sent()
     assert sent["allowed_mentions"] == NO_PINGS
     assert [kind for kind, _ in http.calls] == ["typing", "send"]
@@ -107,7 +117,7 @@ async def test_server_messages_need_a_mention_or_a_reply(
     await dpytest.message(f"{mention(discord_bot)} are you there?", member=member(0))
     ours = dpytest.get_message()
     await reply_to(ours, "and me?", member(1))
-    assert http.texts() == ["Yes, Alice?", "Still here, Bob."]
+    assert http.final_texts() == ["Yes, Alice?", "Still here, Bob."]
     first = http.sent()[0]
     assert first["allowed_mentions"] == {**NO_PINGS, "replied_user": False}  # a reply, without a ping
     assert "message_reference" in first
@@ -124,7 +134,7 @@ async def test_every_message_channels_are_answered_without_a_mention(
     cog.router.rules = PlaceRules(every_message=[channel().id])
     fake_openai.script("chat-model", "I'm listening.")
     await dpytest.message("nobody mentioned you", member=member(0))
-    assert http.texts() == ["I'm listening."]
+    assert http.final_texts() == ["I'm listening."]
 
 
 async def test_bots_are_ignored(discord_bot: commands.Bot, http: HttpLog, fake_openai: FakeOpenAIServer) -> None:
@@ -140,7 +150,7 @@ async def test_a_long_reply_is_split_at_the_discord_limit(
     long_reply = "\n".join(f"Line {i}: " + "la " * 40 for i in range(60))  # about 7,700 characters
     fake_openai.script("chat-model", long_reply)
     await dpytest.message(f"{mention(discord_bot)} sing", member=member(0))
-    texts = http.texts()
+    texts = http.final_texts()
     assert len(texts) >= 4
     assert all(len(text) <= DISCORD_LIMIT for text in texts)
     assert "\n".join(texts).split() == long_reply.split()
@@ -317,7 +327,7 @@ async def test_messages_of_one_channel_are_answered_in_order_even_when_they_arri
     for text in ("one", "two"):  # both dispatched before either is handled
         dpytest.back.make_message(f"{mention(discord_bot)} {text}", member(0), channel())
     await dpytest.run_all_events()
-    assert http.texts() == ["First!", "Second!"]
+    assert http.final_texts() == ["First!", "Second!"]
     second_prompt = [message["content"] for message in fake_openai.requests_for("chat-model")[1].messages]
     assert "First!" in second_prompt  # the second turn was built after the first was answered
     assert len(cog._order) == 0  # nothing kept once the channel is quiet
@@ -368,3 +378,145 @@ async def test_timezone_is_an_ephemeral_command_that_refuses_an_unknown_zone(cog
     other = FakeInteraction(member(1), channel())
     await CompanionCog.timezone.callback(cog, other)  # type: ignore[arg-type]
     assert not other.log[0].content.startswith("Your time zone is America/New_York")  # one user's choice is theirs
+
+
+# --- replies that grow while the model writes them ----------------------------------------------------
+
+STORY = " ".join(f"word{index}" for index in range(80))
+
+
+def watch_updates(http: HttpLog, fake_openai: FakeOpenAIServer, timer: FakeTimer) -> tuple[list[bool], list[float]]:
+    """Whether the model was still writing when the first words reached Discord, and when each send or edit came."""
+    early: list[bool] = []
+    times: list[float] = []
+
+    def on_call(kind: str, payload: Any) -> None:
+        if kind == "typing":
+            return
+        if not early:
+            [request] = [request for request in fake_openai.requests_for("chat-model") if request.stream]
+            early.append(not request.finished.is_set())
+        times.append(timer.now())
+
+    http.listeners.append(on_call)
+    return early, times
+
+
+async def test_a_reply_is_sent_early_then_edited_no_faster_than_discord_allows_and_pings_nobody(
+    discord_bot: commands.Bot, http: HttpLog, app: App, fake_openai: FakeOpenAIServer, timer: FakeTimer
+) -> None:
+    fake_openai.script("chat-model", f"@everyone listen: {STORY}")
+    fake_openai.chunk_delay = 0.002
+    early, times = watch_updates(http, fake_openai, timer)
+    await dpytest.message(f"{mention(discord_bot)} tell us a story", member=member(0))
+
+    assert early == [True]  # the first words were on Discord before the model had finished
+    [sent] = http.sent()
+    edits = http.edits()
+    assert edits and all(edit["message_id"] == http.sent_ids[0] for edit in edits)
+    assert sent["allowed_mentions"] == {**NO_PINGS, "replied_user": False}
+    assert all(edit["allowed_mentions"] == NO_PINGS for edit in edits)  # no edit can ping anyone either
+    *paced, _final = times  # the final text goes as soon as the model is done
+    assert all(later - earlier >= EDIT_PACE for earlier, later in itertools.pairwise(paced))
+    assert all(len([at for at in times if start <= at < start + 5]) <= 5 for start in times)  # 5 per 5 s
+    stored = app.working_memory.window("xiaoxiang", f"discord:channel:{channel().id}")[-1].content
+    assert http.final_texts() == [f"@everyone listen: {STORY}"] == [stored]
+
+
+async def test_a_reply_passing_the_limit_while_growing_goes_on_in_a_new_message(
+    discord_bot: commands.Bot, http: HttpLog, app: App, fake_openai: FakeOpenAIServer
+) -> None:
+    long_reply = "\n".join(f"Line {index}: " + "la " * 40 for index in range(60))
+    fake_openai.script("chat-model", long_reply)
+    fake_openai.chunk_size, fake_openai.chunk_delay = 64, 0.001
+    try:
+        await dpytest.message(f"{mention(discord_bot)} sing", member=member(0))
+    finally:
+        fake_openai.chunk_size = FakeOpenAIServer.chunk_size
+    stored = app.working_memory.window("xiaoxiang", f"discord:channel:{channel().id}")[-1].content
+    assert http.final_texts() == split_message(stored, DISCORD_LIMIT)
+    assert all(len(edit["content"]) <= DISCORD_LIMIT for edit in http.edits())
+
+
+async def test_a_model_failing_mid_reply_leaves_what_it_said_and_the_apology(
+    discord_bot: commands.Bot, http: HttpLog, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", FakeCut("Your cat, I think, is", chunks=6))
+    await dpytest.message(f"{mention(discord_bot)} about my cat", member=member(0))
+    [text] = http.final_texts()
+    assert text.startswith("Your cat, I think, is\n\nSorry, I can't think straight") and "saved" in text
+
+
+class TestStreamingOff:
+    @pytest.fixture
+    def settings(self, settings: Settings) -> Settings:
+        return settings.model_copy(update={"discord_streaming": False})  # COMPANION_DISCORD_STREAMING=false
+
+    async def test_a_reply_arrives_whole(
+        self, discord_bot: commands.Bot, http: HttpLog, fake_openai: FakeOpenAIServer
+    ) -> None:
+        fake_openai.script("chat-model", STORY)
+        fake_openai.chunk_delay = 0.002
+        await dpytest.message(f"{mention(discord_bot)} a story", member=member(0))
+        assert http.edits() == [] and http.texts() == [STORY]
+
+
+# --- images and voice messages -------------------------------------------------------------------------
+
+
+class TestImages:
+    @pytest.fixture
+    def settings(self, settings: Settings) -> Settings:
+        """A chat model that sees images, and a low limit on their size."""
+        return settings.model_copy(update={"vision": True, "image_max_bytes": 200_000})
+
+    async def test_an_image_attachment_reaches_a_vision_model_and_is_remembered_as_its_description(
+        self, discord_bot: commands.Bot, http: HttpLog, app: App, fake_openai: FakeOpenAIServer, tmp_path: Path
+    ) -> None:
+        picture = tmp_path / "mochi.jpg"
+        picture.write_bytes(photo_bytes(1600, 1200))
+        fake_openai.set_default("chat-model", describing("So fluffy!", "A grey cat on a blue sofa."))
+        alice = member(0)
+        dm = await alice.create_dm()
+        await message_with_file("meet Mochi", picture, channel=dm, member=alice, content_type="image/jpeg")
+
+        [reply_request] = [request for request in fake_openai.requests_for("chat-model") if request.stream]
+        text, image = reply_request.messages[-1]["content"]
+        assert text == {"type": "text", "text": "[photo] meet Mochi"}
+        assert image["image_url"]["url"].startswith("data:image/jpeg;base64,")
+        assert http.final_texts() == ["So fluffy!"]
+        said = app.working_memory.window("xiaoxiang", f"discord:dm:{dm.id}")[0]
+        assert said.content == "[photo: A grey cat on a blue sofa.] meet Mochi"
+
+    async def test_an_image_beyond_the_operators_limit_is_refused_before_it_is_read(
+        self, discord_bot: commands.Bot, http: HttpLog, fake_openai: FakeOpenAIServer, tmp_path: Path
+    ) -> None:
+        picture = tmp_path / "huge.png"
+        picture.write_bytes(b"\x89PNG" + b"\0" * 200_000)
+        alice = member(0)
+        await message_with_file("", picture, channel=await alice.create_dm(), member=alice, content_type="image/png")
+        assert http.texts() == [phrasebook.image_too_large(picture.stat().st_size, 200_000)]
+        assert fake_openai.requests_for("chat-model") == []
+
+    async def test_a_voice_message_gets_a_clear_answer(
+        self, discord_bot: commands.Bot, http: HttpLog, fake_openai: FakeOpenAIServer, tmp_path: Path
+    ) -> None:
+        voice = tmp_path / "voice-message.ogg"
+        voice.write_bytes(b"OggS")
+        alice = member(0)
+        dm = await alice.create_dm()
+        await message_with_file("", voice, channel=dm, member=alice, content_type="audio/ogg", voice=True)
+        assert http.texts() == [phrasebook.CANT_HEAR_VOICE]
+        assert fake_openai.requests_for("chat-model") == []
+
+
+async def test_without_vision_an_image_gets_a_clear_answer_and_its_caption_is_answered(
+    discord_bot: commands.Bot, http: HttpLog, fake_openai: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    picture = tmp_path / "mochi.jpg"
+    picture.write_bytes(photo_bytes(400, 300))
+    fake_openai.script("chat-model", "Mochi is a lovely name!")
+    alice = member(0)
+    dm = await alice.create_dm()
+    await message_with_file("meet Mochi", picture, channel=dm, member=alice, content_type="image/jpeg")
+    assert http.final_texts() == [f"{phrasebook.CANT_SEE_IMAGES_READ_CAPTION}\n\nMochi is a lovely name!"]

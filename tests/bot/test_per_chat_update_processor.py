@@ -15,6 +15,7 @@ from bot.app import App
 from bot.config import Settings
 from bot.per_chat_update_processor import PerChatUpdateProcessor, chat_of
 from bot.telegram_adapter import build_telegram_application
+from tests.fakes.clock import FakeTimer
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.telegram_server import TOKEN, Call, FakeBotAPI, polling
 from tests.fakes.telegram_updates import person, text_update
@@ -41,7 +42,7 @@ def fake_telegram() -> Iterator[FakeBotAPI]:
 async def running_bot(app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer) -> AsyncIterator[Application]:
     """The Telegram application polling the fake Bot API, as `companion run` does."""
     fake_openai.set_default("monitor-model", "[SKIP]")
-    async with polling(build_telegram_application(app, TOKEN, fake_telegram.url)) as application:
+    async with polling(build_telegram_application(app, TOKEN, fake_telegram.url, timer=FakeTimer())) as application:
         yield application
     await app.companion.tasks.drain()
 

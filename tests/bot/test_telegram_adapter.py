@@ -20,13 +20,15 @@ from click.testing import CliRunner
 from telegram import Update
 from telegram.ext import Application
 
-from bot.app import App
+from bot.app import App, build_app
 from bot.cli import cli
-from bot.render import TELEGRAM_LIMIT, units
+from bot.config import Settings
+from bot.render import TELEGRAM_LIMIT, split_message, units
 from bot.routing import PlaceRules
 from bot.telegram_adapter import (
     COMMANDS,
     EXPIRED,
+    GROUP_PACE,
     HELP,
     NEEDS_PRIVATE_CHAT,
     NOT_TEXT,
@@ -36,10 +38,13 @@ from bot.telegram_adapter import (
 )
 from core import phrasebook
 from core.phrasebook import NOT_ALLOWED
+from knowledge.embedding import Embedder
 from knowledge.records import Scope
-from tests.fakes.openai_server import FakeError, FakeOpenAIServer
+from tests.fakes.clock import FakeClock, FakeTimer
+from tests.fakes.images import describing, photo_bytes
+from tests.fakes.openai_server import FakeCut, FakeError, FakeOpenAIServer
 from tests.fakes.personas import personas_with_a_tutor
-from tests.fakes.telegram_server import BOT_USERNAME, TOKEN, FakeBotAPI
+from tests.fakes.telegram_server import BOT_USERNAME, TOKEN, Call, FakeBotAPI
 
 ALICE = {"id": 101, "is_bot": False, "first_name": "Alice", "last_name": "Smith"}
 BOB = {"id": 202, "is_bot": False, "first_name": "Bob"}
@@ -95,9 +100,17 @@ def fake_telegram(telegram_server: FakeBotAPI) -> FakeBotAPI:
 
 
 @pytest.fixture
-async def telegram(app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer) -> AsyncIterator[Application]:
+def timer() -> FakeTimer:
+    """Paces growing replies without waiting; what it was asked to wait is recorded."""
+    return FakeTimer()
+
+
+@pytest.fixture
+async def telegram(
+    app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer, timer: FakeTimer
+) -> AsyncIterator[Application]:
     fake_openai.set_default("monitor-model", "[SKIP]")
-    application = build_telegram_application(app, TOKEN, fake_telegram.url, polling=False)
+    application = build_telegram_application(app, TOKEN, fake_telegram.url, polling=False, timer=timer)
     await application.initialize()  # getMe, answered by the fake
     yield application
     await app.companion.tasks.drain()
@@ -172,7 +185,7 @@ async def test_group_messages_need_a_mention_or_a_reply(
         "text": "Yes?",
     }
     await feed(telegram, message("and me?", user=BOB, chat=GROUP, reply_to_message=bot_message))
-    assert fake_telegram.sent_texts(GROUP["id"]) == ["Yes, Alice?", "Still here, Bob."]
+    assert fake_telegram.final_texts(GROUP["id"]) == ["Yes, Alice?", "Still here, Bob."]
 
     rows = app.working_memory.window("xiaoxiang", f"telegram:chat:{GROUP['id']}")
     people = [(row.speaker_name, row.user_id, row.content) for row in rows if row.role == "user"]
@@ -215,10 +228,11 @@ async def test_in_a_shared_group_each_user_sees_and_forgets_only_their_own_memor
         "text": ask["text"],
     }
 
+    edits = len(fake_telegram.calls_to("editMessageText"))  # the replies' own, as they grew
     await feed(telegram, button(buttons[0], user=BOB, sent=asked))  # Bob presses Alice's button
     refusal = fake_telegram.calls_to("answerCallbackQuery")[-1].params
     assert refusal["text"] == NOT_YOUR_BUTTON and refusal["show_alert"] is True
-    assert fake_telegram.calls_to("editMessageText") == []
+    assert len(fake_telegram.calls_to("editMessageText")) == edits  # the question is left as it was
     assert [record.content for record in kb.list(ALICE_SCOPE)] == ["Alice loves ramen"]
 
     await feed(telegram, button(buttons[0], user=ALICE, sent=asked))
@@ -412,7 +426,7 @@ async def ruled(app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServ
         personas={GROUP["id"]: "tutor"}, every_message=[GROUP["id"]], allowed_users=[ALICE["id"], BOB["id"]]
     )
     fake_openai.set_default("monitor-model", "[SKIP]")
-    application = build_telegram_application(app, TOKEN, fake_telegram.url, polling=False)
+    application = build_telegram_application(app, TOKEN, fake_telegram.url, polling=False, timer=FakeTimer())
     await application.initialize()
     yield application
     await app.companion.tasks.drain()
@@ -425,7 +439,7 @@ async def test_operator_rules_choose_the_persona_and_answer_every_message_in_a_c
     fake_openai.script("chat-model", "Hoot, Alice.", "主人好～")
     await feed(ruled, message("no mention at all", user=ALICE, chat=GROUP))
     await feed(ruled, message("hi", user=ALICE, chat=private(ALICE)))
-    assert fake_telegram.sent_texts(GROUP["id"]) == ["Hoot, Alice."]
+    assert fake_telegram.final_texts(GROUP["id"]) == ["Hoot, Alice."]
     group_prompt, private_prompt = (
         request.messages[0]["content"] for request in fake_openai.requests_for("chat-model")
     )
@@ -513,3 +527,256 @@ async def test_timezone_is_answered_in_private_refuses_an_unknown_zone_and_dates
     await feed(telegram, message("/memory", user=ALICE, chat=private(ALICE)))
     assert "Your time zone is Asia/Tokyo:" in fake_telegram.sent_texts(ALICE["id"])[-1]
     assert "/timezone" in HELP and "timezone" in [command.command for command in COMMANDS]
+
+
+# --- replies that grow while the model writes them ----------------------------------------------------
+
+STORY = " ".join(f"word{index}" for index in range(80))  # 80 words, a stream of about 130 chunks
+
+
+def stored_reply(app: App, chat_id: int) -> str:
+    return app.working_memory.window("xiaoxiang", f"telegram:chat:{chat_id}")[-1].content
+
+
+def first_draft_before_the_model_finished(fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer) -> list[bool]:
+    """Records, when the first visible text reaches Telegram, whether the model's stream was still going."""
+    seen: list[bool] = []
+
+    def on_call(call: Call) -> None:
+        if call.method in ("sendMessageDraft", "sendMessage") and not seen:
+            [request] = [request for request in fake_openai.requests_for("chat-model") if request.stream]
+            seen.append(not request.finished.is_set())
+
+    fake_telegram.listen(on_call)
+    return seen
+
+
+async def test_a_private_reply_grows_as_a_draft_then_arrives_whole_as_the_stored_reply(
+    telegram: Application, app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", STORY)
+    fake_openai.chunk_delay = 0.002
+    early = first_draft_before_the_model_finished(fake_telegram, fake_openai)
+    await feed(telegram, message("tell me a story", user=ALICE, chat=private(ALICE)))
+
+    assert early == [True]  # the first words were on screen before the model had finished
+    methods = [call.method for call in fake_telegram.calls if call.method != "getMe"]
+    assert methods[0] == "sendChatAction" and methods[-1] == "sendMessage"
+    assert methods.count("sendMessage") == 1 and methods.count("sendMessageDraft") > 1
+    drafts = fake_telegram.calls_to("sendMessageDraft")
+    assert all(STORY.startswith(draft.params["text"]) for draft in drafts)
+    assert len({draft.params["draft_id"] for draft in drafts}) == 1  # one draft, animated as it grows
+    assert all(draft.params["chat_id"] == ALICE["id"] and "parse_mode" not in draft.params for draft in drafts)
+    assert fake_telegram.sent_texts() == [STORY] == [stored_reply(app, ALICE["id"])]
+
+
+async def test_a_group_reply_is_sent_early_then_edited_no_faster_than_a_group_allows(
+    telegram: Application, app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer, timer: FakeTimer
+) -> None:
+    fake_openai.script("chat-model", STORY)
+    fake_openai.chunk_delay = 0.002
+    early = first_draft_before_the_model_finished(fake_telegram, fake_openai)
+    updates: list[float] = []
+    fake_telegram.listen(
+        lambda call: updates.append(timer.now()) if call.method in ("sendMessage", "editMessageText") else None
+    )
+    await feed(telegram, message(f"@{BOT_USERNAME} tell us a story", user=ALICE, chat=GROUP))
+
+    assert early == [True]
+    [sent] = fake_telegram.calls_to("sendMessage")
+    assert "reply_parameters" in sent.params  # the first part quotes the message it answers
+    edits = fake_telegram.calls_to("editMessageText")
+    assert edits and all(edit.params["message_id"] == sent.result["message_id"] for edit in edits)
+    assert all("parse_mode" not in edit.params for edit in [sent, *edits])
+    *paced, _final = updates  # the final text goes as soon as the model is done
+    assert all(later - earlier >= GROUP_PACE for earlier, later in itertools.pairwise(paced))
+    assert fake_telegram.final_texts(GROUP["id"]) == [STORY] == [stored_reply(app, GROUP["id"])]
+    assert [call.method for call in fake_telegram.calls].count("sendMessageDraft") == 0  # drafts are for private chats
+
+
+async def test_a_reply_passing_the_limit_while_growing_goes_on_in_a_new_message_at_a_boundary(
+    telegram: Application, app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    sentences = "The cat slept on the warm windowsill all afternoon. " * 12
+    paragraphs = [f"Chapter {index}. {sentences}".strip() for index in range(16)]
+    long_reply = "\n\n".join(paragraphs)
+    fake_openai.script("chat-model", long_reply)
+    fake_openai.chunk_size = 64
+    fake_openai.chunk_delay = 0.002
+    try:
+        await feed(telegram, message("a long story please", user=ALICE, chat=private(ALICE)))
+    finally:
+        fake_openai.chunk_size = FakeOpenAIServer.chunk_size
+    assert fake_telegram.sent_texts() == split_message(long_reply, TELEGRAM_LIMIT)
+    assert all(text.startswith("Chapter") for text in fake_telegram.sent_texts())  # cut between paragraphs
+    drafts = fake_telegram.calls_to("sendMessageDraft")
+    assert all(units(draft.params["text"]) <= TELEGRAM_LIMIT for draft in drafts)
+    assert len({draft.params["draft_id"] for draft in drafts}) == len(fake_telegram.sent_texts())
+    assert "\n\n".join(fake_telegram.sent_texts()) == long_reply == stored_reply(app, ALICE["id"])
+
+
+@pytest.mark.parametrize("chat", [private(ALICE), GROUP], ids=["private", "group"])
+async def test_a_model_failing_mid_reply_leaves_what_it_said_and_the_apology_never_a_draft(
+    telegram: Application, app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer, chat: dict[str, Any]
+) -> None:
+    fake_openai.script("chat-model", FakeCut("Let me think about your cat, she is", chunks=9))
+    await feed(telegram, message(f"@{BOT_USERNAME} about my cat", user=ALICE, chat=chat))
+    [text] = fake_telegram.final_texts(chat["id"])
+    assert text.startswith("Let me think about your cat, she is\n\nSorry, I can't think straight")
+    assert "saved" in text
+    delivered = [call for call in fake_telegram.calls if call.method != "sendChatAction"]
+    assert delivered[-1].method in ("sendMessage", "editMessageText") and delivered[-1].params["text"] == text
+    window = app.working_memory.window("xiaoxiang", f"telegram:chat:{chat['id']}")
+    assert [row.role for row in window] == ["user"]  # the message is kept; a broken answer is not
+
+
+async def test_with_streaming_off_the_reply_arrives_whole_without_drafts_or_edits(
+    app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer, timer: FakeTimer
+) -> None:
+    app.settings.telegram_streaming = False
+    application = build_telegram_application(app, TOKEN, fake_telegram.url, polling=False, timer=timer)
+    await application.initialize()
+    try:
+        fake_openai.script("chat-model", STORY, STORY)
+        await feed(application, message("tell me a story", user=ALICE, chat=private(ALICE)))
+        await feed(application, message(f"@{BOT_USERNAME} and us?", user=ALICE, chat=GROUP))
+    finally:
+        await app.companion.tasks.drain()
+        await application.shutdown()
+    assert fake_telegram.calls_to("sendMessageDraft") == [] and fake_telegram.calls_to("editMessageText") == []
+    assert fake_telegram.sent_texts() == [STORY, STORY]
+
+
+# --- flood limits -------------------------------------------------------------------------------------
+
+
+async def test_a_retry_after_delays_the_reply_and_never_loses_it(
+    telegram: Application, app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", "Here I am!")
+    fake_telegram.refuse("sendMessage", times=2, retry_after=1)
+    await feed(telegram, message("are you there?", user=ALICE, chat=private(ALICE)))
+    assert [call.status for call in fake_telegram.calls_to("sendMessage")] == [429, 429, 200]
+    assert fake_telegram.sent_texts() == ["Here I am!"]  # waited for, not turned into an apology
+
+
+async def test_drafts_and_typing_refused_under_flood_limits_cost_the_reply_nothing(
+    telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", STORY)
+    fake_openai.chunk_delay = 0.002
+    fake_telegram.refuse("sendChatAction", retry_after=30)
+    fake_telegram.refuse("sendMessageDraft", times=2, retry_after=30)
+    await feed(telegram, message("tell me a story", user=ALICE, chat=private(ALICE)))
+    assert fake_telegram.sent_texts() == [STORY]  # nobody waited 30 s for a draft: they were skipped
+
+
+async def test_a_failing_typing_action_never_costs_the_reply(
+    telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", "Still here.")
+    fake_telegram.refuse("sendChatAction", status=400)
+    await feed(telegram, message("hello?", user=ALICE, chat=private(ALICE)))
+    assert fake_telegram.calls_to("sendChatAction")[0].status == 400
+    assert fake_telegram.sent_texts() == ["Still here."]
+
+
+# --- photos and voice notes -------------------------------------------------------------------------------
+
+
+def photo_update(caption: str | None, *, user: dict[str, Any], chat: dict[str, Any], big: bytes) -> dict[str, Any]:
+    """A photo as Telegram delivers it: several sizes of one picture, the caption beside them."""
+    sizes = [
+        {"file_id": "photo-s", "file_unique_id": "s", "width": 320, "height": 240, "file_size": 9_000},
+        {"file_id": "photo-m", "file_unique_id": "m", "width": 800, "height": 600, "file_size": 60_000},
+        {"file_id": "photo-x", "file_unique_id": "x", "width": 1280, "height": 960, "file_size": len(big)},
+    ]
+    update = message(None, user=user, chat=chat, photo=sizes)
+    if caption is not None:
+        update["message"]["caption"] = caption
+        if f"@{BOT_USERNAME}" in caption:
+            mention = {"type": "mention", "offset": caption.index("@"), "length": len(BOT_USERNAME) + 1}
+            update["message"]["caption_entities"] = [mention]
+    return update
+
+
+@pytest.fixture
+async def seeing_telegram(
+    settings: Settings, clock: FakeClock, embedder: Embedder, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> AsyncIterator[tuple[App, Application]]:
+    """The application over an app whose chat model sees images (COMPANION_VISION=1)."""
+    seeing = build_app(settings.model_copy(update={"vision": True}), clock=clock, embedder=embedder, backoff=(0.01,))
+    fake_openai.set_default("monitor-model", "[SKIP]")
+    application = build_telegram_application(seeing, TOKEN, fake_telegram.url, polling=False, timer=FakeTimer())
+    await application.initialize()
+    yield seeing, application
+    await seeing.companion.tasks.drain()
+    await application.shutdown()
+    await seeing.aclose()
+
+
+async def test_a_photo_with_a_caption_reaches_a_vision_model_and_is_remembered_as_its_description(
+    seeing_telegram: tuple[App, Application], fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    seeing, application = seeing_telegram
+    fake_telegram.add_file("photo-x", photo_bytes(1280, 960))
+    fake_openai.set_default("chat-model", describing("What a fluffy grey cat!", "A grey cat on a blue sofa."))
+    await feed(application, photo_update("meet Mochi", user=ALICE, chat=private(ALICE), big=photo_bytes(1280, 960)))
+
+    assert [call.params["file_id"] for call in fake_telegram.calls_to("getFile")] == ["photo-x"]  # the size we show
+    [reply_request] = [request for request in fake_openai.requests_for("chat-model") if request.stream]
+    text, image = reply_request.messages[-1]["content"]
+    assert text == {"type": "text", "text": "[photo] meet Mochi"}
+    assert image["type"] == "image_url" and image["image_url"]["url"].startswith("data:image/jpeg;base64,")
+    assert fake_telegram.sent_texts() == ["What a fluffy grey cat!"]
+    [said, _] = seeing.working_memory.window("xiaoxiang", f"telegram:chat:{ALICE['id']}")
+    assert said.content == "[photo: A grey cat on a blue sofa.] meet Mochi"
+
+
+async def test_without_vision_a_photo_gets_a_clear_answer_and_its_caption_is_still_answered(
+    telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_telegram.add_file("photo-x", photo_bytes(1280, 960))
+    fake_openai.script("chat-model", "Mochi is a lovely name!")
+    await feed(telegram, photo_update("meet Mochi", user=ALICE, chat=private(ALICE), big=photo_bytes(1280, 960)))
+    await feed(telegram, photo_update(None, user=ALICE, chat=private(ALICE), big=photo_bytes(1280, 960)))
+    assert fake_telegram.sent_texts() == [
+        f"{phrasebook.CANT_SEE_IMAGES_READ_CAPTION}\n\nMochi is a lovely name!",
+        phrasebook.CANT_SEE_IMAGES,
+    ]
+    [request] = fake_openai.requests_for("chat-model")
+    assert request.messages[-1]["content"] == "[photo] meet Mochi"  # the caption alone, and that a photo came
+
+
+async def test_a_photo_beyond_the_operators_limit_is_refused_before_it_is_downloaded(
+    seeing_telegram: tuple[App, Application], fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    seeing, application = seeing_telegram
+    huge = b"\xff" * (seeing.settings.image_max_bytes + 1)
+    await feed(application, photo_update("look", user=ALICE, chat=private(ALICE), big=huge))
+    assert fake_telegram.calls_to("getFile") == [] and fake_openai.requests_for("chat-model") == []
+    assert fake_telegram.sent_texts() == [phrasebook.image_too_large(len(huge), seeing.settings.image_max_bytes)]
+
+
+async def test_in_a_group_a_photo_is_answered_only_when_its_caption_mentions_the_bot(
+    seeing_telegram: tuple[App, Application], fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    _, application = seeing_telegram
+    fake_telegram.add_file("photo-x", photo_bytes(1280, 960))
+    fake_openai.set_default("chat-model", describing("Cute!", "A grey cat."))
+    await feed(application, photo_update("our cat", user=ALICE, chat=GROUP, big=photo_bytes(1280, 960)))
+    assert fake_telegram.calls_to("getFile") == [] and fake_telegram.calls_to("sendMessage") == []
+    await feed(
+        application, photo_update(f"@{BOT_USERNAME} our cat", user=ALICE, chat=GROUP, big=photo_bytes(1280, 960))
+    )
+    assert fake_telegram.final_texts(GROUP["id"]) == ["Cute!"]
+
+
+async def test_a_voice_note_gets_a_clear_answer(
+    telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    voice = {"file_id": "v1", "file_unique_id": "v1", "duration": 3, "mime_type": "audio/ogg", "file_size": 4000}
+    await feed(telegram, message(None, user=ALICE, chat=private(ALICE), voice=voice))
+    await feed(telegram, message(None, user=ALICE, chat=GROUP, voice=voice))  # people talking to each other
+    assert fake_telegram.sent_texts() == [phrasebook.CANT_HEAR_VOICE]
+    assert fake_openai.requests_for("chat-model") == []

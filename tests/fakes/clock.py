@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 
@@ -18,3 +19,22 @@ class FakeClock:
         """Move forward by `timedelta(**delta)` and return the new time."""
         self._now += timedelta(**delta)
         return self._now
+
+
+class FakeTimer:
+    """Monotonic seconds for pacing that move only when something waits: `sleep` returns at once, time advanced.
+
+    `waits` records every wait asked for, so a test can tell pacing happened without measuring time.
+    """
+
+    def __init__(self) -> None:
+        self._now = 1000.0
+        self.waits: list[float] = []
+
+    def now(self) -> float:
+        return self._now
+
+    async def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self._now += seconds
+        await asyncio.sleep(0)  # still a point where other tasks run, as a real wait is

@@ -2,15 +2,19 @@
 
 dpytest runs the real discord.py client against an in-memory backend (its `FakeHttp`). It does not
 record the request payloads (allowed mentions, message references) nor fake interactions, so:
-`record_http` wraps its sending calls to keep every payload, and `FakeInteraction` stands in for the
-`discord.Interaction` a slash command or button receives (the response calls are what is recorded).
+`record_http` wraps its sending and editing calls to keep every payload, and `FakeInteraction` stands in
+for the `discord.Interaction` a slash command or button receives (the response calls are what is
+recorded). `message_with_file` sends a message with an attachment (an image, a voice message), which
+dpytest's own `message()` cannot describe (no content type, no size).
 """
 
 from __future__ import annotations
 
 import inspect
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import discord
@@ -20,33 +24,60 @@ from discord.ext.test import backend, factories
 
 @dataclass
 class HttpLog:
-    """What the bot asked Discord to do, in order: ("typing", channel id) or ("send", payload)."""
+    """What the bot asked Discord to do, in order: ("typing", channel id), ("send", payload) or ("edit",
+    payload with the edited message's id under "message_id"). Each listener hears of every call as made."""
 
     calls: list[tuple[str, Any]] = field(default_factory=list)
+    sent_ids: list[int] = field(default_factory=list)  # the id of each sent message, in the order sent
+    listeners: list[Callable[[str, Any], None]] = field(default_factory=list)
+
+    def record(self, kind: str, payload: Any) -> None:
+        self.calls.append((kind, payload))
+        for listener in self.listeners:
+            listener(kind, payload)
 
     def sent(self) -> list[dict[str, Any]]:
         return [payload for kind, payload in self.calls if kind == "send"]
 
+    def edits(self) -> list[dict[str, Any]]:
+        return [payload for kind, payload in self.calls if kind == "edit"]
+
     def texts(self) -> list[str]:
         return [payload.get("content") for payload in self.sent()]
+
+    def final_texts(self) -> list[str]:
+        """What each sent message says in the end, after its edits: what a person reads once a reply is done."""
+        texts = dict(zip(self.sent_ids, self.texts(), strict=True))
+        for edit in self.edits():
+            texts[edit["message_id"]] = edit["content"]
+        return list(texts.values())
 
 
 def record_http(bot: discord.Client) -> HttpLog:
     log = HttpLog()
     http = bot.http
-    send, typing = http.send_message, http.send_typing
+    send, edit_message, typing = http.send_message, http.edit_message, http.send_typing
 
     async def send_message(channel_id: int, *, params: Any) -> Any:
         # dpytest's FakeHttp finds the channel in its caller's locals, so hand ours the caller's.
         channel = inspect.currentframe().f_back.f_locals.get("channel")  # type: ignore[union-attr]  # noqa: F841
-        log.calls.append(("send", dict(params.payload)))
-        return await send(channel_id, params=params)
+        log.record("send", dict(params.payload))
+        sent = await send(channel_id, params=params)
+        log.sent_ids.append(int(sent["id"]))
+        return sent
+
+    async def edit(channel_id: int, message_id: int, **fields: Any) -> Any:
+        # dpytest finds the edited message as `self` in its caller's locals, so hand ours the caller's.
+        self = inspect.currentframe().f_back.f_locals.get("self")  # type: ignore[union-attr]  # noqa: F841
+        log.record("edit", {"message_id": message_id, **dict(fields["params"].payload)})
+        return await edit_message(channel_id, message_id, **fields)
 
     async def send_typing(channel_id: int) -> None:
-        log.calls.append(("typing", channel_id))
+        log.record("typing", channel_id)
         await typing(channel_id)
 
     http.send_message = send_message  # type: ignore[method-assign]
+    http.edit_message = edit  # type: ignore[method-assign]
     http.send_typing = send_typing  # type: ignore[method-assign]
     return log
 
@@ -68,6 +99,45 @@ async def reply_to(replied: discord.Message, content: str, member: discord.Membe
     backend.get_state().parse_message_create(data)
     await dpytest.run_all_events()
     return backend.get_state()._get_message(int(data["id"]))  # type: ignore[return-value]
+
+
+async def message_with_file(
+    content: str,
+    file: Path,
+    *,
+    channel: discord.abc.Messageable,
+    member: discord.Member,
+    content_type: str,
+    voice: bool = False,
+) -> discord.Message:
+    """`member` sends `content` with `file` attached (read back from disk, as from Discord's CDN); `voice`
+    makes it a voice message, as Discord marks one (a duration and a waveform)."""
+    data: dict[str, Any] = {
+        "id": next(_attachment_ids),
+        "filename": file.name,
+        "size": file.stat().st_size,
+        "url": str(file),
+        "proxy_url": "",
+        "content_type": content_type,
+    }
+    if voice:
+        data.update(duration_secs=3.0, waveform="AAAA")
+    guild = getattr(channel, "guild", None)
+    message = factories.make_message_dict(
+        channel,  # type: ignore[arg-type]
+        member,
+        content=content,
+        guild_id=guild.id if guild is not None else None,  # type: ignore[arg-type]
+        mentions=[],
+        mention_roles=[],
+    )
+    message["attachments"] = [data]  # as the gateway sends it (dpytest's own factory drops a voice message's marks)
+    backend.get_state().parse_message_create(message)
+    await dpytest.run_all_events()
+    return backend.get_state()._get_message(int(message["id"]))  # type: ignore[return-value]
+
+
+_attachment_ids = itertools.count(9_000)
 
 
 async def edit(message: discord.Message, content: str) -> None:

@@ -8,6 +8,16 @@ from types import TracebackType
 from typing import Any, Self
 
 
+class LoopbackHTTPServer(ThreadingHTTPServer):
+    """A `ThreadingHTTPServer` that takes many connections at once, as a real server does.
+
+    socketserver listens with a backlog of 5: hundreds of clients connecting at once (a benchmark's users)
+    overflow it, and the kernel then resets connections the clients believe open (a "read error").
+    """
+
+    request_queue_size = 1024
+
+
 class LoopbackServer:
     """Start, stop and address a `ThreadingHTTPServer` on a free loopback port; subclasses make the server."""
 

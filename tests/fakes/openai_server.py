@@ -13,11 +13,11 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from http.server import ThreadingHTTPServer
 from typing import Any, TypeAlias
 
-from tests.fakes.loopback import LoopbackServer, QuietHandler
+from tests.fakes.loopback import LoopbackHTTPServer, LoopbackServer, QuietHandler
 
 DEFAULT_MODEL = "fake-model"
 DEFAULT_REPLY = "ok"
@@ -66,10 +66,16 @@ class RecordedRequest:
     body: dict[str, Any]
     stream: bool
     messages: list[dict[str, Any]]
+    # set once the answer has been sent whole, so a test can tell what a client did before the model finished
+    finished: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
 
 
 class FakeOpenAIServer(LoopbackServer):
-    """Scriptable OpenAI-compatible server; see `script`, `set_default`, `set_delay`, `hang`."""
+    """Scriptable OpenAI-compatible server; see `script`, `set_default`, `set_delay`, `hang`.
+
+    `chunk_delay` seconds pass between streamed chunks (of `chunk_size` characters, about a token each):
+    1/30 streams like a model writing 30 tokens a second.
+    """
 
     chunk_size = 4  # characters per streamed content chunk
     thread_name = "fake-openai"
@@ -102,6 +108,7 @@ class FakeOpenAIServer(LoopbackServer):
             self._requests: list[RecordedRequest] = []
             self.default_reply: Reply = DEFAULT_REPLY
             self.delay = 0.0
+            self.chunk_delay = 0.0
 
     def script(self, model: str, *replies: Item) -> None:
         """Queue replies (str, callable(body) -> str, FakeError, FakeHang or FakeCut) for `model`, FIFO."""
@@ -158,6 +165,10 @@ class FakeOpenAIServer(LoopbackServer):
         with self._lock:
             return self._delays.get(model, self.delay)
 
+    def _pause_between_chunks(self) -> bool:
+        """Wait `chunk_delay`; False when the server is stopping meanwhile."""
+        return self.chunk_delay <= 0 or not self._stopping.wait(self.chunk_delay)
+
     def _answer(self, model: str, body: dict[str, Any]) -> str | FakeError | FakeCut | None:
         """Pick the answer for a chat request; None means the server is stopping."""
         if self._stopping.wait(self._delay_for(model)):
@@ -171,7 +182,7 @@ class FakeOpenAIServer(LoopbackServer):
         return item(body)
 
 
-class _HTTPServer(ThreadingHTTPServer):
+class _HTTPServer(LoopbackHTTPServer):
     # Idle keep-alive connections and hung requests must not block stop().
     block_on_close = False
 
@@ -200,7 +211,8 @@ class _Handler(QuietHandler):
         model = str(body.get("model", DEFAULT_MODEL))
         stream = bool(body.get("stream"))
         messages = list(body.get("messages", []))
-        self.server.fake._record(RecordedRequest(self.path, model, body, stream, messages))
+        request = RecordedRequest(self.path, model, body, stream, messages)
+        self.server.fake._record(request)
         answer = self.server.fake._answer(model, body)
         if answer is None:
             self.close_connection = True
@@ -213,6 +225,7 @@ class _Handler(QuietHandler):
             self._send_stream(_chunks(model, answer, body, self.server.fake.chunk_size))
         else:
             self._send_json(200, _completion(model, answer, body))
+        request.finished.set()
 
     def _read_json(self) -> dict[str, Any]:
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -238,7 +251,10 @@ class _Handler(QuietHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        for event in events:
+        for index, event in enumerate(events):
+            if index and not self.server.fake._pause_between_chunks():
+                self.close_connection = True
+                return
             self._write_chunk(f"data: {json.dumps(event)}\n\n".encode())
         if done:
             self._write_chunk(b"data: [DONE]\n\n")

@@ -71,6 +71,19 @@ async def test_streaming_yields_several_chunks_joining_to_reply(client: AsyncOpe
     assert server.requests_for("m1")[0].stream is True
 
 
+async def test_a_slow_stream_is_recorded_as_finished_only_once_sent_whole(
+    client: AsyncOpenAI, server: FakeOpenAIServer
+) -> None:
+    server.script("m1", "one two three four five")
+    server.chunk_delay = 0.01
+    stream = await client.chat.completions.create(model="m1", messages=USER_HI, stream=True)
+    [request] = server.requests_for("m1")
+    first = await anext(aiter(stream))
+    assert first is not None and not request.finished.is_set()
+    _ = [chunk async for chunk in stream]
+    assert request.finished.wait(2)
+
+
 async def test_server_error_is_retried_by_client(client: AsyncOpenAI, server: FakeOpenAIServer) -> None:
     server.script("m1", FakeError(500, times=1), "ok")
 
