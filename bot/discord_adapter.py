@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import aiohttp
 import discord
@@ -30,7 +31,6 @@ from core.types import Image, IncomingMessage
 from knowledge.records import Scope
 
 from .app import App
-from .ordering import TurnOrder
 from .render import DISCORD_LIMIT, split_message
 from .routing import Router
 from .streaming import MonotonicTimer, Timer, Typing, stream_reply
@@ -52,15 +52,37 @@ _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 logging.getLogger("discord.client").addFilter(lambda record: "voice will NOT be supported" not in record.getMessage())
 
 
-def build_discord_bot(app: App, *, sync_commands: bool = False, timer: Timer | None = None) -> commands.Bot:
+@dataclass(frozen=True, slots=True)
+class Shards:
+    """Discord sharding: `count` shards in all, of which this process runs `ids` (discord.py's own sharding)."""
+
+    count: int
+    ids: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or not self.ids or any(not 0 <= shard < self.count for shard in self.ids):
+            raise ValueError(f"shard ids must be between 0 and {self.count - 1}")
+
+
+def build_discord_bot(
+    app: App, *, sync_commands: bool = False, shards: Shards | None = None, timer: Timer | None = None
+) -> commands.Bot:
     """A bot with the companion's cog; `sync_commands` publishes the slash commands when it logs in, `timer`
-    paces growing replies (tests pass one that does not really wait)."""
-    return CompanionBot(app, sync_commands=sync_commands, timer=timer or MonotonicTimer())
+    paces growing replies (tests pass one that does not really wait).
+
+    With `shards`, an `AutoShardedBot` running those shards (a process per group of shards)."""
+    timer = timer or MonotonicTimer()
+    if shards is None:
+        return CompanionBot(app, sync_commands=sync_commands, timer=timer)
+    return ShardedCompanionBot(
+        app, sync_commands=sync_commands, timer=timer, shard_count=shards.count, shard_ids=list(shards.ids)
+    )
 
 
-async def run_discord(app: App, token: str) -> None:
+async def run_discord(app: App, token: str, *, shards: Shards | None = None) -> None:
     """Stay connected to Discord until cancelled; a bad token or no connection is a clear error."""
-    bot = build_discord_bot(app, sync_commands=True)
+    # Slash commands are global: the process running shard 0 (or the only one) publishes them.
+    bot = build_discord_bot(app, sync_commands=shards is None or 0 in shards.ids, shards=shards)
     try:
         async with bot:
             await bot.start(token)
@@ -73,11 +95,17 @@ async def run_discord(app: App, token: str) -> None:
 class CompanionBot(commands.Bot):
     """Slash commands and the companion's cog; no text-prefix commands."""
 
-    def __init__(self, app: App, *, sync_commands: bool = False, timer: Timer | None = None) -> None:
+    def __init__(self, app: App, *, sync_commands: bool = False, timer: Timer | None = None, **options: Any) -> None:
+        """`timer` paces growing replies (tests pass one that does not really wait); `options`: more of
+        discord.py's client options (the shards of a sharded bot)."""
         intents = discord.Intents.default()
         intents.message_content = True  # privileged: enable "Message Content Intent" for the bot in the portal
         super().__init__(
-            command_prefix=commands.when_mentioned, intents=intents, allowed_mentions=NO_MENTIONS, help_command=None
+            command_prefix=commands.when_mentioned,
+            intents=intents,
+            allowed_mentions=NO_MENTIONS,
+            help_command=None,
+            **options,
         )
         self._cog = CompanionCog(self, app, app.router("discord"), timer or MonotonicTimer())
         self._sync_commands = sync_commands
@@ -89,6 +117,10 @@ class CompanionBot(commands.Bot):
         await self.add_cog(self._cog)
         if self._sync_commands:
             await self.tree.sync()
+
+
+class ShardedCompanionBot(CompanionBot, commands.AutoShardedBot):
+    """The same bot over several shards in one process (`shard_count`, `shard_ids`)."""
 
 
 def places_of(channel: discord.abc.Messageable) -> list[int]:
@@ -121,7 +153,7 @@ class CompanionCog(commands.Cog):
         self.bot = bot
         self.companion = app.companion
         self.router = router
-        self._order = TurnOrder()
+        self._order = app.turn_order()  # conversation ids name their platform
         self._timer = timer
         self._pace = EDIT_PACE if app.settings.discord_streaming else None
         self._image_limits = app.settings.image_limits

@@ -1,4 +1,9 @@
-"""Turns in order: one at a time per conversation, in arrival order; different conversations run at once."""
+"""Turns in order: one at a time per conversation, in arrival order; different conversations run at once.
+
+Where several bot processes serve the same conversations (Telegram webhooks behind one proxy), a
+turn also holds the conversation's cluster-wide lock (`ClusterLocks.acquire`, first come first
+served), so a turn received by one process waits for the turn another is answering.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,8 @@ import asyncio
 from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+
+from knowledge.cluster import ClusterLocks, SingleProcess
 
 
 @dataclass
@@ -17,8 +24,11 @@ class _Queue:
 class TurnOrder:
     """Per-key locks that exist only while someone holds or waits for them, so idle keys cost nothing."""
 
-    def __init__(self) -> None:
+    def __init__(self, cluster: ClusterLocks | None = None, *, namespace: str = "") -> None:
+        """`cluster`: the processes sharing the conversations; `namespace` names the keys' platform among them."""
         self._queues: dict[Hashable, _Queue] = {}
+        self._cluster = cluster or SingleProcess()
+        self._namespace = namespace
 
     def __len__(self) -> int:
         """How many keys have a turn running or waiting."""
@@ -31,7 +41,7 @@ class TurnOrder:
         queue = self._queues.setdefault(key, _Queue())
         queue.waiting += 1
         try:
-            async with queue.lock:
+            async with queue.lock, self._cluster.acquire(f"turn:{self._namespace}{key}"):
                 yield
         finally:
             queue.waiting -= 1

@@ -15,6 +15,12 @@ that another process's writes would never reach. So:
 
 Interactive steps (a confirmation, `$EDITOR`) stay in the command's own process: the owner answers
 with the question, the client asks it, then sends the command again with the answer filled in.
+
+Server mode (PostgreSQL and a Chroma server) has no owner: the stores are servers meant to be shared,
+any number of `run` processes use them at once, and every command opens them itself, with neither the
+lock nor the socket. What a command writes reaches the running bots all the same: each write bumps
+its scope's version, which every process checks before its next search, and a forget fences the
+jobs of every process (`knowledge/forget_fence.py`).
 """
 
 from __future__ import annotations
@@ -108,33 +114,37 @@ def run_in_data_dir(
     """
     if (live := live_app()) is not None:
         return live.run(work(live.app))  # a command forwarded to us: the app is already running
+    if settings.server_mode:
+        return asyncio.run(_with_app(settings, work, start=start, schedule=schedule, serve=False))
     lock = claim(settings.data_dir, owner=owner)
+    try:
+        with serving_commands() if owner else nullcontext():
+            return asyncio.run(_with_app(settings, work, start=start, schedule=schedule, serve=owner))
+    finally:
+        lock.release()
+
+
+async def _with_app(
+    settings: Settings, work: Callable[[App], Coroutine[Any, Any, T]], *, start: bool, schedule: bool, serve: bool
+) -> T:
+    """Build the app, serve the control socket if `serve`, run `work`, and close everything."""
+    from .app import build_app
+
     root_ctx = click.get_current_context().find_root()
     root = root_ctx.command
     assert isinstance(root, click.Group)
-    accept_empty_memory = bool((root_ctx.obj or {}).get("accept_empty_memory"))
-
-    async def main() -> T:
-        from .app import build_app
-
-        app = build_app(settings, accept_empty_memory=accept_empty_memory)
-        control = ControlServer(settings.data_dir, CommandRunner(root, app)) if owner else None
-        try:
-            if control is not None:
-                await control.start()
-            if start:
-                await app.start(schedule=schedule)
-            return await work(app)
-        finally:
-            if control is not None:
-                await control.aclose()
-            await app.aclose()
-
+    app = build_app(settings, accept_empty_memory=bool((root_ctx.obj or {}).get("accept_empty_memory")))
+    control = ControlServer(settings.data_dir, CommandRunner(root, app)) if serve else None
     try:
-        with serving_commands() if owner else nullcontext():
-            return asyncio.run(main())
+        if control is not None:
+            await control.start()
+        if start:
+            await app.start(schedule=schedule)
+        return await work(app)
     finally:
-        lock.release()
+        if control is not None:
+            await control.aclose()
+        await app.aclose()
 
 
 def claim(data_dir: Path, *, owner: bool) -> DataDirLock:

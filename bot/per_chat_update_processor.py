@@ -38,12 +38,13 @@ def chat_of(update: object) -> int | None:
 class PerChatUpdateProcessor(BaseUpdateProcessor):
     """Concurrent across chats, in arrival order within a chat; install with `concurrent_updates(...)`."""
 
-    def __init__(self, max_running: int = DEFAULT_MAX_RUNNING) -> None:
+    def __init__(self, max_running: int = DEFAULT_MAX_RUNNING, *, order: TurnOrder | None = None) -> None:
+        """`order`: the chats' turn order (by default this process's only; in server mode, cluster-wide)."""
         super().__init__(max_concurrent_updates=MAX_HELD_UPDATES)
         if max_running < 1:
             raise ValueError("max_running must be a positive integer")
         self._running = asyncio.Semaphore(max_running)
-        self._order = TurnOrder()  # only chats with an update running or waiting are kept
+        self._order = TurnOrder() if order is None else order  # only chats with a turn running or waiting
         self._in_progress: set[asyncio.Task[Any]] = set()
 
     @property

@@ -13,6 +13,7 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -50,6 +51,17 @@ class PlaceRules(BaseModel):
         return any(place in self.every_message for place in places)
 
 
+class ChosenPersonas(Protocol):
+    """Personas chosen at runtime with `/persona`, per place: a JSON file, or the shared database in server mode
+    (`knowledge/place_personas.py`)."""
+
+    def get(self, places: Sequence[int]) -> str | None: ...
+
+    def set(self, place: int, persona_id: str | None) -> None: ...
+
+    def all(self) -> dict[int, str]: ...
+
+
 class PersonaChoices:
     """Personas chosen at runtime with `/persona`, per place, kept in a small JSON file across restarts."""
 
@@ -66,6 +78,9 @@ class PersonaChoices:
 
     def get(self, places: Sequence[int]) -> str | None:
         return next((self._choices[place] for place in places if place in self._choices), None)
+
+    def all(self) -> dict[int, str]:
+        return dict(self._choices)
 
     def set(self, place: int, persona_id: str | None) -> None:
         """Choose a persona for a place; None goes back to the configured one."""
@@ -88,7 +103,7 @@ class PersonaChoices:
 class Router:
     """Answers the adapters' questions about a place: its persona, who may talk, what to answer."""
 
-    def __init__(self, rules: PlaceRules, choices: PersonaChoices, default_persona: str) -> None:
+    def __init__(self, rules: PlaceRules, choices: ChosenPersonas, default_persona: str) -> None:
         self.rules = rules
         self.choices = choices
         self.default_persona = default_persona

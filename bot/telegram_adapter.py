@@ -15,6 +15,8 @@ import asyncio
 import logging
 import re
 import secrets
+from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from telegram import (
     Bot,
@@ -106,7 +108,8 @@ def build_telegram_application(
     """
     base_url = base_url.rstrip("/")
     builder = ApplicationBuilder().token(token).base_url(f"{base_url}/bot").base_file_url(f"{base_url}/file/bot")
-    builder = builder.concurrent_updates(PerChatUpdateProcessor())  # many chats at once, each one in order
+    # many chats at once, each one in order (across processes too, in server mode)
+    builder = builder.concurrent_updates(PerChatUpdateProcessor(order=app.turn_order("telegram:")))
     builder = builder.rate_limiter(FloodControl())
     if not polling:
         builder = builder.updater(None)
@@ -115,14 +118,36 @@ def build_telegram_application(
     return application
 
 
-async def run_telegram(app: App, token: str, base_url: str = DEFAULT_BASE_URL) -> None:
-    """Poll Telegram until cancelled (Ctrl-C); the caller starts and closes the app."""
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    """Telegram posts updates to `url` (a proxy forwards them to `listen`:`port`), each with `secret`."""
+
+    url: str
+    listen: str = "127.0.0.1"
+    port: int = 8443
+    secret: str | None = None
+
+
+async def run_telegram(
+    app: App, token: str, base_url: str = DEFAULT_BASE_URL, *, webhook: Webhook | None = None
+) -> None:
+    """Poll Telegram, or serve a webhook, until cancelled (Ctrl-C); the caller starts and closes the app."""
     application = build_telegram_application(app, token, base_url)
     async with application:
         await application.bot.set_my_commands(COMMANDS)
         await application.start()
         assert application.updater is not None
-        await application.updater.start_polling(drop_pending_updates=False)
+        if webhook is None:
+            await application.updater.start_polling(drop_pending_updates=False)
+        else:  # every process sets the same webhook; the proxy spreads the updates over them
+            await application.updater.start_webhook(
+                listen=webhook.listen,
+                port=webhook.port,
+                url_path=urlsplit(webhook.url).path.lstrip("/"),
+                webhook_url=webhook.url,
+                secret_token=webhook.secret,
+                drop_pending_updates=False,
+            )
         try:
             await asyncio.Event().wait()
         finally:

@@ -1,7 +1,13 @@
-"""Our one wrapper around APScheduler: named jobs in UTC, so every platform and the CLI run the same jobs."""
+"""Our one wrapper around APScheduler: named jobs in UTC, so every platform and the CLI run the same jobs.
+
+Where several processes share one store, each runs this scheduler and each fires every job; a job
+then runs only if it claims its time slot first (`claim`: the minute a cron job fires in, the bucket
+of an interval job), so a pass runs once across all of them.
+"""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -15,6 +21,11 @@ DECAY_JOB = "decay:daily"
 IDLE_JOB = "summarize:idle"
 PRUNE_JOB = "prune:hourly"
 PRUNE_INTERVAL = timedelta(hours=1)
+CRON_SLOT = timedelta(minutes=1)  # a cron job fires once a minute at most: its minute is its slot
+
+log = logging.getLogger(__name__)
+Job = Callable[[], Awaitable[object]]
+Claim = Callable[[str, datetime], bool]  # (job name, slot start) -> whether this process runs it
 
 
 _WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
@@ -41,30 +52,66 @@ def next_run(trigger: BaseTrigger, now: datetime) -> datetime | None:
     return trigger.get_next_fire_time(None, now)
 
 
+def slot_of(moment: datetime, length: timedelta) -> datetime:
+    """The start of the time slot of `length` that `moment` falls in (slots counted from the epoch, in UTC)."""
+    seconds = length.total_seconds()
+    return datetime.fromtimestamp(moment.timestamp() // seconds * seconds, tz=UTC)
+
+
 class Scheduler:
     """Runs the maintenance jobs inside the bot process."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, now: Callable[[], datetime] | None = None, claim: Claim | None = None) -> None:
+        """`claim`: asked before each run whether this process runs the job's current slot (None: always)."""
         self._scheduler = AsyncIOScheduler(timezone=UTC)
+        self._now = now or (lambda: datetime.now(UTC))
+        self._claim = claim
 
-    def add(self, name: str, trigger: BaseTrigger, job: Callable[[], Awaitable[object]]) -> None:
-        """Register `job` under `name`; a second registration of the name replaces the first."""
+    def add(self, name: str, trigger: BaseTrigger, job: Job, *, slot: timedelta = CRON_SLOT) -> None:
+        """Register `job` under `name`, run at most once per `slot`; a second registration replaces the first."""
         # A run that overlaps the previous one is skipped (max_instances=1); a late run is merged.
-        self._scheduler.add_job(job, trigger, id=name, name=name, replace_existing=True, max_instances=1, coalesce=True)
+        self._scheduler.add_job(
+            self._once_per_slot(name, job, slot),
+            trigger,
+            id=name,
+            name=name,
+            replace_existing=True,
+            max_instances=1,
+            coalesce=True,
+        )
+
+    async def fire(self, name: str) -> None:
+        """Run the job `name` now as its trigger would (its slot claimed first)."""
+        found = self._scheduler.get_job(name)
+        if found is None:
+            raise LookupError(f"no scheduled job {name!r}")
+        await found.func()
+
+    def _once_per_slot(self, name: str, job: Job, slot: timedelta) -> Job:
+        async def run() -> object:
+            if self._claim is not None and not self._claim(name, slot_of(self._now(), slot)):
+                log.info("%s: this slot was run by another process", name)
+                return None
+            return await job()
+
+        return run
 
     def add_maintenance(
         self,
         *,
-        decay: Callable[[], Awaitable[object]],
-        summarize_idle: Callable[[], Awaitable[object]],
-        prune: Callable[[], Awaitable[object]],
+        decay: Job,
+        summarize_idle: Job,
+        prune: Job,
         decay_cron: str,
         idle_check: timedelta,
     ) -> None:
         """The standing jobs: daily decay, summarising conversations that went quiet, pruning finished work."""
         self.add(DECAY_JOB, decay_trigger(decay_cron), decay)
-        self.add(IDLE_JOB, IntervalTrigger(seconds=idle_check.total_seconds(), timezone=UTC), summarize_idle)
-        self.add(PRUNE_JOB, IntervalTrigger(seconds=PRUNE_INTERVAL.total_seconds(), timezone=UTC), prune)
+        idle = IntervalTrigger(seconds=idle_check.total_seconds(), timezone=UTC)
+        self.add(IDLE_JOB, idle, summarize_idle, slot=idle_check)
+        self.add(
+            PRUNE_JOB, IntervalTrigger(seconds=PRUNE_INTERVAL.total_seconds(), timezone=UTC), prune, slot=PRUNE_INTERVAL
+        )
 
     def jobs(self) -> dict[str, BaseTrigger]:
         """The registered jobs by name."""

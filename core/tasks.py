@@ -1,11 +1,15 @@
 """BackgroundTasks: post-turn work that never blocks a reply and is never lost.
 
 Every job is written to the job queue before it runs, so a restart resumes it. Jobs of one scope
-run one at a time in the order they were submitted (two turns of one user never apply memory
-operations concurrently); different scopes run side by side up to a limit. A job that raises is
-retried with backoff; when it runs out of attempts it becomes a visible dead letter. A job may be
-held (written, not started) until what it waits for is over; a process that dies first leaves it
-pending, and the next start runs it. A re-run continues from the job's checkpoint.
+run one at a time in the order they were written (two turns of one user never apply memory
+operations concurrently), even where several processes share the queue: a worker takes the scope's
+cluster-wide lock (`ClusterLocks`; nothing to wait for with one process) and runs its oldest job,
+then the next, reading each from the queue. A process that finds the scope taken leaves the job to
+the holder, which looks for more once it lets go. Different scopes run side by side up to a limit.
+A job that raises is retried with backoff; when it runs out of attempts it becomes a visible dead
+letter. A job may be held (written, not started) until what it waits for is over; a process that
+dies first leaves it held by a worker that is gone, and `resume` (at the next start, or in another
+process: `watch`) releases and runs it. A re-run continues from the job's checkpoint.
 
 Each job is read again from the queue right before it runs, and runs with a forget-fence ticket: a
 forget that erased it (or the text it carried) meanwhile wins, and a job whose scope is forgotten
@@ -17,11 +21,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
+from knowledge.cluster import ClusterLocks, SingleProcess
 from knowledge.forget_fence import ForgetFence, ScopeForgottenError
 from knowledge.job_queue import Job, JobQueue
 from knowledge.records import Scope
@@ -47,19 +51,21 @@ class BackgroundTasks:
         concurrency: int = 4,
         fence: ForgetFence | None = None,
         crash_point: CrashPoint = no_crash,
+        cluster: ClusterLocks | None = None,
     ) -> None:
         """`fence`: the forget fence shared with the forgetting service. `crash_point`: told of every point
-        between two writes of a job (a test may raise there)."""
+        between two writes of a job (a test may raise there). `cluster`: the processes sharing the queue."""
         self._jobs = jobs
         self._fence = fence or ForgetFence()
         self._crash_point = crash_point
+        self._cluster = cluster or SingleProcess()
         self._clock = clock
         self._backoff = tuple(backoff)
         self._handlers: dict[str, JobHandler] = {}
-        self._queues: dict[Scope, list[Job]] = {}
         self._workers: dict[Scope, asyncio.Task[None]] = {}
         self._slots = asyncio.Semaphore(concurrency)
         self._closing = False
+        self._watching: asyncio.Task[None] | None = None
 
     @property
     def max_attempts(self) -> int:
@@ -74,34 +80,49 @@ class BackgroundTasks:
         if kind not in self._handlers:
             raise ValueError(f"no handler registered for {kind!r} jobs")
         job = self._jobs.enqueue(kind, scope, payload, at=self._clock.now())
-        self._schedule(job)
+        self._schedule(scope)
         return job
 
     def hold(self, kind: str, scope: Scope, payload: dict[str, Any]) -> Job:
         """Store a job that must not start yet; `release` starts it. Returns at once."""
         if kind not in self._handlers:
             raise ValueError(f"no handler registered for {kind!r} jobs")
-        return self._jobs.enqueue(kind, scope, payload, at=self._clock.now())
+        return self._jobs.enqueue(kind, scope, payload, at=self._clock.now(), held_by=self._cluster.worker_id)
 
     def release(self, job: Job, payload: dict[str, Any] | None = None) -> None:
         """Start a held job, with the payload it learned while held, if any."""
-        if payload is not None:
-            self._jobs.amend(job.id, payload)
-            job = replace(job, payload=payload)
-        self._schedule(job)
+        self._jobs.release(job.id, payload)
+        self._schedule(job.scope)
 
     def checkpoint(self, job: Job) -> Checkpoint:
         """What earlier runs of `job` saved; what this run puts in it is saved with the job at once."""
         return Checkpoint(self._jobs.progress(job.id), partial(self._jobs.save_progress, job), self._crash_point)
 
     def resume(self) -> int:
-        """Schedule the jobs a previous process left pending; returns how many."""
-        pending = self._jobs.pending_jobs()
-        for job in pending:
-            self._schedule(job)
-        if pending:
-            log.info("resuming %d pending background jobs", len(pending))
-        return len(pending)
+        """Schedule the jobs left pending by processes that are gone (or still waiting for their scope's
+        turn); returns how many jobs wait to run."""
+        released = self._jobs.release_orphans(alive=self._cluster.alive)
+        waiting = self._jobs.scopes_with_work()
+        for scope in waiting:
+            self._schedule(scope)
+        if released or waiting:
+            log.info("resuming %d pending background jobs (%d held by a process gone)", sum(waiting.values()), released)
+        return sum(waiting.values())
+
+    def watch(self, every: float) -> None:
+        """Look for work other processes left (one that died mid-job or mid-turn) every `every` seconds,
+        until `aclose`; needed only where several processes share the queue."""
+        self._watching = asyncio.create_task(self._watch(every), name="jobs:watch")
+
+    async def _watch(self, every: float) -> None:
+        while not self._closing:
+            await asyncio.sleep(every)
+            try:
+                await asyncio.to_thread(self._jobs.release_orphans, self._cluster.alive)
+                for scope in self._jobs.scopes_with_work():
+                    self._schedule(scope)
+            except Exception:  # the database may be away for a moment: look again later
+                log.exception("looking for background work left by other processes failed; trying again")
 
     def prune(self, *, dead_letters_before: datetime) -> int:
         """Finished work keeps no text: delete finished jobs, and dead letters older than the cutoff."""
@@ -115,6 +136,9 @@ class BackgroundTasks:
     async def aclose(self, *, grace: float = 10.0) -> None:
         """Let running work finish for up to `grace` seconds; what is left stays pending in the job queue."""
         self._closing = True
+        if self._watching is not None:
+            self._watching.cancel()
+            await asyncio.gather(self._watching, return_exceptions=True)
         try:
             await asyncio.wait_for(self.drain(), timeout=grace)
         except TimeoutError:
@@ -123,21 +147,27 @@ class BackgroundTasks:
             await asyncio.gather(*self._workers.values(), return_exceptions=True)
             log.warning("stopped with background jobs still pending; they resume at the next start")
 
-    def _schedule(self, job: Job) -> None:
+    def _schedule(self, scope: Scope) -> None:
+        """Make sure a worker runs the scope's jobs (a running one takes each next job from the queue)."""
         if self._closing:
             return  # stays pending in the job queue
-        self._queues.setdefault(job.scope, []).append(job)
-        if job.scope not in self._workers:
-            self._workers[job.scope] = asyncio.create_task(self._work(job.scope), name=f"jobs:{job.scope}")
+        if scope not in self._workers:
+            self._workers[scope] = asyncio.create_task(self._work(scope), name=f"jobs:{scope}")
 
     async def _work(self, scope: Scope) -> None:
         try:
-            queue = self._queues[scope]
-            while queue:
-                await self._run(queue[0])
-                queue.pop(0)
+            while True:
+                async with self._cluster.try_acquire(f"jobs:{scope}") as ours:
+                    if not ours:
+                        return  # another process runs the scope's jobs, and looks for more once it lets go
+                    while (job := self._jobs.next_job(scope)) is not None:
+                        await self._run(job)
+                # Let go, then look once more: a job written meanwhile by a process that found the scope
+                # taken is ours to run. (No await from here to leaving `_workers`: a job submitted here
+                # after this look starts a new worker.)
+                if self._jobs.next_job(scope) is None:
+                    return
         finally:
-            self._queues.pop(scope, None)
             self._workers.pop(scope, None)
 
     async def _run(self, job: Job) -> None:

@@ -1,4 +1,4 @@
-"""The change log (SQLite): the old version of every memory that was changed or deleted.
+"""The change log: the old version of every memory that was changed or deleted.
 
 Who changed it, when, old -> new: for operators (`companion memory history`) and for an import's
 undo. It is never used for retrieval, and forgetting keeps no content in it: a forget keeps *that*
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .database import Database, iso
 from .forget_fence import fenced_write
 from .forget_target import ForgetTarget
 from .records import Scope
-from .sqlite import SQLiteDatabase, iso
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS memory_history (
@@ -51,7 +51,7 @@ class MemoryChange:
 class ChangeLog:
     """Every change to a memory, per scope, oldest first."""
 
-    def __init__(self, db: SQLiteDatabase) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
         db.create(SCHEMA)
 
@@ -101,10 +101,10 @@ class ChangeLog:
         with self._db.transaction() as db:
             db.executemany(
                 "INSERT INTO memory_history (persona_id, user_id, memory_id, action, actor, old_content,"
-                " new_content, detail, at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 WHERE NOT EXISTS ("
-                " SELECT 1 FROM memory_history WHERE persona_id = ?1 AND user_id = ?2 AND memory_id = ?3"
-                " AND action = ?4 AND actor = ?5 AND detail = ?8 AND at = ?9)",
-                rows,
+                " new_content, detail, at) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS ("
+                " SELECT 1 FROM memory_history WHERE persona_id = ? AND user_id = ? AND memory_id = ?"
+                " AND action = ? AND actor = ? AND detail = ? AND at = ?)",
+                [(*row, *row[:5], *row[7:]) for row in rows],
             )
 
     def changes(self, scope: Scope, memory_id: str | None = None) -> list[MemoryChange]:

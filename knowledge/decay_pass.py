@@ -101,7 +101,7 @@ class DecayPass:
     def _write(self, changes: _PageChanges, now: datetime, policy_for: Callable[[str], MemoryPolicy]) -> None:
         # History first: if the delete then fails, the next pass deletes again rather than losing the old content.
         self._changes.record_changes(changes.deletions)
-        self._store.delete_many(entry.memory_id for _, entry in changes.deletions)
+        self._store.delete_many((scope, entry.memory_id) for scope, entry in changes.deletions)
         requested = [
             replace(
                 record, review_pending=kind, review_retry_at=review_retry_at(now, policy_for(record.scope.persona_id))

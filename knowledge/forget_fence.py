@@ -11,16 +11,22 @@ lock, which the forget holds while it deletes, so no write slips in between.
 
 Work without a ticket (a chat turn storing its message, an operator's command, the decay pass) is not
 fenced: it does not act on a stale view of the scope.
+
+Where several processes share the stores (server mode) the fence spans them: forgets are numbered in
+the shared database (`ForgetLedger`) and the scope's lock is also a cluster-wide lock (`ClusterLocks`),
+so a `/forget` in one process stops a job of the scope running in another just the same.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 
+from .cluster import ClusterLocks, ForgetLedger, LocalForgetLedger, SingleProcess
 from .records import Scope
 
 
@@ -40,15 +46,16 @@ _TICKET: ContextVar[_Ticket | None] = ContextVar("forget_ticket", default=None)
 class ForgetFence:
     """When each scope was last forgotten, and the locks that order forgets and writes."""
 
-    def __init__(self) -> None:
+    def __init__(self, ledger: ForgetLedger | None = None, cluster: ClusterLocks | None = None) -> None:
+        """`ledger` and `cluster`: where forgets are counted and scopes locked; by default in this process only."""
+        self._ledger = ledger or LocalForgetLedger()
+        self._cluster = cluster or SingleProcess()
         self._guard = threading.Lock()
-        self._locks: dict[Scope, threading.RLock] = {}
-        self._forgets = 0  # forgets so far, in this process
-        self._last_forget: dict[Scope, int] = {}  # scope -> the count its last forget got
+        self._locks: dict[Scope, _ScopeLock] = {}
 
     def admit(self) -> Token[_Ticket | None]:
         """Give the current context (a background job) a ticket: it may write what it reads from now on."""
-        return _TICKET.set(_Ticket(self, self._forgets))
+        return _TICKET.set(_Ticket(self, self._ledger.count()))
 
     @staticmethod
     def leave(token: Token[_Ticket | None]) -> None:
@@ -59,23 +66,56 @@ class ForgetFence:
     def forgetting(self, scope: Scope) -> Iterator[None]:
         """Hold the scope while forgetting in it: no write is in progress, and older tickets may write no more."""
         with self.lock(scope):
-            with self._guard:
-                self._forgets += 1
-                self._last_forget[scope] = self._forgets
+            number = self._ledger.record(scope)
             ticket = _TICKET.get()
             if ticket is not None and ticket.fence is self:
                 # a forget the job itself carries out ("forget …" typed in chat): its later writes come after it
-                ticket.admitted = self._forgets
+                ticket.admitted = number
             yield
 
-    def lock(self, scope: Scope) -> threading.RLock:
+    def lock(self, scope: Scope) -> _ScopeLock:
         """The scope's lock (re-entrant: a forget writes through the fenced stores itself)."""
         with self._guard:
-            return self._locks.setdefault(scope, threading.RLock())
+            found = self._locks.get(scope)
+            if found is None:
+                found = self._locks[scope] = _ScopeLock(self._cluster, f"fence:{scope}")
+            return found
 
     def stale(self, ticket: _Ticket, scope: Scope) -> bool:
         """Whether `scope` was forgotten after the ticket's job began."""
-        return self._last_forget.get(scope, 0) > ticket.admitted
+        return self._ledger.last(scope) > ticket.admitted
+
+
+class _ScopeLock:
+    """A scope's lock: re-entrant within a thread, and held cluster-wide by its outermost holder."""
+
+    def __init__(self, cluster: ClusterLocks, name: str) -> None:
+        self._local = threading.RLock()
+        self._cluster = cluster
+        self._name = name
+        self._depth = 0
+        self._held: contextlib.AbstractContextManager[None] | None = None
+
+    def __enter__(self) -> None:
+        self._local.acquire()
+        try:
+            if self._depth == 0:
+                held = self._cluster.hold(self._name)
+                held.__enter__()
+                self._held = held
+        except BaseException:
+            self._local.release()
+            raise
+        self._depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._depth -= 1
+        try:
+            if self._depth == 0 and self._held is not None:
+                held, self._held = self._held, None
+                held.__exit__(None, None, None)
+        finally:
+            self._local.release()
 
 
 @contextmanager

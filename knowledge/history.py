@@ -11,9 +11,12 @@ and text plus its neighbours in the same conversation and scope (the message bef
 the one after at a quarter). An answer is often found by the question before it ("what did you
 research?" / "adoption agencies"); on LoCoMo the context and the date each measured a gain (README).
 
-Indexing runs in the background (`index_pending`), catching up from the last message indexed, so a
-crash only delays it. Forgetting messages (for `core/forgetting.py`) goes through here, under one
-lock with the indexing, so a message being indexed while it is forgotten leaves no vector behind.
+Indexing runs in the background (`index_pending`): each message is marked once its entry is stored,
+so a crash only delays it, and with several processes one indexes at a time (a cluster-wide lock)
+while a message committed late by another is still found. Forgetting messages (for
+`core/forgetting.py`) goes through here, under one lock with the indexing, and a vector is only
+stored while its message exists, so a message being indexed while it is forgotten leaves no vector
+behind.
 """
 
 from __future__ import annotations
@@ -26,14 +29,16 @@ from pathlib import Path
 
 import numpy as np
 
+from .cluster import ClusterLocks, SingleProcess
+from .database import Database, opened
 from .discretion import PRIVATE, Audience
 from .embedding import Embedder
 from .lexical import Terms, combined, terms_of
 from .message_log import MessageLog, StoredMessage
 from .records import Scope
 from .scope_cache import ScopeCache
+from .scope_versions import ScopeVersions
 from .search_index import Query, QueryEncoder, SearchIndex
-from .sqlite import SQLiteDatabase
 from .time_windows import TimeWindow
 
 PREVIOUS_WEIGHT = 0.5
@@ -45,6 +50,8 @@ NEXT_WEIGHT = 0.25
 WINDOW_BONUS = 0.25
 INDEX_BATCH = 64  # messages embedded per call
 MAX_EMBEDDED_CHARS = 2000  # the embedder reads about 512 tokens; the rest only costs time
+INDEXING_LOCK = "history:indexing"  # one process indexes at a time
+MARKED = -1  # `history_index.last_seq` once every message carries its own `indexed` mark
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS message_vectors (
@@ -170,16 +177,20 @@ class ConversationHistory:
         self,
         log: MessageLog,
         embedder: Embedder,
-        path: Path,
+        where: Database | Path,
         *,
         queries: QueryEncoder | None = None,
+        locks: ClusterLocks | None = None,
+        versions: ScopeVersions | None = None,
     ) -> None:
-        """`path`: the SQLite file of the message log, where the vectors are kept beside the messages."""
+        """`where`: the message log's database (or its SQLite file), where the vectors are kept beside the
+        messages. `locks` and `versions`: where other processes share the database (server mode)."""
         self._log = log
         self._embedder = embedder
         self._queries = queries or QueryEncoder(embedder)
-        self._db = SQLiteDatabase(path, _SCHEMA)
-        self._cache: ScopeCache[_ScopeHistory] = ScopeCache(self._load_scope)
+        self._db = opened(where, _SCHEMA)
+        self._locks = locks or SingleProcess()
+        self._cache: ScopeCache[_ScopeHistory] = ScopeCache(self._load_scope, versions=versions)
         self._indexing = threading.Lock()  # one catch-up at a time
         self._writing = threading.Lock()  # indexing's writes and forgetting never interleave
         self._start_index()
@@ -187,11 +198,10 @@ class ConversationHistory:
     def index_pending(self) -> int:
         """Embed and index every message stored since the last call; returns how many."""
         indexed = 0
-        with self._indexing:
-            while batch := self._log.messages_after(self._last_seq(), INDEX_BATCH):
-                messages = [message for _, message in batch]
-                vectors = self._embedder.embed_passages([spoken(message)[:MAX_EMBEDDED_CHARS] for message in messages])
-                self._store(messages, vectors, last_seq=batch[-1][0])
+        with self._indexing, self._locks.hold(INDEXING_LOCK):
+            while batch := self._log.unindexed(INDEX_BATCH):
+                vectors = self._embedder.embed_passages([spoken(message)[:MAX_EMBEDDED_CHARS] for message in batch])
+                self._store(batch, vectors)
                 indexed += len(batch)
         return indexed
 
@@ -240,7 +250,7 @@ class ConversationHistory:
             deleted = self._log.forget(scope)
             with self._db.transaction() as db:
                 db.execute("DELETE FROM message_vectors WHERE persona_id = ? AND user_id = ?", _scope_key(scope))
-            self._cache.drop(scope)
+            self._cache.drop([scope])
         return deleted
 
     def forget_messages(self, scope: Scope, ids: Iterable[str]) -> int:
@@ -256,7 +266,7 @@ class ConversationHistory:
                     f"DELETE FROM message_vectors WHERE persona_id = ? AND user_id = ? AND message_id IN ({marks})",
                     (*_scope_key(scope), *wanted),
                 )
-            self._cache.drop(scope)  # reloaded on next use, with every neighbour's context rebuilt
+            self._cache.drop([scope])  # reloaded on next use, with every neighbour's context rebuilt
         return deleted
 
     def edit(self, source_id: str, content: str) -> StoredMessage | None:
@@ -273,12 +283,8 @@ class ConversationHistory:
         if edited is not None:
             [vector] = self._embedder.embed_passages([spoken(edited)[:MAX_EMBEDDED_CHARS]])
             with self._db.transaction() as db:
-                db.execute(
-                    "INSERT OR REPLACE INTO message_vectors (message_id, persona_id, user_id, vector)"
-                    " VALUES (?, ?, ?, ?)",
-                    (edited.id, edited.persona_id, edited.user_id, np.asarray(vector, np.float32).tobytes()),
-                )
-            self._cache.drop(Scope(edited.persona_id, edited.user_id))  # its neighbours' context changed too
+                db.execute(_PUT_VECTOR, _vector_row(edited, vector))
+            self._cache.drop([Scope(edited.persona_id, edited.user_id)])  # its neighbours' context changed too
         return edited
 
     def by_source(self, source_id: str) -> StoredMessage | None:
@@ -304,23 +310,20 @@ class ConversationHistory:
         """Close the database connection."""
         self._db.close()
 
-    def _store(self, messages: Sequence[StoredMessage], vectors: np.ndarray, *, last_seq: int) -> None:
+    def _store(self, messages: Sequence[StoredMessage], vectors: np.ndarray) -> None:
         with self._writing:
-            # A message forgotten while it was being embedded must not come back as a vector.
+            # A message forgotten while it was being embedded must not come back as a vector: only a message
+            # still stored gets one (in this process the lock keeps forgets out; another process's forget
+            # either deletes first, or waits for this transaction and then takes the vector with the message).
             alive = self._log.existing(message.id for message in messages)
             kept = [(message, vector) for message, vector in zip(messages, vectors) if message.id in alive]
             with self._db.transaction() as db:
-                db.executemany(
-                    "INSERT OR REPLACE INTO message_vectors (message_id, persona_id, user_id, vector)"
-                    " VALUES (?, ?, ?, ?)",
-                    [
-                        (message.id, message.persona_id, message.user_id, np.asarray(vector, np.float32).tobytes())
-                        for message, vector in kept
-                    ],
-                )
-                db.execute("UPDATE history_index SET last_seq = ?", (last_seq,))
+                db.executemany(_PUT_VECTOR, [_vector_row(message, vector) for message, vector in kept])
+                marks = ",".join("?" * len(messages))
+                db.execute(f"UPDATE messages SET indexed = 1 WHERE id IN ({marks})", [m.id for m in messages])
+            held = self._cache.writing_all(Scope(message.persona_id, message.user_id) for message, _ in kept)
             for message, vector in kept:
-                if snapshot := self._cache.writing(Scope(message.persona_id, message.user_id)):
+                if snapshot := held.get(Scope(message.persona_id, message.user_id)):
                     snapshot.add(message, vector)
 
     def _load_scope(self, scope: Scope) -> _ScopeHistory:
@@ -331,20 +334,38 @@ class ConversationHistory:
         indexed = [message for message in self._log.messages_of(scope) if message.id in vectors]
         return _ScopeHistory(self._embedder.dim, indexed, vectors)
 
-    def _last_seq(self) -> int:
-        [(last_seq,)] = self._db.query("SELECT last_seq FROM history_index")
-        return int(last_seq)
-
     def _start_index(self) -> None:
-        """Start from the beginning when there is no index yet, or when it was built by another embedder."""
+        """Start from the beginning when there is no index yet, or when it was built by another embedder.
+
+        An index made before each message carried its `indexed` mark went as far as `last_seq`: the
+        messages up to there are marked once, and `last_seq` is then -1 (messages carry their marks)."""
         with self._db.transaction() as db:
-            row = db.execute("SELECT embedder FROM history_index").fetchone()
-            if row is None:
-                db.execute("INSERT INTO history_index VALUES (0, ?, 0)", (self._embedder.name,))
-            elif row[0] != self._embedder.name:
+            db.execute(
+                "INSERT INTO history_index (id, embedder, last_seq) VALUES (0, ?, ?) ON CONFLICT (id) DO NOTHING",
+                (self._embedder.name, MARKED),
+            )
+            [(embedder, last_seq)] = db.execute("SELECT embedder, last_seq FROM history_index").fetchall()
+            if embedder != self._embedder.name:
                 db.execute("DELETE FROM message_vectors")
-                db.execute("UPDATE history_index SET embedder = ?, last_seq = 0", (self._embedder.name,))
+                db.execute("UPDATE messages SET indexed = 0 WHERE indexed = 1")
+                db.execute("UPDATE history_index SET embedder = ?, last_seq = ?", (self._embedder.name, MARKED))
+            elif last_seq != MARKED:
+                db.execute("UPDATE messages SET indexed = 1 WHERE seq <= ?", (last_seq,))
+                db.execute("UPDATE history_index SET last_seq = ?", (MARKED,))
 
 
 def _scope_key(scope: Scope) -> tuple[str, str]:
     return scope.persona_id, scope.user_id
+
+
+# A message's vector is written only while the message is stored (see `_store`).
+_PUT_VECTOR = (
+    "INSERT INTO message_vectors (message_id, persona_id, user_id, vector)"
+    " SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM messages WHERE id = ?)"
+    " ON CONFLICT (message_id) DO UPDATE SET vector = excluded.vector"
+)
+
+
+def _vector_row(message: StoredMessage, vector: np.ndarray) -> tuple[object, ...]:
+    blob = np.asarray(vector, np.float32).tobytes()
+    return message.id, message.persona_id, message.user_id, blob, message.id

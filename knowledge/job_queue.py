@@ -1,7 +1,9 @@
-"""The job queue (SQLite): background work stored before it runs, and dead letters for work that failed.
+"""The job queue: background work stored before it runs, and dead letters for work that failed.
 
 - Jobs are the pending monitor / summarizer / reviewer work, stored before it runs so that a
-  restart resumes it.
+  restart resumes it. A job may be held by the worker (process) that wrote it until what it waits
+  for is over; one held by a worker that is gone is released to whoever runs jobs next. Each scope's
+  jobs are taken oldest first (`next_job`), whichever process takes them.
 - A job's progress is what a run of it decided and did so far (a model's verdict, the writes planned
   and how many are applied), so a run after a crash continues it instead of repeating it; it goes
   with the job.
@@ -17,16 +19,16 @@ and any forget that matches it erases it (`erase`).
 from __future__ import annotations
 
 import json
-import sqlite3
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .database import Database, Transaction, iso
 from .forget_fence import fenced_write
 from .forget_target import ForgetTarget
 from .records import Scope
-from .sqlite import SQLiteDatabase, iso
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS dead_letters (
@@ -53,6 +55,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     created_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_pending ON jobs (state, seq);
+CREATE INDEX IF NOT EXISTS jobs_by_scope ON jobs (persona_id, user_id, state, seq);
 CREATE TABLE IF NOT EXISTS job_progress (
     job_id TEXT PRIMARY KEY,
     persona_id TEXT NOT NULL,
@@ -91,10 +94,10 @@ def new_letter_id() -> str:
     return f"dl_{uuid.uuid4().hex[:12]}"
 
 
-def _insert_dead_letter(db: sqlite3.Connection, letter: DeadLetter) -> None:
+def _insert_dead_letter(db: Transaction, letter: DeadLetter) -> None:
     db.execute(
-        "INSERT OR IGNORE INTO dead_letters (id, kind, persona_id, user_id, payload, error, at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO dead_letters (id, kind, persona_id, user_id, payload, error, at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
         (
             letter.id,
             letter.kind,
@@ -110,19 +113,22 @@ def _insert_dead_letter(db: sqlite3.Connection, letter: DeadLetter) -> None:
 class JobQueue:
     """Durable jobs and the dead letters of the work that failed."""
 
-    def __init__(self, db: SQLiteDatabase) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
         db.create(SCHEMA)
+        db.add_columns("jobs", {"held_by": "TEXT"})  # files made before jobs could be held: none is
 
     # -- jobs ----------------------------------------------------------------------------------
 
-    def enqueue(self, kind: str, scope: Scope, payload: dict[str, Any], *, at: datetime) -> Job:
-        """Store a job durably; it runs once, even across restarts."""
+    def enqueue(
+        self, kind: str, scope: Scope, payload: dict[str, Any], *, at: datetime, held_by: str | None = None
+    ) -> Job:
+        """Store a job durably; it runs once, even across restarts. `held_by`: the worker holding it back."""
         job = Job(f"job_{uuid.uuid4().hex[:16]}", kind, scope, payload, 0, at)
         with self._db.transaction() as db:
             db.execute(
-                "INSERT INTO jobs (id, kind, persona_id, user_id, payload, not_before, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO jobs (id, kind, persona_id, user_id, payload, not_before, created_at, held_by)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     job.id,
                     kind,
@@ -131,18 +137,56 @@ class JobQueue:
                     json.dumps(payload, ensure_ascii=False),
                     iso(at),
                     iso(at),
+                    held_by,
                 ),
             )
         return job
+
+    def release(self, job_id: str, payload: dict[str, Any] | None = None) -> None:
+        """Let a held job run, with the payload it learned while held, if any."""
+        with self._db.transaction() as db:
+            if payload is None:
+                db.execute("UPDATE jobs SET held_by = NULL WHERE id = ?", (job_id,))
+            else:
+                db.execute(
+                    "UPDATE jobs SET held_by = NULL, payload = ? WHERE id = ?",
+                    (json.dumps(payload, ensure_ascii=False), job_id),
+                )
+
+    def next_job(self, scope: Scope) -> Job | None:
+        """The scope's oldest pending job that nobody holds back: the one to run next."""
+        found = self._pending(
+            "AND persona_id = ? AND user_id = ? AND held_by IS NULL", (scope.persona_id, scope.user_id), limit=1
+        )
+        return found[0] if found else None
+
+    def scopes_with_work(self) -> dict[Scope, int]:
+        """Each scope with jobs to run (pending, not held back) and how many, the longest waiting first."""
+        rows = self._db.query(
+            "SELECT persona_id, user_id, COUNT(*) FROM jobs WHERE state = 'pending' AND held_by IS NULL"
+            " GROUP BY persona_id, user_id ORDER BY MIN(seq)"
+        )
+        return {Scope(persona_id, user_id): int(count) for persona_id, user_id, count in rows}
+
+    def release_orphans(self, alive: Callable[[str], bool]) -> int:
+        """Release the jobs held by workers that are gone (a process that died mid-turn); returns how many."""
+        holders = self._db.query("SELECT DISTINCT held_by FROM jobs WHERE state = 'pending' AND held_by IS NOT NULL")
+        gone = [(holder,) for (holder,) in holders if not alive(holder)]
+        if not gone:
+            return 0
+        with self._db.transaction() as db:
+            return db.executemany(
+                "UPDATE jobs SET held_by = NULL WHERE held_by = ? AND state = 'pending'", gone
+            ).rowcount
 
     def pending_jobs(self) -> list[Job]:
         """Every job not yet done, in the order it was enqueued."""
         return self._pending()
 
-    def _pending(self, condition: str = "", params: tuple[str, ...] = ()) -> list[Job]:
+    def _pending(self, condition: str = "", params: tuple[str, ...] = (), *, limit: int | None = None) -> list[Job]:
         rows = self._db.query(
             "SELECT id, kind, persona_id, user_id, payload, attempts, not_before FROM jobs"
-            f" WHERE state = 'pending' {condition} ORDER BY seq",
+            f" WHERE state = 'pending' {condition} ORDER BY seq{'' if limit is None else f' LIMIT {int(limit)}'}",
             params,
         )
         return [
@@ -154,11 +198,6 @@ class JobQueue:
         """The job if it is still pending (a forget may have erased or changed it meanwhile)."""
         return next((job for job in self._pending("AND id = ?", (job_id,))), None)
 
-    def amend(self, job_id: str, payload: dict[str, Any]) -> None:
-        """Replace the payload of a job not yet started (a held monitor job learns how its turn ended)."""
-        with self._db.transaction() as db:
-            db.execute("UPDATE jobs SET payload = ? WHERE id = ?", (json.dumps(payload, ensure_ascii=False), job_id))
-
     def progress(self, job_id: str) -> dict[str, Any]:
         """What earlier runs of the job saved of their progress (empty for a first run)."""
         rows = self._db.query("SELECT progress FROM job_progress WHERE job_id = ?", (job_id,))
@@ -169,7 +208,8 @@ class JobQueue:
         the job began: its plan may quote what was forgotten)."""
         with fenced_write(job.scope), self._db.transaction() as db:
             db.execute(
-                "INSERT OR REPLACE INTO job_progress (job_id, persona_id, user_id, progress) VALUES (?, ?, ?, ?)",
+                "INSERT INTO job_progress (job_id, persona_id, user_id, progress) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (job_id) DO UPDATE SET progress = excluded.progress",
                 (job.id, job.scope.persona_id, job.scope.user_id, json.dumps(progress, ensure_ascii=False)),
             )
 

@@ -1,7 +1,7 @@
-"""The journal: one SQLite file for the records the background keeps beside the memories.
+"""The journal: the records the background keeps beside the memories, in one database.
 
 Each part is its own module: the change log of memories (`change_log.py`), the job queue with its
-dead letters (`job_queue.py`) and the tokens spent (`token_usage.py`). The journal opens the file
+dead letters (`job_queue.py`) and the tokens spent (`token_usage.py`). The journal opens the database
 once for all three; forgetting reaches the first two (token usage holds counts, never text).
 """
 
@@ -11,18 +11,19 @@ from collections.abc import Collection
 from pathlib import Path
 
 from .change_log import ChangeLog
+from .database import Database, opened
 from .forget_target import ForgetTarget
 from .job_queue import JobQueue
 from .records import Scope
-from .sqlite import SQLiteDatabase
 from .token_usage import TokenUsageLog
 
 
 class Journal:
-    """The change log, the job queue and the token usage, in one SQLite file."""
+    """The change log, the job queue and the token usage, in one database."""
 
-    def __init__(self, path: Path) -> None:
-        self._db = SQLiteDatabase(path)
+    def __init__(self, where: Database | Path) -> None:
+        """`where`: the database, or the path of an embedded SQLite file."""
+        self._db = opened(where)
         self.changes = ChangeLog(self._db)
         self.jobs = JobQueue(self._db)
         self.usage = TokenUsageLog(self._db)

@@ -15,8 +15,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
+from .database import Database, opened
 from .records import Scope
-from .sqlite import SQLiteDatabase
 
 MessageRole = Literal["user", "assistant"]
 
@@ -33,18 +33,24 @@ CREATE TABLE IF NOT EXISTS messages (
     sent_at TEXT NOT NULL,
     state TEXT NOT NULL DEFAULT 'window' CHECK (state IN ('window', 'archived', 'summarized')),
     source_id TEXT,                 -- the platform's unique message id ("discord:123"), for edits and deletes
-    in_group INTEGER NOT NULL DEFAULT 0  -- said in a group chat (1) or in private (0)
+    in_group INTEGER NOT NULL DEFAULT 0,  -- said in a group chat (1) or in private (0)
+    indexed INTEGER NOT NULL DEFAULT 0  -- has its history index entry (`history.py`)
 );
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages (persona_id, conversation_id, state, seq);
 CREATE INDEX IF NOT EXISTS messages_by_scope ON messages (persona_id, user_id);
 """
 # Databases created before `source_id` existed get the column; the index needs it, so it comes after.
 # Messages stored before `in_group` existed read as said in private: what they reveal stays discreet.
-_MIGRATIONS = (
-    ("source_id", "ALTER TABLE messages ADD COLUMN source_id TEXT"),
-    ("in_group", "ALTER TABLE messages ADD COLUMN in_group INTEGER NOT NULL DEFAULT 0"),
-)
-_SOURCE_INDEX = "CREATE INDEX IF NOT EXISTS messages_by_source ON messages (source_id)"
+# Messages stored before `indexed` existed are marked by the history index, which knows how far it got.
+_ADDED_COLUMNS = {
+    "source_id": "TEXT",
+    "in_group": "INTEGER NOT NULL DEFAULT 0",
+    "indexed": "INTEGER NOT NULL DEFAULT 0",
+}
+_LATER_INDEXES = """
+CREATE INDEX IF NOT EXISTS messages_by_source ON messages (source_id);
+CREATE INDEX IF NOT EXISTS messages_unindexed ON messages (seq) WHERE indexed = 0;
+"""
 
 
 def new_message_id() -> str:
@@ -68,16 +74,13 @@ class StoredMessage:
 
 
 class MessageLog:
-    """Every stored message, in one SQLite table shared with working memory's window states."""
+    """Every stored message, in one table shared with working memory's window states."""
 
-    def __init__(self, path: Path) -> None:
-        self.db = SQLiteDatabase(path, _SCHEMA)  # working memory moves rows between window states through it
-        columns = {row[1] for row in self.db.query("PRAGMA table_info(messages)")}
-        with self.db.transaction() as db:
-            for column, statement in _MIGRATIONS:
-                if column not in columns:
-                    db.execute(statement)
-            db.execute(_SOURCE_INDEX)
+    def __init__(self, where: Database | Path) -> None:
+        """`where`: the database, or the path of an embedded SQLite file."""
+        self.db = opened(where, _SCHEMA)  # working memory moves rows between window states through it
+        self.db.add_columns("messages", _ADDED_COLUMNS)
+        self.db.create(_LATER_INDEXES)
 
     def by_source(self, source_id: str) -> StoredMessage | None:
         """The message a person sent with this platform message id, if it is stored."""
@@ -118,17 +121,25 @@ class MessageLog:
     def messages_by_id(self, scope: Scope, ids: Iterable[str]) -> list[StoredMessage]:
         """The scope's messages with these ids, oldest first (ids of other scopes are simply absent)."""
         wanted = list(dict.fromkeys(ids))
+        if not wanted:  # `IN ()` is SQLite's alone
+            return []
         marks = ",".join("?" * len(wanted))
         return self.select(f"persona_id = ? AND user_id = ? AND id IN ({marks})", (*_key(scope), *wanted))
 
-    def messages_after(self, seq: int, limit: int) -> list[tuple[int, StoredMessage]]:
-        """Up to `limit` messages of any scope stored after position `seq`, with their positions, oldest first."""
-        rows = self.db.query(f"SELECT seq, {_COLUMNS} FROM messages WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit))
-        return [(row[0], _message(row[1:])) for row in rows]
+    def unindexed(self, limit: int) -> list[StoredMessage]:
+        """Up to `limit` messages of any scope without a history index entry yet, oldest first."""
+        rows = self.db.query(f"SELECT {_COLUMNS} FROM messages WHERE indexed = 0 ORDER BY seq LIMIT ?", (limit,))
+        return [_message(row) for row in rows]
+
+    def any_stored(self) -> bool:
+        """Whether any message of any conversation is stored."""
+        return bool(self.db.query("SELECT 1 FROM messages LIMIT 1"))
 
     def existing(self, ids: Iterable[str]) -> set[str]:
         """Which of these message ids are still stored."""
         wanted = list(ids)
+        if not wanted:
+            return set()
         marks = ",".join("?" * len(wanted))
         return {row[0] for row in self.db.query(f"SELECT id FROM messages WHERE id IN ({marks})", wanted)}
 

@@ -3,9 +3,10 @@
 chromadb stays the durable store; its filtered vector query costs tens of milliseconds once a
 scope holds thousands of memories, while the hybrid search of `search_index.py` over a scope's
 vectors and BM25 postings in numpy takes a few. A snapshot is loaded from the store on first use
-and kept in step by every write that goes through the same `ChromaKnowledgeBase`. Only an embedded
-store may be cached: a Chroma server is shared with other processes whose writes a snapshot would
-not see. The conversation history keeps its per-scope indexes in a `ScopeCache` too.
+and kept in step by every write that goes through the same `ChromaKnowledgeBase`. Where other
+processes write to the same stores (server mode), each scope's version (`scope_versions.py`) tells
+a snapshot that it missed their writes. The conversation history keeps its per-scope indexes in a
+`ScopeCache` too.
 
 A snapshot holds records as stored (with their base importance); the store brings each one up to
 the moment of the read, so snapshots never go stale as the days pass.
@@ -22,6 +23,7 @@ import numpy as np
 
 from .lexical import terms_of
 from .records import CATEGORIES, Category, MemoryRecord, Scope, ScoredMemory
+from .scope_versions import ScopeVersions
 from .search_index import Query, SearchIndex
 
 _CODE = {category: code for code, category in enumerate(CATEGORIES)}
@@ -100,49 +102,89 @@ S = TypeVar("S", bound=Sized)
 
 
 class ScopeCache(Generic[S]):
-    """The most recently used scopes' snapshots, bounded by the number of items held."""
+    """The most recently used scopes' snapshots, bounded by the number of items held.
 
-    def __init__(self, load: Callable[[Scope], S], *, max_vectors: int = 500_000) -> None:
+    With `versions` (server mode, other processes write to the same stores) a snapshot is used only
+    while its scope's version is the one it was loaded at, and every write here bumps the version.
+    """
+
+    def __init__(
+        self, load: Callable[[Scope], S], *, max_vectors: int = 500_000, versions: ScopeVersions | None = None
+    ) -> None:
         self._load = load
         self._max_vectors = max_vectors
+        self._versions = versions
         self._snapshots: OrderedDict[Scope, S] = OrderedDict()
+        self._loaded_at: dict[Scope, int | None] = {}  # the scope's version each snapshot was loaded at
         self._writes: dict[Scope, int] = {}  # a load that overlapped a write is not kept
         self._epoch = 0  # bumped when every snapshot is dropped
         self._lock = threading.Lock()
 
     def get(self, scope: Scope) -> S:
-        """The scope's snapshot, loading it from the store if it is not held."""
+        """The scope's snapshot, loading it from the store if it is not held (or another process wrote since)."""
+        version = None if self._versions is None else self._versions.current(scope)
         with self._lock:
             snapshot = self._snapshots.get(scope)
-            if snapshot is not None:
+            if snapshot is not None and self._loaded_at.get(scope) == version:
                 self._snapshots.move_to_end(scope)
                 return snapshot
+            self._discard(scope)
             before = (self._epoch, self._writes.get(scope, 0))
         snapshot = self._load(scope)
         with self._lock:
             if (self._epoch, self._writes.get(scope, 0)) != before:
                 return snapshot  # possibly missing that write: use it once, load afresh next time
             snapshot = self._snapshots.setdefault(scope, snapshot)
+            self._loaded_at[scope] = version
             self._snapshots.move_to_end(scope)
             self._evict()
         return snapshot
 
     def writing(self, scope: Scope) -> S | None:
         """Note a write to `scope` (call after it reached the store); returns the snapshot to update, if held."""
-        with self._lock:
-            self._writes[scope] = self._writes.get(scope, 0) + 1
-            return self._snapshots.get(scope)
+        return self.writing_all([scope]).get(scope)
 
-    def drop(self, scope: Scope | None = None) -> None:
-        """Forget one scope's snapshot, or all of them (after maintenance wrote to the store directly)."""
+    def writing_all(self, scopes: Iterable[Scope]) -> dict[Scope, S]:
+        """Note writes to these scopes (after they reached the store); returns the held snapshots to update."""
+        wanted = list(dict.fromkeys(scopes))
+        versions = {} if self._versions is None else self._versions.bump(wanted)
+        held: dict[Scope, S] = {}
         with self._lock:
-            if scope is None:
+            for scope in wanted:
+                self._writes[scope] = self._writes.get(scope, 0) + 1
+                snapshot = self._snapshots.get(scope)
+                if snapshot is None:
+                    continue
+                if self._versions is not None:
+                    if self._loaded_at.get(scope) != versions[scope] - 1:
+                        self._discard(scope)  # another process wrote meanwhile: load afresh at next use
+                        continue
+                    self._loaded_at[scope] = versions[scope]
+                held[scope] = snapshot
+        return held
+
+    def drop(self, scopes: Iterable[Scope] | None = None) -> None:
+        """Forget some scopes' snapshots (after writes that did not update them: a forget, maintenance),
+        in every process; or, with None, every snapshot this process holds."""
+        if scopes is None:
+            with self._lock:
                 self._epoch += 1
                 self._snapshots.clear()
-            else:
+                self._loaded_at.clear()
+            return
+        wanted = list(dict.fromkeys(scopes))
+        if self._versions is not None:
+            self._versions.bump(wanted)
+        with self._lock:
+            for scope in wanted:
                 self._writes[scope] = self._writes.get(scope, 0) + 1
-                self._snapshots.pop(scope, None)
+                self._discard(scope)
+
+    def _discard(self, scope: Scope) -> None:
+        self._snapshots.pop(scope, None)
+        self._loaded_at.pop(scope, None)
 
     def _evict(self) -> None:
         while len(self._snapshots) > 1 and sum(s.size for s in self._snapshots.values()) > self._max_vectors:
-            self._snapshots.popitem(last=False)
+            evicted, _ = self._snapshots.popitem(last=False)
+            self._loaded_at.pop(evicted, None)

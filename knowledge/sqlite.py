@@ -1,4 +1,4 @@
-"""A small shared wrapper around one SQLite file: WAL, one lock, short transactions, deletes that erase.
+"""The embedded `Database` (`database.py`): one SQLite file, WAL, one lock, short transactions, deletes that erase.
 
 `secure_delete` makes SQLite overwrite what a delete or update frees with zeros, so a forgotten row
 leaves no bytes in free pages; the write-ahead log still holds older page images until a checkpoint
@@ -10,9 +10,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,14 @@ class SQLiteDatabase:
         """Create the tables and indexes of `schema` that do not exist yet."""
         with self._lock:
             self._db.executescript(schema)
+
+    def add_columns(self, table: str, columns: Mapping[str, str]) -> None:
+        """Add the columns `table` lacks (a store made by an older version)."""
+        present = {row[1] for row in self.query(f"PRAGMA table_info({table})")}
+        with self.transaction() as db:
+            for column, kind in columns.items():
+                if column not in present:
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -65,8 +72,3 @@ class SQLiteDatabase:
         """Close the connection."""
         with self._lock:
             self._db.close()
-
-
-def iso(moment: datetime) -> str:
-    """A moment as stored: ISO 8601 in UTC."""
-    return moment.astimezone(UTC).isoformat()

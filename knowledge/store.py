@@ -28,6 +28,7 @@ from .forget_fence import fenced_write
 from .forget_target import ForgetTarget
 from .records import CATEGORIES, Category, MemoryRecord, ReviewKind, Scope, ScoredMemory, Source, new_memory_id
 from .scope_cache import ScopeCache, ScopeSnapshot
+from .scope_versions import ScopeVersions
 from .search_index import QueryEncoder
 
 log = logging.getLogger(__name__)
@@ -255,15 +256,17 @@ class ChromaKnowledgeBase:
         cache_scopes: bool = True,
         queries: QueryEncoder | None = None,
         files: Path | None = None,
+        versions: ScopeVersions | None = None,
     ) -> None:
-        """`cache_scopes`: answer searches from in-process snapshots (only for a store no other process writes).
+        """`cache_scopes`: answer searches from in-process snapshots; where other processes write to the same
+        store, only with `versions`, which tell a snapshot that it missed their writes.
         `queries`: the query encoder shared with the conversation history, so one message is embedded once.
         `files`: the embedded store's directory, where forgetting erases what chromadb leaves behind."""
         self._embedder = embedder
         self._queries = queries or QueryEncoder(embedder)
         self._now = now
         self.policy_for = policy_for
-        self._cache = ScopeCache(self._load_scope) if cache_scopes else None
+        self._cache = ScopeCache(self._load_scope, versions=versions) if cache_scopes else None
         self._files = files
         self._chroma = threading.RLock()  # erasing rewrites chromadb's database: no call of ours may run meanwhile
         # embedding_function=None: vectors always come from our offline embedder, never chromadb's default.
@@ -471,7 +474,7 @@ class ChromaKnowledgeBase:
         if owned:
             self._collection.delete(ids=owned)
         if self._cache is not None:
-            self._cache.drop(scope)
+            self._cache.drop([scope])
         return len(owned)
 
     def erase_remnants(self, target: ForgetTarget) -> bool:
@@ -505,10 +508,10 @@ class ChromaKnowledgeBase:
         result = self._collection.get(where=_scope_filter(scope), include=["documents", "metadatas", "embeddings"])
         return ScopeSnapshot(_records_of(result), np.asarray(result["embeddings"]), self._embedder.dim)
 
-    def _drop_snapshots(self) -> None:
-        # Maintenance wrote to many scopes directly; reload them on next use.
+    def _drop_snapshots(self, scopes: Iterable[Scope]) -> None:
+        # Maintenance wrote to these scopes directly; reload them on next use.
         if self._cache is not None:
-            self._cache.drop()
+            self._cache.drop(scopes)
 
     def _fetch(self, **query: Any) -> list[MemoryRecord]:
         """Records as stored (importance = base), for the reads above to bring up to date."""
@@ -527,7 +530,7 @@ class ChromaKnowledgeBase:
                 metadatas=[_metadata(record, policy_for(record.scope.persona_id)) for record in batch],
                 embeddings=self._embedder.embed_passages([record.content for record in batch]),
             )
-        self._drop_snapshots()
+        self._drop_snapshots(record.scope for record in records)
 
     def iter_due_record_pages(
         self, now: datetime, *, page_size: int = MAINTENANCE_PAGE
@@ -568,16 +571,16 @@ class ChromaKnowledgeBase:
                 ids=[record.id for record in batch],
                 metadatas=[_decay_state(record, policy_for(record.scope.persona_id)) for record in batch],
             )
-        self._drop_snapshots()
+        self._drop_snapshots(record.scope for record in records)
 
-    def delete_many(self, ids: Iterable[str]) -> None:
-        """Delete records of any scope by id; ids that no longer exist are ignored."""
-        wanted = list(ids)
+    def delete_many(self, doomed: Iterable[tuple[Scope, str]]) -> None:
+        """Delete records of any scope, named by (scope, id); ids that no longer exist are ignored."""
+        wanted = list(doomed)
         if not wanted:
             return
         for start in range(0, len(wanted), MAINTENANCE_PAGE):
-            self._collection.delete(ids=wanted[start : start + MAINTENANCE_PAGE])
-        self._drop_snapshots()
+            self._collection.delete(ids=[memory_id for _, memory_id in wanted[start : start + MAINTENANCE_PAGE]])
+        self._drop_snapshots(scope for scope, _ in wanted)
 
 
 def _allowed(

@@ -2,17 +2,18 @@
 
 chromadb creates an empty store wherever it is pointed, so a deleted or swapped `chroma/` directory
 would start without a word and every memory would be gone. The SQLite file beside it remembers
-which collection held the memories; at start-up the store must still hold that collection, and a
-message log with conversations in it but no memory store at all is refused too.
+which collection held the memories (in server mode, the shared database does, for the Chroma
+server); at start-up the store must still hold that collection, and a message log with
+conversations in it but no memory store at all is refused too.
 """
 
 from __future__ import annotations
 
-from contextlib import closing
+from contextlib import AbstractContextManager, closing, nullcontext
 from pathlib import Path
 from typing import Any
 
-from .sqlite import SQLiteDatabase
+from .database import Database, opened
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS memory_store (
@@ -29,8 +30,9 @@ class MemoryStoreMissingError(Exception):
 class MemoryStoreGuard:
     """Checks at start-up that the memory store is the one the message log knows, and records it."""
 
-    def __init__(self, path: Path, collection: str) -> None:
-        self._path = path
+    def __init__(self, where: Database | Path, collection: str) -> None:
+        """`where`: the database, or the path of the SQLite file (opened only while checking or recording)."""
+        self._where = where
         self._collection = collection
 
     def check(self, client: Any, *, messages_held: bool) -> None:
@@ -59,8 +61,10 @@ class MemoryStoreGuard:
             rows = db.query("SELECT collection_id FROM memory_store WHERE collection = ?", (self._collection,))
         return rows[0][0] if rows else None
 
-    def _database(self) -> closing[SQLiteDatabase]:
-        return closing(SQLiteDatabase(self._path, _SCHEMA))
+    def _database(self) -> AbstractContextManager[Database]:
+        if isinstance(self._where, Path):
+            return closing(opened(self._where, _SCHEMA))
+        return nullcontext(opened(self._where, _SCHEMA))
 
 
 def _collection_id(client: Any, name: str) -> str | None:

@@ -1,11 +1,11 @@
-"""Token usage (SQLite): the tokens each role's model calls spent, summed per day, role and model."""
+"""Token usage: the tokens each role's model calls spent, summed per day, role and model."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from .sqlite import SQLiteDatabase, iso
+from .database import Database, iso
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS token_usage (
@@ -34,7 +34,7 @@ class TokenUsage:
 class TokenUsageLog:
     """Daily totals of the tokens spent, over all scopes (a model call serves the process, not a user)."""
 
-    def __init__(self, db: SQLiteDatabase) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
         db.create(SCHEMA)
 
@@ -43,9 +43,9 @@ class TokenUsageLog:
         with self._db.transaction() as db:
             db.execute(
                 "INSERT INTO token_usage (day, role, model, calls, prompt_tokens, completion_tokens)"
-                " VALUES (?, ?, ?, 1, ?, ?) ON CONFLICT (day, role, model) DO UPDATE SET calls = calls + 1,"
-                " prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
-                " completion_tokens = completion_tokens + excluded.completion_tokens",
+                " VALUES (?, ?, ?, 1, ?, ?) ON CONFLICT (day, role, model) DO UPDATE SET calls = token_usage.calls + 1,"
+                " prompt_tokens = token_usage.prompt_tokens + excluded.prompt_tokens,"
+                " completion_tokens = token_usage.completion_tokens + excluded.completion_tokens",
                 (iso(at)[:10], role, model, prompt_tokens, completion_tokens),
             )
 

@@ -1,9 +1,10 @@
-"""Per-user settings (SQLite): choices a user makes about how the companion treats them.
+"""Per-user settings: choices a user makes about how the companion treats them.
 
 One row per scope (persona, user): a choice made with one persona is about that relationship, and
 `/forget` (everything) forgets it with the rest of the scope. Each setting is a column read and
 written through typed methods; a setting a user never chose reads as its default, which protects
-them. A new setting is a new entry in `_COLUMNS`: databases made before it get the column on open.
+them. A new setting is a new entry in `_COLUMNS`: SQLite files made before it get the column on open;
+on PostgreSQL it takes a migration (`migrations/`).
 
 The time zone is kept per scope too, not per platform user: it says where someone lives, and what a
 user tells one persona must not reach another (DESIGN §3, scope); `/forget` forgets it with the rest.
@@ -16,9 +17,9 @@ import zoneinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from .database import Database, opened
 from .discretion import Audience
 from .records import Scope
-from .sqlite import SQLiteDatabase
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS user_settings (
@@ -36,17 +37,14 @@ UTC_ZONE = ZoneInfo("UTC")
 
 
 class UserSettings:
-    """The settings of every scope, in one table of the companion's SQLite file."""
+    """The settings of every scope, in one table of the companion's database."""
 
-    def __init__(self, path: Path, *, default_time_zone: ZoneInfo = UTC_ZONE) -> None:
-        """`default_time_zone`: the zone of users who never chose one (`COMPANION_TIMEZONE`)."""
+    def __init__(self, where: Database | Path, *, default_time_zone: ZoneInfo = UTC_ZONE) -> None:
+        """`where`: the database, or the path of an embedded SQLite file; `default_time_zone`: the zone of
+        users who never chose one (`COMPANION_TIMEZONE`)."""
         self.default_time_zone = default_time_zone
-        self._db = SQLiteDatabase(path, _SCHEMA)
-        present = {row[1] for row in self._db.query("PRAGMA table_info(user_settings)")}
-        with self._db.transaction() as db:
-            for column, kind in _COLUMNS.items():
-                if column not in present:
-                    db.execute(f"ALTER TABLE user_settings ADD COLUMN {column} {kind}")
+        self._db = opened(where, _SCHEMA)
+        self._db.add_columns("user_settings", _COLUMNS)
 
     def shares_in_groups(self, scope: Scope) -> bool:
         """Whether the user let everything they said (in private or another group) be used in groups; default no."""

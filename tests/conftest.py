@@ -1,9 +1,11 @@
-"""Shared fixtures: isolation from the machine, the fake OpenAI server, real chromadb and a fake clock."""
+"""Shared fixtures: isolation from the machine, the fake OpenAI server, real chromadb, a real PostgreSQL server
+(started once per test run) and a Chroma server, and a fake clock."""
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -11,12 +13,18 @@ import pytest
 
 from bot.app import App, build_app
 from bot.config import Settings
+from knowledge.database import Database
 from knowledge.embedding import Embedder, load_embedder
 from knowledge.journal import Journal
+from knowledge.postgres import PostgresDatabase, migrate
 from knowledge.records import Scope
+from knowledge.sqlite import SQLiteDatabase
 from personas.loader import Persona
 from tests.fakes.clock import FakeClock
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.servers import ChromaServer, PostgresServer, ServerStartError
+
+MIGRATED_TEMPLATE = "companion_migrated"
 
 _CLEARED_ENV = (
     "OPENAI_BASE_URL",
@@ -128,3 +136,62 @@ def alice() -> Scope:
 @pytest.fixture
 def bob() -> Scope:
     return Scope("xiaoxiang", "cli:bob")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server on loopback for the whole test run (a clear failure if it cannot start)."""
+    try:
+        server = PostgresServer().start()
+    except ServerStartError as error:
+        pytest.fail(str(error), pytrace=False)
+    try:
+        migrate(server.create_database(MIGRATED_TEMPLATE))  # each test's database is a copy of this one
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def database_url(postgres_server: PostgresServer) -> str:
+    """A fresh database of the test run's server, with the schema's migrations applied."""
+    return postgres_server.create_database(f"test_{uuid.uuid4().hex[:12]}", template=MIGRATED_TEMPLATE)
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaServer]:
+    """A real Chroma server (`chroma run`) on loopback, as an operator would run it, for the whole test run."""
+    try:
+        server = ChromaServer(tmp_path_factory.mktemp("chroma-server")).start()
+    except ServerStartError as error:
+        pytest.fail(str(error), pytrace=False)
+    yield server
+    server.stop()
+
+
+class Backend:
+    """One SQL store on either backend; `open()` connects to it again, as a restarted process would."""
+
+    def __init__(self, name: str, tmp_path: Path, url: str | None) -> None:
+        self.name = name
+        self._path = tmp_path / "companion.sqlite3"
+        self._url = url
+        self._opened: list[Database] = []
+
+    def open(self) -> Database:
+        db: Database = SQLiteDatabase(self._path) if self._url is None else PostgresDatabase(self._url, pool_size=2)
+        self._opened.append(db)
+        return db
+
+    def close(self) -> None:
+        for db in self._opened:
+            db.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """The test runs on the embedded SQLite file, then on the shared PostgreSQL server."""
+    url = request.getfixturevalue("database_url") if request.param == "postgresql" else None
+    opened = Backend(request.param, tmp_path, url)
+    yield opened
+    opened.close()

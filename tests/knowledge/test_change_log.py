@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from knowledge.change_log import ChangeLog
 from knowledge.records import Scope
-from knowledge.sqlite import SQLiteDatabase
+from tests.conftest import Backend
 from tests.fakes.clock import FakeClock
 
 
-def test_history_keeps_who_changed_what_and_when(tmp_path: Path, clock: FakeClock, alice: Scope, bob: Scope) -> None:
-    changes = ChangeLog(SQLiteDatabase(tmp_path / "j.sqlite3"))
+def test_history_keeps_who_changed_what_and_when(backend: Backend, clock: FakeClock, alice: Scope, bob: Scope) -> None:
+    changes = ChangeLog(backend.open())
     changes.record_change(
         alice,
         "mem_1",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,18 +13,19 @@ from knowledge.message_log import MessageLog, MessageRole
 from knowledge.records import Scope
 from knowledge.time_windows import TimeWindow
 from knowledge.working_memory import WorkingMemory
+from tests.conftest import Backend
 
 START = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
 
 @pytest.fixture
-def working_memory(tmp_path: Path) -> WorkingMemory:
-    return WorkingMemory(MessageLog(tmp_path / "companion.sqlite3"), window_size=4)
+def working_memory(backend: Backend) -> WorkingMemory:
+    return WorkingMemory(MessageLog(backend.open()), window_size=4)
 
 
 @pytest.fixture
-def history(working_memory: WorkingMemory, embedder: Embedder, tmp_path: Path) -> ConversationHistory:
-    return ConversationHistory(working_memory.log, embedder, tmp_path / "companion.sqlite3")
+def history(working_memory: WorkingMemory, embedder: Embedder, backend: Backend) -> ConversationHistory:
+    return ConversationHistory(working_memory.log, embedder, backend.open())
 
 
 def say(
@@ -117,7 +117,7 @@ def test_forgetting_one_message_takes_it_out_of_its_neighbours_context(working_m
 
 
 def test_a_message_forgotten_while_being_indexed_leaves_no_vector(
-    working_memory: WorkingMemory, embedder: Embedder, tmp_path: Path, alice: Scope
+    working_memory: WorkingMemory, embedder: Embedder, backend: Backend, alice: Scope
 ) -> None:
     class ForgettingMidway:
         name, dim = embedder.name, embedder.dim
@@ -129,21 +129,21 @@ def test_a_message_forgotten_while_being_indexed_leaves_no_vector(
             history.forget(alice)  # /forget lands while the batch is being embedded
             return embedder.embed_passages(texts)
 
-    history = ConversationHistory(working_memory.log, ForgettingMidway(), tmp_path / "companion.sqlite3")
+    history = ConversationHistory(working_memory.log, ForgettingMidway(), backend.open())
     say(working_memory, alice, "my bank PIN is 1234")
     assert history.index_pending() == 1
     assert history.indexed_count(alice) == 0 and history.search(alice, "PIN") == []
 
 
 def test_the_index_survives_a_restart(
-    working_memory, history, embedder: Embedder, tmp_path: Path, alice: Scope
+    working_memory, history, embedder: Embedder, backend: Backend, alice: Scope
 ) -> None:  # type: ignore[no-untyped-def]
     history.search(alice, "anything")  # the scope's index is held, so the messages below are added one by one
     say(working_memory, alice, "I was born in Lyon", minutes=0)
     say(working_memory, alice, "Lyon! Do you miss it?", role="assistant", speaker="小祥", minutes=1)
     say(working_memory, alice, "Only the food", minutes=2)
     history.index_pending()
-    reopened = ConversationHistory(working_memory.log, embedder, tmp_path / "companion.sqlite3")
+    reopened = ConversationHistory(working_memory.log, embedder, backend.open())
     assert reopened.index_pending() == 0
     assert reopened.search(alice, "where was I born", limit=1)[0].message.content == "I was born in Lyon"
 
@@ -154,7 +154,7 @@ def test_the_index_survives_a_restart(
 
 
 def test_a_different_embedder_starts_the_index_afresh(
-    working_memory, history, embedder: Embedder, tmp_path: Path, alice: Scope
+    working_memory, history, embedder: Embedder, backend: Backend, alice: Scope
 ) -> None:  # type: ignore[no-untyped-def]
     say(working_memory, alice, "I was born in Lyon")
     history.index_pending()
@@ -167,7 +167,7 @@ def test_a_different_embedder_starts_the_index_afresh(
 
         embed_passages = embed_queries
 
-    reindexed = ConversationHistory(working_memory.log, Other(), tmp_path / "companion.sqlite3")
+    reindexed = ConversationHistory(working_memory.log, Other(), backend.open())
     assert reindexed.indexed_count(alice) == 0
     assert reindexed.index_pending() == 1
     assert reindexed.search(alice, "Lyon", limit=1)[0].message.content == "I was born in Lyon"

@@ -9,13 +9,14 @@ from knowledge.forget_target import REDACTED, ForgetTarget
 from knowledge.job_queue import JobQueue
 from knowledge.records import Scope
 from knowledge.sqlite import SQLiteDatabase
+from tests.conftest import Backend
 from tests.fakes.clock import FakeClock
 
 
 def test_dead_letters_are_listed_per_scope_and_for_operators(
-    tmp_path: Path, clock: FakeClock, alice: Scope, bob: Scope
+    backend: Backend, clock: FakeClock, alice: Scope, bob: Scope
 ) -> None:
-    jobs = JobQueue(SQLiteDatabase(tmp_path / "j.sqlite3"))
+    jobs = JobQueue(backend.open())
     letter = jobs.dead_letter("monitor", alice, {"output": "{json?}"}, "unreadable", at=clock.now())
     jobs.dead_letter("monitor", bob, {"output": ""}, "unreadable", at=clock.now())
     assert jobs.dead_letters(alice) == [letter]
@@ -44,9 +45,9 @@ def test_finished_work_keeps_no_text_and_dead_letters_keep_theirs_for_the_retent
 
 
 def test_a_forget_erases_matching_dead_letters_and_leaves_a_placeholder_in_pending_jobs(
-    tmp_path: Path, clock: FakeClock, alice: Scope, bob: Scope
+    backend: Backend, clock: FakeClock, alice: Scope, bob: Scope
 ) -> None:
-    jobs = JobQueue(SQLiteDatabase(tmp_path / "j.sqlite3"))
+    jobs = JobQueue(backend.open())
     jobs.dead_letter("monitor", alice, {"turn": {"user_text": "my PIN is 4471"}}, "unreadable", at=clock.now())
     kept = jobs.dead_letter("monitor", alice, {"turn": {"user_text": "I like tea"}}, "unreadable", at=clock.now())
     theirs = jobs.dead_letter("monitor", bob, {"turn": {"user_text": "my PIN is 4471"}}, "unreadable", at=clock.now())

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from knowledge.journal import Journal
 from knowledge.records import Scope
+from tests.conftest import Backend
 from tests.fakes.clock import FakeClock
 
 
 def test_forget_purges_history_dead_letters_and_jobs_of_one_scope(
-    tmp_path: Path, clock: FakeClock, alice: Scope, bob: Scope
+    backend: Backend, clock: FakeClock, alice: Scope, bob: Scope
 ) -> None:
-    journal = Journal(tmp_path / "j.sqlite3")
+    journal = Journal(backend.open())
     for scope in (alice, bob):
         journal.changes.record_change(
             scope, "m", action="update", actor="ai", old_content="a", new_content="b", at=clock.now()

@@ -94,7 +94,7 @@ def test_maintenance_writes_reload_the_snapshots(stores, alice: Scope) -> None: 
     cached.list(alice)
     cached.write_decay_state_many([replace(record, review_pending="decay")])
     assert cached.list(alice)[0].review_pending == "decay"
-    cached.delete_many([record.id])
+    cached.delete_many([(record.scope, record.id)])
     assert cached.list(alice) == []
 
 

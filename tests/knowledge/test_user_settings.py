@@ -11,26 +11,29 @@ import pytest
 from knowledge.discretion import Audience
 from knowledge.records import Scope
 from knowledge.user_settings import UserSettings, find_time_zone
+from tests.conftest import Backend
 
 
 def test_sharing_is_off_until_the_user_turns_it_on_and_is_kept_across_a_restart(
-    tmp_path: Path, alice: Scope, bob: Scope
+    backend: Backend, alice: Scope, bob: Scope
 ) -> None:
-    settings = UserSettings(tmp_path / "companion.sqlite3")
+    settings = UserSettings(backend.open())
     assert settings.shares_in_groups(alice) is False
     settings.set_shares_in_groups(alice, True)
     assert settings.shares_in_groups(alice) and not settings.shares_in_groups(bob)
     assert not settings.shares_in_groups(Scope("another", alice.user_id))  # a choice made with one persona
     settings.close()
 
-    reopened = UserSettings(tmp_path / "companion.sqlite3")
+    reopened = UserSettings(backend.open())
     assert reopened.shares_in_groups(alice)
     reopened.set_shares_in_groups(alice, False)
     assert not reopened.shares_in_groups(alice)
 
 
-def test_forgetting_a_scope_brings_its_settings_back_to_the_defaults(tmp_path: Path, alice: Scope, bob: Scope) -> None:
-    settings = UserSettings(tmp_path / "companion.sqlite3")
+def test_forgetting_a_scope_brings_its_settings_back_to_the_defaults(
+    backend: Backend, alice: Scope, bob: Scope
+) -> None:
+    settings = UserSettings(backend.open())
     settings.set_shares_in_groups(alice, True)
     settings.set_shares_in_groups(bob, True)
     assert settings.forget(alice) == 1
@@ -38,8 +41,8 @@ def test_forgetting_a_scope_brings_its_settings_back_to_the_defaults(tmp_path: P
     assert settings.forget(alice) == 0
 
 
-def test_the_audience_of_a_conversation_follows_the_users_switch(tmp_path: Path, alice: Scope) -> None:
-    settings = UserSettings(tmp_path / "companion.sqlite3")
+def test_the_audience_of_a_conversation_follows_the_users_switch(backend: Backend, alice: Scope) -> None:
+    settings = UserSettings(backend.open())
     assert settings.audience(alice, "dm:cli:alice", group=False) == Audience()
     assert settings.audience(alice, "telegram:chat:-1001", group=True) == Audience(group_id="telegram:chat:-1001")
     settings.set_shares_in_groups(alice, True)
@@ -61,9 +64,9 @@ def test_a_database_made_before_a_setting_existed_gets_its_column(tmp_path: Path
 
 
 def test_a_time_zone_is_the_operators_default_until_the_user_chooses_one_per_scope(
-    tmp_path: Path, alice: Scope, bob: Scope
+    backend: Backend, alice: Scope, bob: Scope
 ) -> None:
-    settings = UserSettings(tmp_path / "companion.sqlite3", default_time_zone=ZoneInfo("Asia/Shanghai"))
+    settings = UserSettings(backend.open(), default_time_zone=ZoneInfo("Asia/Shanghai"))
     assert settings.time_zone(alice) == ZoneInfo("Asia/Shanghai") and settings.chosen_time_zone(alice) is None
     settings.set_time_zone(alice, ZoneInfo("Europe/Berlin"))
     assert (
@@ -75,7 +78,7 @@ def test_a_time_zone_is_the_operators_default_until_the_user_chooses_one_per_sco
     settings.set_shares_in_groups(alice, True)  # one setting does not touch the other
     assert settings.chosen_time_zone(alice) == "Europe/Berlin"
     settings.close()
-    reopened = UserSettings(tmp_path / "companion.sqlite3")
+    reopened = UserSettings(backend.open())
     assert reopened.time_zone(alice) == ZoneInfo("Europe/Berlin")
     reopened.forget(alice)
     assert reopened.chosen_time_zone(alice) is None and reopened.time_zone(alice) == ZoneInfo("UTC")

@@ -1,4 +1,4 @@
-"""Working memory in SQLite: bounded windows, nothing lost, forgetting for real."""
+"""Working memory on either backend: bounded windows, nothing lost, forgetting for real."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from knowledge.message_log import MessageLog
 from knowledge.records import Scope
 from knowledge.working_memory import WorkingMemory
+from tests.conftest import Backend
 
 AT = datetime(2026, 1, 3, 18, 0, tzinfo=UTC)
 
@@ -25,8 +26,8 @@ def say(memory: WorkingMemory, text: str, *, user: str = "cli:alice", role: str 
     )
 
 
-def test_window_keeps_the_newest_messages_and_archives_the_rest(tmp_path: Path) -> None:
-    memory = WorkingMemory(MessageLog(tmp_path / "wm.sqlite3"), window_size=30)
+def test_window_keeps_the_newest_messages_and_archives_the_rest(backend: Backend) -> None:
+    memory = WorkingMemory(MessageLog(backend.open()), window_size=30)
     for index in range(35):
         say(memory, f"message {index}")
     window = memory.window("xiaoxiang", "c1")
@@ -36,8 +37,8 @@ def test_window_keeps_the_newest_messages_and_archives_the_rest(tmp_path: Path) 
     ]
 
 
-def test_a_full_window_lets_its_oldest_messages_go_in_one_batch(tmp_path: Path) -> None:
-    memory = WorkingMemory(MessageLog(tmp_path / "wm.sqlite3"), window_size=30, overflow_batch=10)
+def test_a_full_window_lets_its_oldest_messages_go_in_one_batch(backend: Backend) -> None:
+    memory = WorkingMemory(MessageLog(backend.open()), window_size=30, overflow_batch=10)
     for index in range(30):
         say(memory, f"message {index}")
     assert memory.archived("xiaoxiang", "c1") == []
@@ -46,25 +47,24 @@ def test_a_full_window_lets_its_oldest_messages_go_in_one_batch(tmp_path: Path) 
     assert len(memory.window("xiaoxiang", "c1")) == 21
 
 
-def test_messages_survive_a_restart(tmp_path: Path) -> None:
-    path = tmp_path / "wm.sqlite3"
-    first = WorkingMemory(MessageLog(path))
+def test_messages_survive_a_restart(backend: Backend) -> None:
+    first = WorkingMemory(MessageLog(backend.open()))
     stored = say(first, "remember me")
     first.close()
-    again = WorkingMemory(MessageLog(path))
+    again = WorkingMemory(MessageLog(backend.open()))
     assert again.window("xiaoxiang", "c1") == [stored]
 
 
-def test_new_conversation_empties_the_window_but_keeps_the_messages(tmp_path: Path) -> None:
-    memory = WorkingMemory(MessageLog(tmp_path / "wm.sqlite3"))
+def test_new_conversation_empties_the_window_but_keeps_the_messages(backend: Backend) -> None:
+    memory = WorkingMemory(MessageLog(backend.open()))
     say(memory, "hello")
     assert memory.close_window("xiaoxiang", "c1") == 1
     assert memory.window("xiaoxiang", "c1") == []
     assert [message.content for message in memory.archived("xiaoxiang", "c1")] == ["hello"]
 
 
-def test_conversations_and_personas_have_separate_windows(tmp_path: Path) -> None:
-    memory = WorkingMemory(MessageLog(tmp_path / "wm.sqlite3"))
+def test_conversations_and_personas_have_separate_windows(backend: Backend) -> None:
+    memory = WorkingMemory(MessageLog(backend.open()))
     say(memory, "in c1")
     say(memory, "in c2", conversation="c2")
     memory.append("other", "c1", role="user", user_id="cli:alice", speaker_name="a", content="x", sent_at=AT)
@@ -72,8 +72,8 @@ def test_conversations_and_personas_have_separate_windows(tmp_path: Path) -> Non
     assert [message.content for message in memory.window("xiaoxiang", "c2")] == ["in c2"]
 
 
-def test_forget_deletes_only_that_scope(tmp_path: Path) -> None:
-    memory = WorkingMemory(MessageLog(tmp_path / "wm.sqlite3"))
+def test_forget_deletes_only_that_scope(backend: Backend) -> None:
+    memory = WorkingMemory(MessageLog(backend.open()))
     say(memory, "alice speaks", conversation="group")
     say(memory, "reply to alice", role="assistant", conversation="group")
     say(memory, "bob speaks", user="cli:bob", conversation="group")
@@ -82,8 +82,8 @@ def test_forget_deletes_only_that_scope(tmp_path: Path) -> None:
     assert memory.log.count(Scope("xiaoxiang", "cli:alice")) == 0
 
 
-def test_an_edit_changes_only_the_message_with_that_platform_id(tmp_path: Path) -> None:
-    memory = WorkingMemory(MessageLog(tmp_path / "wm.sqlite3"))
+def test_an_edit_changes_only_the_message_with_that_platform_id(backend: Backend) -> None:
+    memory = WorkingMemory(MessageLog(backend.open()))
     memory.append(
         "p", "c1", role="user", user_id="u1", speaker_name="A", content="see you at 5", sent_at=AT, source_id="m1"
     )
@@ -98,8 +98,8 @@ def test_an_edit_changes_only_the_message_with_that_platform_id(tmp_path: Path) 
     assert [m.content for m in memory.window("p", "c2")] == ["other chat"]
 
 
-def test_a_message_is_found_by_its_platform_id(tmp_path: Path) -> None:
-    memory = WorkingMemory(MessageLog(tmp_path / "wm.sqlite3"))
+def test_a_message_is_found_by_its_platform_id(backend: Backend) -> None:
+    memory = WorkingMemory(MessageLog(backend.open()))
     stored = memory.append(
         "p", "c1", role="user", user_id="u1", speaker_name="A", content="hi", sent_at=AT, source_id="m1"
     )

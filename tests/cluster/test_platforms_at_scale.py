@@ -1,0 +1,96 @@
+"""Platforms at scale: Telegram webhooks shared by two processes behind one proxy, Discord shards per process."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from discord.ext import commands
+
+from bot.app import App
+from bot.cli import cli
+from bot.discord_adapter import Shards, build_discord_bot
+from bot.telegram_adapter import Webhook, run_telegram
+from tests.cluster.conftest import OpenApp
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.scenario import CHAT, MONITOR, chat_history, wait_until
+from tests.fakes.telegram_server import TOKEN, FakeBotAPI
+from tests.fakes.telegram_updates import person, private_chat, text_update
+from tests.servers import free_port
+
+ALICE = person(7, "Alice")
+SECRET = "webhook-secret"
+
+
+@pytest.fixture
+async def fake_telegram() -> AsyncIterator[FakeBotAPI]:
+    with FakeBotAPI() as server:
+        yield server
+
+
+async def serving(app: App, fake: FakeBotAPI, port: int) -> asyncio.Task[None]:
+    """`companion run`'s Telegram part in webhook mode, listening on `port`; returns once it listens."""
+    webhook = Webhook(f"https://bot.example/telegram/{port}", "127.0.0.1", port, SECRET)
+    task = asyncio.create_task(run_telegram(app, TOKEN, fake.url, webhook=webhook))
+    await wait_until(
+        lambda: len([call for call in fake.calls_to("setWebhook") if str(port) in call.params["url"]]) == 1
+    )
+    return task
+
+
+async def post(port: int, update: dict[str, Any], secret: str = SECRET) -> int:
+    """What the proxy does with an update Telegram posted: hand it to one process's webhook server."""
+    async with httpx.AsyncClient() as client:
+        response = await client.post(
+            f"http://127.0.0.1:{port}/telegram/{port}",
+            json=update,
+            headers={"X-Telegram-Bot-Api-Secret-Token": secret},
+        )
+    return response.status_code
+
+
+async def test_two_processes_behind_one_proxy_answer_a_chat_in_order(
+    open_app: OpenApp, fake_openai: FakeOpenAIServer, fake_telegram: FakeBotAPI
+) -> None:
+    fake_openai.set_default(MONITOR, "[SKIP]")
+    fake_openai.script(CHAT, "Reply one.", "Reply two.")
+    fake_openai.set_delay(CHAT, 0.3)
+    first, second = open_app("a"), open_app("b")
+    ports = free_port(), free_port()
+    servers = [await serving(app, fake_telegram, port) for app, port in zip((first, second), ports)]
+    try:
+        assert await post(ports[0], text_update("Message one", user=ALICE, chat=private_chat(ALICE))) == 200
+        await wait_until(lambda: len(fake_openai.requests_for(CHAT)) == 1)
+        assert await post(ports[1], text_update("Message two", user=ALICE, chat=private_chat(ALICE))) == 200
+        await asyncio.to_thread(fake_telegram.wait_for, "sendMessage", 2)
+        assert await post(ports[1], text_update("forged", user=ALICE), secret="wrong") == 403
+    finally:
+        for task in servers:
+            task.cancel()
+        await asyncio.gather(*servers, return_exceptions=True)
+    assert fake_telegram.sent_texts(ALICE["id"]) == ["Reply one.", "Reply two."]
+    assert chat_history(fake_openai.requests_for(CHAT)[1])[-3:] == ["Message one", "Reply one.", "Message two"]
+    assert len(fake_openai.requests_for(CHAT)) == 2
+
+
+async def test_each_process_runs_its_own_discord_shards(app: App) -> None:
+    bot = build_discord_bot(app, shards=Shards(4, (1, 3)))
+    assert isinstance(bot, commands.AutoShardedBot)
+    assert bot.shard_count == 4 and bot.shard_ids == [1, 3]
+    await bot.setup_hook()
+    assert bot.get_cog("CompanionCog") is not None  # the same cog answers on every shard
+    assert not isinstance(build_discord_bot(app), commands.AutoShardedBot)  # unsharded by default
+
+
+@pytest.mark.parametrize(
+    ("options", "complaint"),
+    [(["--shards", "2", "--shard-ids", "0,2"], "between 0 and 1"), (["--shard-ids", "0"], "needs --shards")],
+)
+def test_shard_options_are_checked(options: list[str], complaint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISCORD_TOKEN", "x")
+    done = CliRunner().invoke(cli, ["run", *options])
+    assert done.exit_code == 2 and complaint in done.output
