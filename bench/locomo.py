@@ -8,8 +8,10 @@ the companion itself runs:
 * each conversation becomes one scope; every turn is stored with ``WorkingMemory.append`` (the first
   speaker as the user, the second as the companion, with the session's date and the speaker's name;
   an image shared in a turn is its caption) and indexed by ``ConversationHistory.index_pending``;
-* each question is asked verbatim through ``ConversationHistory.search``, which embeds it (no query
-  cache) and runs the hybrid engine.
+* each question is asked verbatim through ``ConversationHistory.recall``, as a message is in a chat turn:
+  it embeds it (no query cache) and runs the hybrid engine; a question naming a time ("in July 2023",
+  "last week") keeps to the messages of that window when it holds any (``find_window``, computed in
+  UTC, the data's own time, as of a minute after the conversation's last turn).
 
 Reported per category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop; 5 adversarial on its own)
 and overall for 1-4: recall@5 and recall@10 of the evidence turns, MRR (first evidence turn within the
@@ -53,6 +55,7 @@ from knowledge.history import ConversationHistory
 from knowledge.message_log import MessageLog
 from knowledge.records import Scope
 from knowledge.search_index import QueryEncoder
+from knowledge.time_windows import find_window
 from knowledge.working_memory import WorkingMemory
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -201,12 +204,20 @@ def ingest(
     return scope
 
 
-def timed_search(history: ConversationHistory, scope: Scope, question: str, latencies: list[float]) -> list[str]:
-    """The message ids found for `question`, best first; its wall time is appended to `latencies`."""
+def timed_search(
+    history: ConversationHistory, scope: Scope, question: str, asked_at: datetime, latencies: list[float]
+) -> list[str]:
+    """The message ids found for `question` asked at `asked_at`, best first; its wall time is appended to
+    `latencies` (the time window's parsing included)."""
     started = time.perf_counter()
-    hits = history.search(scope, question, limit=DEPTH)
+    hits = history.recall(scope, question, window=find_window(question, asked_at), limit=DEPTH)
     latencies.append((time.perf_counter() - started) * 1000)
     return [hit.message.id for hit in hits]
+
+
+def asked_after(sample: Sample) -> datetime:
+    """When the questions are asked: a minute after the conversation's last turn."""
+    return max(turn.sent_at for turn in sample.turns) + timedelta(minutes=1)
 
 
 class PassageMemo:
@@ -241,12 +252,14 @@ def ask(
     scope = Scope(PERSONA, f"locomo:{sample.sample_id}")
     dia_ids = {message.id: turn.dia_id for message, turn in zip(history.messages(scope), sample.turns, strict=True)}
     history.search(scope, "warm-up")  # loads the scope's snapshot, as its first turn of a day would
+    asked_at = asked_after(sample)
     return [
         (
             sample.sample_id,
             question.category,
             question_metrics(
-                [dia_ids[found] for found in timed_search(history, scope, question.text, latencies)], question.evidence
+                [dia_ids[found] for found in timed_search(history, scope, question.text, asked_at, latencies)],
+                question.evidence,
             ),
         )
         for question in sample.questions
@@ -313,7 +326,7 @@ def scaled_latency(
     latencies: list[float] = []
     for sample in samples:
         for question in sample.questions:
-            timed_search(history, scope, question.text, latencies)
+            timed_search(history, scope, question.text, asked_after(sample), latencies)
     return {"scaled_latency_ms": {**summarize(latencies), "messages": len(history.messages(scope))}}
 
 

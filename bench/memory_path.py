@@ -16,6 +16,11 @@ What is measured, per store size (default 1,000 and 10,000 memories, all in ONE 
   embedding of the turn: memories and past messages share one). "memory path" = turn - LLM:
   storing both messages, retrieval of memories and of past messages, ranking, the prompt.
 
+Time (DESIGN §4.1): some queries name a time ("yesterday", "上周"), which the turn turns into a window of
+the user's local time. ``time_parsing`` is that step alone, timed by calling the function the turn
+calls (``find_window``) on each turn's text; ``now_tokens`` is what the prompt's "## Now" section
+costs and ``date_tokens`` what the dates on its memory lines cost, counted in the turn's own prompt.
+
 After ``--warmup`` untimed turns, ``--turns`` turns are timed. The background work a turn starts
 (the monitor, which also indexes the turn's messages for the past-message search, and summaries)
 is drained, untimed, before the next turn: ``bench.background`` measures what it costs the reply.
@@ -52,6 +57,7 @@ import logging
 import os
 import platform
 import random
+import re
 import sys
 import tempfile
 import time
@@ -69,11 +75,12 @@ from bench.stats import cpu_model, summarize
 from bench.templates import slots
 from bot.app import App, build_app, build_llm
 from bot.config import Settings
-from core.llm import LLMClient, ModelSettings
+from core.llm import LLMClient, ModelSettings, count_tokens
 from core.types import ChatMessage, IncomingMessage, Role
 from knowledge.embedding import Embedder, load_embedder
 from knowledge.records import MemoryRecord, Scope
 from knowledge.store import ChromaKnowledgeBase
+from knowledge.time_windows import find_window
 from personas.loader import ModelChoice
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -148,6 +155,13 @@ QUERY_TEMPLATES: list[str] = [
     "我对{allergen_zh}过敏这件事你还记得吗？",
     "今天的 meeting 好长，{name_en} 又在挑刺",
     "周末想去{city_zh}玩, any ideas for food?",
+    # naming a time: the window of the user's local time the turn recalls from
+    "What did we talk about yesterday?",
+    "Remember what I said last week about {food_en}?",
+    "Two days ago I met {name_en} again.",
+    "我们上次聊了什么来着？",
+    "三天前我说的{food_zh}你还记得吗？",
+    "上周{weekday_zh}我去了{city_zh}",
 ]
 
 
@@ -370,15 +384,40 @@ async def handle_turn(bench: Bench, text: str) -> dict[str, float]:
     if not result.completed or not reply or result.stored is None:
         raise RuntimeError(f"the turn did not complete: {result.notice}")
     llm = bench.llm.last_stream_ms
+    now_tokens, date_tokens = time_tokens(bench.llm.last_prompt)
     return {
         "turn": total,
         "llm": llm,
         "memory_path": total - llm,
         "query_embedding": bench.embedder.query_ms,
+        "time_parsing": time_parsing_ms(bench, message),
         "database": database_ms,
         "statements": statements,
         "memories_in_prompt": memories_in_prompt(bench.llm.last_prompt),
+        "now_tokens": now_tokens,
+        "date_tokens": date_tokens,
     }
+
+
+def time_parsing_ms(bench: Bench, message: IncomingMessage) -> float:
+    """The turn's time parsing: the window its text names, in the user's zone, as the reply path reads it."""
+    zone = bench.app.companion.user_settings.time_zone(bench.scope)
+    start = time.perf_counter_ns()
+    find_window(message.text, message.sent_at.astimezone(zone))
+    return _ms_since(start)
+
+
+_DATE_TAG = re.compile(r"^- \[[^\]]*\] ", re.MULTILINE)
+
+
+def time_tokens(prompt: Sequence[ChatMessage]) -> tuple[float, float]:
+    """Tokens of the prompt's "## Now" section, and of the dates its memory lines carry ("[3 Jan] ")."""
+    system = prompt[0].content
+    now = system.split("## Now\n", 1)[1].split("\n\n", 1)[0] if "## Now\n" in system else ""
+    memories = system.split("## What you remember", 1)[1] if "## What you remember" in system else ""
+    memories = memories.split("## Earlier messages", 1)[0]  # quoted messages were dated before
+    dates = sum(count_tokens(match[0]) - count_tokens("- ") for match in _DATE_TAG.finditer(memories))
+    return (count_tokens("\n\n## Now\n" + now) if now else 0), dates
 
 
 def memories_in_prompt(prompt: Sequence[ChatMessage]) -> float:
@@ -482,7 +521,10 @@ ROWS: list[tuple[str, str]] = [
     ("query_embedding", "  of which query embedding"),
     ("database", "  of which PostgreSQL statements"),
     ("statements", "PostgreSQL statements per turn"),
+    ("time_parsing", "TIME PARSING (find_window)"),
     ("memories_in_prompt", "retrieved memories in the prompt"),
+    ("now_tokens", 'tokens of the "## Now" section'),
+    ("date_tokens", "tokens of the memories' dates"),
 ]
 
 

@@ -298,7 +298,7 @@ def build_app(
             versions=storage.versions("history"),
         )
         journal = Journal(storage.where)
-        user_settings = UserSettings(storage.where)
+        user_settings = UserSettings(storage.where, default_time_zone=settings.default_time_zone)
         passes = ScheduledPasses(storage.where)
     embedded = settings.chroma_host is None
     with opening(data_dir / "chroma" / "chroma.sqlite3", if_damaged=RESTORE_MEMORIES):
@@ -349,6 +349,7 @@ def build_app(
         injector=MemoryInjector(Budget(chat.context_window, chat.max_tokens)),
         clock=clock,
         retrieval_limit=settings.retrieval_limit,
+        policy_for=policy_for,
         image_limits=settings.image_limits,
     )
     lifecycle = MemoryLifecycle(

@@ -6,8 +6,10 @@ import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
+import tzlocal
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -17,6 +19,7 @@ from pydantic_settings import (
 
 from core.errors import UserFacingError
 from core.images import ImageLimits
+from knowledge.user_settings import find_time_zone
 
 from .routing import PlaceRules
 
@@ -34,6 +37,14 @@ def _default_data_dir() -> Path:
 
 def _env(name: str) -> Any:
     return AliasChoices(name)
+
+
+def _system_time_zone() -> str:
+    """The IANA name of this machine's time zone (tzlocal reads it from TZ, /etc/localtime, ...); "UTC" if none."""
+    try:
+        return tzlocal.get_localzone_name() or "UTC"
+    except (ValueError, OSError, LookupError):  # tzlocal's errors for an unreadable or unnamed zone
+        return "UTC"
 
 
 class ConfigError(UserFacingError):
@@ -176,6 +187,12 @@ class Settings(BaseSettings):
     monitor_max_ops: int = Field(
         10, ge=1, validation_alias=_env("COMPANION_MONITOR_MAX_OPS"), description="memory operations applied per turn"
     )
+    timezone: str | None = Field(
+        None,
+        validation_alias=_env("COMPANION_TIMEZONE"),
+        description="users' time zone until they choose one with /timezone (IANA name, e.g. Europe/Berlin; "
+        "unset: this machine's)",
+    )
     vision: bool = Field(
         False,
         validation_alias=_env("COMPANION_VISION"),
@@ -240,6 +257,18 @@ class Settings(BaseSettings):
         default_factory=PlaceRules, description="Telegram operator rules: personas, allow-lists, every-message chats"
     )
     log_level: str = Field("WARNING", validation_alias=_env("COMPANION_LOG_LEVEL"), description="logging level")
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_time_zone(cls, name: str | None) -> str | None:
+        if name is not None and find_time_zone(name) is None:
+            raise ValueError(f"unknown time zone {name!r}; use an IANA name such as Europe/Berlin or Asia/Shanghai")
+        return name
+
+    @property
+    def default_time_zone(self) -> ZoneInfo:
+        """`COMPANION_TIMEZONE`, or this machine's zone (UTC if it has no IANA name)."""
+        return find_time_zone(self.timezone or _system_time_zone()) or ZoneInfo("UTC")
 
     def secrets(self) -> list[str]:
         """The values of the secret settings that are set (for the log redactor)."""

@@ -277,9 +277,15 @@ class CompanionCog(commands.Cog):
 
     @app_commands.command(name="memory", description="What I remember about you (only you see it)")
     async def memory(self, interaction: discord.Interaction) -> None:
-        records = await self.companion.memories(self._scope(interaction))
-        pages = MemoryPages(interaction.user.id, split_message(phrasebook.memory_listing(records), PAGE_CHARS))
+        listing = await self.companion.memory_listing(self._scope(interaction))
+        pages = MemoryPages(interaction.user.id, split_message(listing, PAGE_CHARS))
         await interaction.response.send_message(**pages.current(), ephemeral=True)
+
+    @app_commands.command(name="timezone", description="Your time zone, so I know your day (only you see it)")
+    @app_commands.describe(zone="an IANA name such as Europe/Berlin or Asia/Shanghai; leave empty to see yours")
+    async def timezone(self, interaction: discord.Interaction, zone: str = "") -> None:
+        answer = await self.companion.time_zone(self._scope(interaction), zone)
+        await interaction.response.send_message(answer, ephemeral=True)
 
     @app_commands.command(name="share", description="What I may bring up in servers (only you see it)")
     @app_commands.describe(

@@ -8,8 +8,9 @@ import json
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -23,6 +24,9 @@ from knowledge.memory_file import (
     render_markdown,
 )
 from knowledge.records import MemoryRecord, Scope
+from knowledge.time_moments import find_moment, is_all_day
+from knowledge.time_windows import TimeWindow
+from knowledge.user_settings import find_time_zone
 
 from .cli_support import (
     changing_scope_options,
@@ -65,6 +69,25 @@ def _line(record: MemoryRecord) -> str:
     return f"{record.id}  {record.category:<7} {record.importance:5.2f}  [{describe_origin(record)}]  {record.content}"
 
 
+def _local_moment(app: App, scope: Scope, text: str, *, whole_day_ends: bool = False) -> datetime:
+    """A moment typed on the command line, read in the user's time zone: "2026-11-30", "2026-11-30 10:00",
+    "yesterday", "last Monday", "next Friday 9am". With `whole_day_ends`, a day alone means its end."""
+    now = app.companion.clock.now().astimezone(app.companion.user_settings.time_zone(scope))
+    moment = find_moment(text, now)
+    if moment is None:
+        raise click.BadParameter(f"{text!r} is not a date or time I can read (try 2026-11-30 or '2026-11-30 10:00')")
+    return moment + timedelta(days=1) if whole_day_ends and is_all_day(moment) else moment
+
+
+def _between(app: App, scope: Scope, since: str | None, until: str | None) -> TimeWindow | None:
+    """`--since/--until` as a window of the user's time (`--until` a day: that day included); None if neither."""
+    if since is None and until is None:
+        return None
+    start = _local_moment(app, scope, since) if since else datetime.min.replace(tzinfo=UTC)
+    end = _local_moment(app, scope, until, whole_day_ends=True) if until else datetime.max.replace(tzinfo=UTC)
+    return TimeWindow(start, end, f"{since or ''}..{until or ''}")
+
+
 def _one(app: App, scope: Scope, memory_id: str) -> MemoryRecord:
     found = app.companion.knowledge.get(scope, [memory_id])
     if not found:
@@ -101,6 +124,8 @@ def memory_list(
 @click.argument("query")
 @click.option("--limit", default=10, show_default=True, type=click.IntRange(1, 100))
 @click.option("--history", "with_history", is_flag=True, help="Search the past messages of the scope too.")
+@click.option("--since", help="Only what is from this moment on, in the user's time zone (2026-11-01, 'last Monday').")
+@click.option("--until", "until", help="Only what is from before this moment (a date alone: to its end).")
 @click.option(
     "--json",
     "as_json",
@@ -115,16 +140,22 @@ def memory_search(
     query: str,
     limit: int,
     with_history: bool,
+    since: str | None,
+    until: str | None,
     as_json: bool,
 ) -> None:
-    """Find the memories a message like QUERY would recall, best first (and with --history, past messages)."""
+    """Find the memories a message like QUERY would recall, best first (and with --history, past messages).
+
+    --since/--until keep to a stretch of time: an episode by when its conversation took place, a fact by
+    when it was learned or changed or the day it is about, a past message by when it was said."""
 
     async def show(app: App, scope: Scope) -> None:
-        hits = await app.companion.search_memories(scope, query, limit=limit)
+        during = _between(app, scope, since, until)
+        hits = await app.companion.search_memories(scope, query, limit=limit, during=during)
         messages = []
         if with_history:
             await asyncio.to_thread(app.history.index_pending)  # messages stored since the bot last ran
-            messages = (await app.companion.search(scope, query, limit=limit)).messages
+            messages = (await app.companion.search(scope, query, limit=limit, during=during)).messages
         if as_json:
             found = [
                 {**hit.record.to_dict(), "relevance": round(hit.relevance, 4), "similarity": round(hit.similarity, 4)}
@@ -187,6 +218,8 @@ def memory_show(ctx: click.Context, persona_id: str | None, user_name: str, memo
     type=click.Choice(["yes", "no"]),
     help="yes: it may come up in every group chat; no: only in private and in the group it was learned in.",
 )
+@click.option("--about", help="The moment a plan or event is at, in the user's time zone ('2026-11-30 10:00'); none.")
+@click.option("--until", "until", help="When a state ends, in the user's time zone ('2026-12-04'); none: no end.")
 @click.pass_context
 def memory_edit(
     ctx: click.Context,
@@ -197,13 +230,15 @@ def memory_edit(
     importance: float | None,
     category: str | None,
     shared: str | None,
+    about: str | None,
+    until: str | None,
 ) -> None:
-    """Change a memory's text, importance, category or sharing; the old version goes to its history."""
+    """Change a memory's text, importance, category, sharing or dates; the old version goes to its history."""
 
     async def edit(app: App, scope: Scope) -> None:
         record = _one(app, scope, memory_id)
         new_text = text
-        if (text, importance, category, shared) == (None, None, None, None):
+        if (text, importance, category, shared, about, until) == (None, None, None, None, None, None):
             edited = edit_text(record.content, param="text")
             if edited is None or edited.strip() == record.content:
                 click.echo("Nothing changed.")
@@ -217,12 +252,21 @@ def memory_edit(
             category=category,  # type: ignore[arg-type]
             importance=importance,
             shared=None if shared is None else shared == "yes",
+            about=_date_edit(app, scope, about),
+            until=_date_edit(app, scope, until),
         )
         updated = await asyncio.to_thread(app.companion.editor.edit, change)
         assert updated is not None  # `_one` found it in this scope
         click.echo(_line(updated))
 
     _in_scope(ctx, persona_id, user_name, edit)
+
+
+def _date_edit(app: App, scope: Scope, text: str | None) -> datetime | Literal[""] | None:
+    """A date given to `memory edit`: None leaves it, "none" takes it away, anything else is read as a moment."""
+    if text is None:
+        return None
+    return "" if text.strip().lower() == "none" else _local_moment(app, scope, text).astimezone(UTC)
 
 
 @memory.command("forget")
@@ -259,9 +303,11 @@ def memory_forget(
 
 def _render(app: App, scope: Scope, records: list[MemoryRecord], as_json: bool) -> str:
     now = app.companion.clock.now()
+    zone = app.companion.user_settings.chosen_time_zone(scope)
     if as_json:
-        return render_json(records, scope, now=now)
-    return render_markdown(records, scope, now=now, archive_below=app.policy_for(scope.persona_id).decay_review_below)
+        return render_json(records, scope, now=now, time_zone=zone)
+    archive_below = app.policy_for(scope.persona_id).decay_review_below
+    return render_markdown(records, scope, now=now, archive_below=archive_below, time_zone=zone)
 
 
 @memory.command("export")
@@ -337,6 +383,8 @@ def memory_import(
             f"{len(plan.updates)} updated, {len(plan.additions)} added, {len(plan.deletions)} deleted, "
             f"{plan.unchanged} unchanged"
         )
+        if not dry_run:
+            _import_time_zone(app, scope, parsed.time_zone)
         if dry_run or not plan.changes:
             click.echo(f"{summary}{' (dry run: nothing changed)' if dry_run else ''}")
             return
@@ -346,6 +394,18 @@ def memory_import(
         click.echo(f"{summary}; the memories as they were are in {backup.name}")
 
     _in_scope(ctx, persona_id, user_name, load)
+
+
+def _import_time_zone(app: App, scope: Scope, name: str | None) -> None:
+    """The time zone a file names becomes the user's (it was their choice when it was exported)."""
+    if name is None or name == app.companion.user_settings.chosen_time_zone(scope):
+        return
+    zone = find_time_zone(name)
+    if zone is None:
+        click.echo(f"warning: the file names an unknown time zone {name!r}; the user's stays as it was", err=True)
+        return
+    app.companion.user_settings.set_time_zone(scope, zone)
+    click.echo(f"time zone set to {zone.key}")
 
 
 @memory.command("stats")
@@ -363,6 +423,8 @@ def memory_stats(ctx: click.Context, persona_id: str | None, user_name: str, as_
             "by_category": dict(Counter(record.category for record in records)),
             "importance": _histogram(records),
             "dead_letters": len(app.journal.jobs.dead_letters(scope)),
+            "time_zone": app.companion.user_settings.time_zone(scope).key,
+            "time_zone_chosen": app.companion.user_settings.chosen_time_zone(scope) is not None,
             "token_usage_all_scopes": [asdict(usage) for usage in app.journal.usage.totals()],
         }
         if as_json:
@@ -388,6 +450,8 @@ def _print_stats(stats: dict[str, Any]) -> None:
         label = f"{row['from']:.1f}+" if row["to"] is None else f"{row['from']:.1f}-{row['to']:.1f}"
         click.echo(f"  {label:>8} {row['count']:5d} {'#' * round(30 * row['count'] / widest)}")
     click.echo(f"dead letters: {stats['dead_letters']}")
+    chosen = "chosen with /timezone" if stats["time_zone_chosen"] else "the default"
+    click.echo(f"time zone: {stats['time_zone']} ({chosen})")
     click.echo("tokens spent per role (all scopes): role, model, calls, prompt + completion tokens")
     if not stats["token_usage_all_scopes"]:
         click.echo("  none recorded yet")

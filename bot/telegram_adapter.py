@@ -67,6 +67,7 @@ HELP = (
     "/forget - forget everything about you (asks first)\n"
     "/share - what I may bring up in groups: by default only what was said there; "
     "/share <id> shares one memory, /share on everything\n"
+    "/timezone Area/City - your time zone (Europe/Berlin, Asia/Shanghai), so I know your day\n"
     "/help - this help"
 )
 COMMANDS = (
@@ -74,6 +75,7 @@ COMMANDS = (
     BotCommand("memory", "what I remember about you"),
     BotCommand("forget", "forget everything about you"),
     BotCommand("share", "what I may bring up in groups (on, off, or a memory id)"),
+    BotCommand("timezone", "your time zone, e.g. Europe/Berlin"),
     BotCommand("help", "how to talk to me"),
 )
 SENT_PRIVATELY = "I've answered you in a private message."
@@ -179,6 +181,7 @@ class TelegramAdapter:
         application.add_handler(CommandHandler("memory", self.memory, filters=new_messages))
         application.add_handler(CommandHandler("forget", self.forget, filters=new_messages))
         application.add_handler(CommandHandler("share", self.share, filters=new_messages))
+        application.add_handler(CommandHandler("timezone", self.timezone, filters=new_messages))
         application.add_handler(CallbackQueryHandler(self.forget_answer, pattern=_FORGET_DATA))
         application.add_handler(MessageHandler(new_messages & filters.COMMAND, self.unknown_command))
         application.add_handler(MessageHandler(new_messages & filters.TEXT, self.text))
@@ -286,8 +289,14 @@ class TelegramAdapter:
     async def memory(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message, user = update.message, update.effective_user
         assert message is not None and user is not None
-        records = await self._companion.memories(self._scope(user.id, message.chat.id))
-        await self._privately(message, context.bot, user.id, phrasebook.memory_listing(records))
+        listing = await self._companion.memory_listing(self._scope(user.id, message.chat.id))
+        await self._privately(message, context.bot, user.id, listing)
+
+    async def timezone(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message, user = update.message, update.effective_user
+        assert message is not None and user is not None
+        answer = await self._companion.time_zone(self._scope(user.id, message.chat.id), " ".join(context.args or []))
+        await self._privately(message, context.bot, user.id, answer)  # where someone lives is theirs to tell
 
     async def share(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message, user = update.message, update.effective_user

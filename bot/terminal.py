@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import io
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import TextIO
 
 from core import phrasebook
@@ -17,7 +16,7 @@ from knowledge.records import Scope
 HELP = (
     "Commands: /new (start afresh), /memory (what I remember), /forget (forget everything), "
     "/forget <what> (forget memories about it), /share [on|off|<memory id> [on|off]] (what I may bring up "
-    "in group chats), /quit"
+    "in group chats), /timezone [Area/City] (your time zone), /quit"
 )
 CONFIRMATIONS = {"yes", "y", "是", "确认"}
 ReadLine = Callable[[str], Awaitable[str | None]]
@@ -68,12 +67,14 @@ class TerminalChat:
         if command == "/new":
             self._say(await self._companion.new_conversation(self._persona_id, self.conversation_id))
         elif command == "/memory":
-            self._say(phrasebook.memory_listing(await self._companion.memories(self.scope)))
+            self._say(await self._companion.memory_listing(self.scope))
         elif command == "/forget":
             what = line.strip()[len("/forget") :].strip()
             await (self._forget_about(what) if what else self._forget())
         elif command == "/share":
             self._say(await self._companion.share(self.scope, line.strip()[len("/share") :]))
+        elif command == "/timezone":
+            self._say(await self._companion.time_zone(self.scope, line.strip()[len("/timezone") :]))
         elif command == "/help":
             self._say(HELP)
         elif command.startswith("/"):
@@ -108,7 +109,7 @@ class TerminalChat:
             user_id=self.scope.user_id,
             speaker_name=self._user_name,
             text=text,
-            sent_at=datetime.now(UTC),
+            sent_at=self._companion.clock.now(),
             persona_id=self._persona_id,
         )
         result = await self._companion.handle(message)

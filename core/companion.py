@@ -14,7 +14,9 @@ from knowledge.records import MemoryRecord, Scope, ScoredMemory
 from knowledge.retrieval import FORGETTABLE, SearchResults, search_scope
 from knowledge.storage_errors import storage_problem
 from knowledge.store import KnowledgeBase
-from knowledge.user_settings import UserSettings
+from knowledge.temporal import within
+from knowledge.time_windows import TimeWindow
+from knowledge.user_settings import UserSettings, find_time_zone
 from personas.loader import Persona, PersonaError, PersonaRegistry
 
 from . import phrasebook
@@ -106,8 +108,16 @@ class Companion:
             # The monitor hears of every stored message, whatever becomes of the reply.
             message_id = new_message_id()
             end_turn = self.lifecycle.turn_started(scope, message.conversation_id, message_id, group=group)
+            zone = self.user_settings.time_zone(scope)  # "now", "yesterday" and plans are the user's own
             return await self.responses.reply(
-                persona, scope, message, group=group, audience=audience, message_id=message_id, on_end=end_turn
+                persona,
+                scope,
+                message,
+                group=group,
+                audience=audience,
+                zone=zone,
+                message_id=message_id,
+                on_end=end_turn,
             )
         except Exception as error:
             if storage_problem(error) is None:
@@ -161,13 +171,42 @@ class Companion:
         """`/memory`: what the companion remembers about this user, most important first."""
         return await asyncio.to_thread(self.knowledge.list, scope, categories=["core", "fact", "episode"])
 
-    async def search(self, scope: Scope, query: str, *, limit: int = 10) -> SearchResults:
-        """Search what is remembered about this user: memories and past messages, each best first."""
-        return await asyncio.to_thread(search_scope, self.knowledge, self.history, scope, query, limit=limit)
+    async def memory_listing(self, scope: Scope) -> str:
+        """`/memory`, as the user reads it: their memories, dated in their time zone, and that zone."""
+        zone = self.user_settings.time_zone(scope)
+        chosen = self.user_settings.chosen_time_zone(scope) is not None
+        return phrasebook.memory_listing(await self.memories(scope), self.clock.now().astimezone(zone), chosen)
 
-    async def search_memories(self, scope: Scope, query: str, *, limit: int = 10) -> list[ScoredMemory]:
-        """The memories of this scope that a message like `query` would recall, in prompt order."""
-        hits = await asyncio.to_thread(self.knowledge.search, scope, query, limit=limit, categories=FORGETTABLE)
+    async def time_zone(self, scope: Scope, request: str) -> str:
+        """`/timezone [Area/City]`: set the user's time zone, or say which it is; returns what to tell the user."""
+        if request.strip():
+            zone = find_time_zone(request)
+            if zone is None:
+                return phrasebook.unknown_time_zone(request.strip())
+            self.user_settings.set_time_zone(scope, zone)
+            return phrasebook.time_zone_set(self.clock.now().astimezone(zone))
+        zone = self.user_settings.time_zone(scope)
+        chosen = self.user_settings.chosen_time_zone(scope) is not None
+        return phrasebook.time_zone_status(self.clock.now().astimezone(zone), chosen)
+
+    async def search(
+        self, scope: Scope, query: str, *, limit: int = 10, during: TimeWindow | None = None
+    ) -> SearchResults:
+        """Search what is remembered about this user: memories and past messages, each best first
+        (given `during`, only what is from that stretch of time)."""
+        return await asyncio.to_thread(
+            search_scope, self.knowledge, self.history, scope, query, limit=limit, during=during
+        )
+
+    async def search_memories(
+        self, scope: Scope, query: str, *, limit: int = 10, during: TimeWindow | None = None
+    ) -> list[ScoredMemory]:
+        """The memories of this scope that a message like `query` would recall, in prompt order (given
+        `during`, only those from that stretch of time)."""
+        matching = None if during is None else within(during)
+        hits = await asyncio.to_thread(
+            self.knowledge.search, scope, query, limit=limit, categories=FORGETTABLE, matching=matching
+        )
         return rank_for_prompt(hits, self.clock.now())
 
 

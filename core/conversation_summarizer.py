@@ -155,6 +155,7 @@ class ConversationSummarizer:
                 memory_id=episode_id,
                 # discretion: an episode of a group chat is as public as the group, one of a private chat private
                 learned_in=learned_in(conversation_id, group=any(message.in_group for message in messages)),
+                about=messages[0].sent_at,  # when the conversation took place: what "yesterday" finds it by
             )
             checkpoint.reached("summarize: episode written")
         await asyncio.to_thread(self._working_memory.mark_summarized, ids)

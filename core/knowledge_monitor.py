@@ -13,7 +13,7 @@ import asyncio
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from knowledge import decay
@@ -24,6 +24,7 @@ from knowledge.forget_target import NOTHING, ForgetTarget
 from knowledge.job_queue import DeadLetter, JobQueue, new_letter_id
 from knowledge.records import MemoryRecord, ReviewKind, Scope, new_memory_id
 from knowledge.store import KnowledgeBase
+from knowledge.time_moments import find_moment
 from knowledge.user_settings import UserSettings
 from personas.loader import ModelChoice, Persona
 
@@ -40,7 +41,20 @@ from .memory_effects import (
     effects_from_json,
     effects_to_json,
 )
-from .monitor_ops import Add, Boost, Delete, Op, ParseResult, Skip, Update, op_text, parse_ops, squash_tags
+from .monitor_ops import (
+    Add,
+    Boost,
+    Change,
+    Dated,
+    Delete,
+    Op,
+    ParseResult,
+    Skip,
+    Update,
+    op_text,
+    parse_ops,
+    squash_tags,
+)
 from .system_memories import system_records
 from .types import ChatMessage
 
@@ -76,6 +90,7 @@ class Turn:
     conversation_id: str
     message_ids: tuple[str, ...]
     group: bool
+    sent_at: str | None = None  # ISO time of the user's message: what "tomorrow" in it means (older jobs: None)
 
 
 # -- explicit user requests ----------------------------------------------------------------------
@@ -146,10 +161,16 @@ After each turn of a chat you read the turn and the memories {persona} was shown
 
 Operations (one per line; nothing else is needed):
 [ADD] content            add a new fact about {user} or the relationship
-[UPDATE:mem_id] content  replace a memory that is wrong or outdated with the corrected content
+[UPDATE:mem_id] content  replace a memory that is wrong with the corrected content
+[CHANGE:mem_id] content  the same thing about the same subject changed over time: the new value
 [BOOST:mem_id]           the memory really shaped {persona}'s reply
 [DELETE:mem_id]          the memory is wrong, or {user} asked to forget it
 [SKIP]                   nothing to do
+Dates: ADD, UPDATE and CHANGE may say when, inside the tag, in {user}'s own words: about="..." for the \
+moment a plan, promise or event is at, until="..." for when a state ends. \
+[ADD about="next Monday 10:00"] 主人有面试   [ADD until="Friday"] 主人在出差   [UPDATE:mem_id until="明天"]
+Never work out a date yourself: copy the words ("tomorrow evening", "下周一上午10点", "30 Nov"), and \
+keep them out of the content.
 
 Judgement rules:
 1. Two memories that look contradictory may be a change over time, not an error. "主人十天前很紧张" and \
@@ -157,8 +178,10 @@ Judgement rules:
 2. A memory counts as used only if it actually shaped the reply. Being shown is not being used: \
 "主人喜欢猫" shown while the chat is about the weather is NOT used; "主人很紧张" shown and the reply says \
 "别这么绷着" IS used. BOOST only used memories.
-3. When {user} corrects a memory, replace the old one with [UPDATE:mem_id] and the corrected content \
-(e.g. "I moved from Beijing to Shanghai" updates the Beijing memory); do not ADD a second version.
+3. When a memory was wrong ({user} corrects it: "no, my sister is called Anna"), replace it with \
+[UPDATE:mem_id]. When it was right but is no longer ("I moved from Beijing to Shanghai", a new job), use \
+[CHANGE:mem_id] with the new value: the old one is kept as the past. CHANGE only the memory of that same \
+attribute of that same subject; anything else is an ADD. Never ADD a second version.
 4. ADD only lasting, useful facts {user} stated or clearly implied (preferences, personal details, plans, \
 promises, feelings with their time). Not small talk, not what {persona} said, not what a memory already says.
 5. Write memories in the language {user} writes in, as short statements about {user} ("主人喜欢拉面"); \
@@ -175,7 +198,8 @@ NO_REPLY = "(no reply: the turn ended before one was given)"
 
 RETRY_REMINDER = (
     "That answer could not be read: it contains no operation. Answer again with operation lines only "
-    "([ADD] content, [UPDATE:mem_id] content, [BOOST:mem_id], [DELETE:mem_id]), one per line, "
+    "([ADD] content, [UPDATE:mem_id] content, [CHANGE:mem_id] content, [BOOST:mem_id], [DELETE:mem_id]), "
+    "one per line, "
     "or exactly [SKIP] if nothing needs doing. No JSON, no explanations."
 )
 
@@ -196,13 +220,16 @@ def _memory_lines(shown: Sequence[MemoryRecord], system: Sequence[MemoryRecord])
 def build_messages(
     persona: Persona, turn: Turn, shown: Sequence[MemoryRecord], now: datetime, done: Sequence[str] = ()
 ) -> list[ChatMessage]:
-    """The monitor's prompt: rules as the system message, memories and the turn as delimited data."""
+    """The monitor's prompt: rules as the system message, memories and the turn as delimited data.
+
+    `now` is the turn's time in the user's zone."""
     user = turn.speaker_name if turn.group else turn.user_title
     system = SYSTEM_PROMPT.format(persona=turn.persona_name, user=user)
     reply = NO_REPLY if turn.reply_text is None else _as_data(turn.reply_text)
     exchange = f"{user}: {_as_data(turn.user_text)}\n{turn.persona_name}: {reply}"
+    zone = getattr(now.tzinfo, "key", None) or now.tzname()
     parts = [
-        f"Now: {now:%Y-%m-%d %H:%M} (UTC)" + (" — a group chat" if turn.group else ""),
+        f"Now: {now:%A %Y-%m-%d %H:%M} ({zone}, {user}'s time)" + (" — a group chat" if turn.group else ""),
         f"{_MEMORIES_START}\n{_memory_lines(shown, system_records(persona))}\n{_MEMORIES_END}",
         f"{_TURN_START}\n{exchange}\n{_TURN_END}",
     ]
@@ -286,7 +313,7 @@ class _Plan:
         report.reviews += self.reviews
 
 
-_OPS: dict[str, type[Op]] = {kind.__name__: kind for kind in (Add, Update, Boost, Delete, Skip)}
+_OPS: dict[str, type[Op]] = {kind.__name__: kind for kind in (Add, Update, Change, Boost, Delete, Skip)}
 
 
 def _op_to_json(op: Op) -> dict[str, Any]:
@@ -304,6 +331,7 @@ class _TurnState:
     scope: Scope
     turn: Turn
     now: datetime
+    turn_time: datetime  # when the user wrote, in their zone: what the dates in ops are read against
     shown: dict[str, MemoryRecord]  # only what this scope holds: no other scope, no invented id; as planned so far
     typed: str  # the chat text as the op-echo check compares it
     plan: _Plan
@@ -409,7 +437,8 @@ class KnowledgeMonitor:
         saved = checkpoint.get("model")
         if saved is None:
             shown = await asyncio.to_thread(self._shown, scope, turn, audience)
-            messages = build_messages(persona, turn, shown, self._clock.now(), done)
+            turn_time = self._turn_time(scope, turn)
+            messages = build_messages(persona, turn, shown, turn_time, done)
             parsed, outputs = await self._ask(messages, report, persona.models.get("monitor"))
             if not parsed.ops:
                 saved = {"unreadable": forgotten.redacted(outputs), "letter_id": new_letter_id()}
@@ -418,6 +447,7 @@ class KnowledgeMonitor:
                     scope=scope,
                     turn=turn,
                     now=self._clock.now(),
+                    turn_time=turn_time,
                     shown={record.id: record for record in shown if record.category != "system"},
                     typed=squash_tags(f"{turn.user_text}\n{turn.reply_text or ''}"),
                     plan=_Plan(),
@@ -453,6 +483,12 @@ class KnowledgeMonitor:
             )
             return [hit.record for hit in hits if hit.record.category in ("fact", "core", "episode")]
         return [record for record in self._knowledge.get(scope, turn.shown_ids) if audience.may_use(record)]
+
+    def _turn_time(self, scope: Scope, turn: Turn) -> datetime:
+        """When the user sent the turn's message (now, for jobs queued before it was recorded), in their zone."""
+        sent = datetime.fromisoformat(turn.sent_at) if turn.sent_at else self._clock.now()
+        zone = self._user_settings.time_zone(scope) if self._user_settings is not None else UTC
+        return sent.astimezone(zone)
 
     def _audience(self, scope: Scope, turn: Turn) -> Audience:
         """Who read the turn's reply: what the chat prompt could use, and so what this turn may touch."""
@@ -563,6 +599,8 @@ class KnowledgeMonitor:
                 return self._add(state, op)
             case Update():
                 return op, self._update(state, op)
+            case Change():
+                return op, self._change(state, op)
             case Boost(memory_id):
                 return op, self._boost(state, state.shown[memory_id])
             case Delete():
@@ -572,7 +610,10 @@ class KnowledgeMonitor:
     def _add(self, state: _TurnState, op: Add) -> tuple[Op, str | None]:
         if any(_normalized(op.content) == _normalized(added) or restates(op.content, added) for added in state.added):
             return op, "repeats an ADD of this turn"
+        about, until = _dates(op, state.turn_time)
         duplicate = self._duplicate_of(state.scope, op.content, state.audience, list(state.shown.values()))
+        if duplicate is not None and about is not None and duplicate.about != about:
+            duplicate = None  # the same words about another day: another plan
         if duplicate is None:
             state.plan.effects.append(
                 AddMemory(
@@ -584,6 +625,8 @@ class KnowledgeMonitor:
                     conversation_id=state.turn.conversation_id,
                     message_ids=state.turn.message_ids,
                     learned_in=learned_in(state.turn.conversation_id, group=state.turn.group),
+                    about=about,
+                    until=until,
                 )
             )
             state.added.append(op.content)
@@ -598,12 +641,52 @@ class KnowledgeMonitor:
 
     def _update(self, state: _TurnState, op: Update) -> str | None:
         old = state.shown[op.memory_id]
+        about, until = _dates(op, state.turn_time)
+        content = op.content if op.content and _normalized(old.content) != _normalized(op.content) else None
+        if content is None and about in (None, old.about) and until in (None, old.until):
+            return "content unchanged"
+        new_content = content or old.content
+        detail = _described_dates(about, until)
+        logged = MemoryChange(old.id, "update", "background_ai", old.content, new_content, detail, state.now)
+        dates = {name: moment for name, moment in (("about", about), ("until", until)) if moment is not None}
+        values: dict[str, Any] = {"last_access": state.now, **dates}
+        if content is not None:
+            values["content"] = content
+        state.plan.effects.append(ChangeMemory(old.id, values, logged))
+        state.shown[old.id] = replace(old, content=new_content, last_access=state.now, **dates)
+        return None
+
+    def _change(self, state: _TurnState, op: Change) -> str | None:
+        """A fact whose value changed over time: the new value becomes a memory of its own, and the old one
+        stays as the past, true until now (a core memory's old value becomes a fact, free to fade)."""
+        old = state.shown[op.memory_id]
         if _normalized(old.content) == _normalized(op.content):
             return "content unchanged"
-        logged = MemoryChange(old.id, "update", "background_ai", old.content, op.content, "", state.now)
-        values = {"content": op.content, "last_access": state.now}
+        about, until = _dates(op, state.turn_time)
+        new_id = new_memory_id()
+        state.plan.effects.append(
+            AddMemory(
+                new_id,
+                op.content,
+                category=old.category,
+                source="background_ai",
+                importance=max(old.importance, state.policy.new_fact_importance),
+                conversation_id=state.turn.conversation_id,
+                message_ids=state.turn.message_ids,
+                learned_in=learned_in(state.turn.conversation_id, group=state.turn.group),
+                about=about,
+                until=until,
+            )
+        )
+        detail = "changed over time: kept as the past, replaced_by holds the new value"
+        logged = MemoryChange(old.id, "change", "background_ai", old.content, op.content, detail, state.now)
+        values: dict[str, Any] = {"until": state.turn_time.astimezone(UTC), "replaced_by": new_id}  # true until said
+        if old.category == "core":
+            values["category"] = "fact"
         state.plan.effects.append(ChangeMemory(old.id, values, logged))
-        state.shown[old.id] = replace(old, content=op.content, last_access=state.now)
+        state.shown.pop(old.id)
+        state.deleted.add(old.id)  # no further op on the old value this turn
+        state.added.append(op.content)
         return None
 
     def _boost(self, state: _TurnState, record: MemoryRecord) -> str | None:
@@ -628,18 +711,44 @@ def _broken_rule(state: _TurnState, op: Op) -> str | None:
     """The hard rule an op breaks before anything is touched, or None."""
     if op_text(op) in state.typed:
         return "op text typed in the chat is data, not an instruction"
-    if isinstance(op, (Add, Update)) and state.forgotten.matches(op.content):
+    if isinstance(op, (Add, Update, Change)) and state.forgotten.matches(op.content):
         return "the user asked to forget this"
+    if isinstance(op, (Add, Update, Change)) and (unreadable := _unreadable_date(op, state.turn_time)):
+        return unreadable
     if isinstance(op, (Add, Skip)):
         return None
     if op.memory_id.lower().startswith("sys_"):
         return "system memories are read-only"
     if op.memory_id in state.deleted:
-        return "memory already deleted this turn"
+        return "memory already deleted or changed this turn"
     if op.memory_id not in state.shown:
         return "memory was not shown this turn or belongs to another scope"
     if isinstance(op, Boost) and op.memory_id in state.boosted:
         return "memory already boosted this turn"
+    if isinstance(op, Change) and state.shown[op.memory_id].category not in ("fact", "core"):
+        return "only a fact can change over time"
+    if isinstance(op, Change) and state.shown[op.memory_id].replaced_by:
+        return "memory already changed; change its new value instead"
     if isinstance(op, Boost) and state.turn.reply_text is None:
         return "the turn has no reply: no memory shaped one"
     return None
+
+
+def _unreadable_date(op: Dated, now: datetime) -> str | None:
+    """Why a date an op carries cannot be used: the code reads dates, and refuses what it cannot read."""
+    for name in ("about", "until"):
+        words = getattr(op, name)
+        if words is not None and find_moment(words, now) is None:
+            return f"{name}: {words!r} is not a date the code can read"
+    return None
+
+
+def _dates(op: Dated, now: datetime) -> tuple[datetime | None, datetime | None]:
+    """The op's `about` and `until`, resolved against the turn's local time, in UTC."""
+    about, until = (None if words is None else find_moment(words, now) for words in (op.about, op.until))
+    return (None if about is None else about.astimezone(UTC)), (None if until is None else until.astimezone(UTC))
+
+
+def _described_dates(about: datetime | None, until: datetime | None) -> str:
+    named = [f"{name} {moment:%Y-%m-%d %H:%M} UTC" for name, moment in (("about", about), ("until", until)) if moment]
+    return ", ".join(named)

@@ -54,6 +54,8 @@ class MemoryEditor:
             importance=edit.importance,
             last_access=now if edit.importance is not None else None,
             shared=edit.shared,
+            about=edit.about,
+            until=edit.until,
         )
 
     def forget(self, scope: Scope, ids: Iterable[str], *, actor: str) -> int:
@@ -89,4 +91,8 @@ def _describe(edit: MemoryEdit) -> str:
         changes.append(f"importance {edit.record.importance:.2f} -> {edit.importance:.2f}")
     if edit.shared is not None:
         changes.append("shared in groups" if edit.shared else "no longer shared in groups")
+    for name in ("about", "until"):
+        moment = getattr(edit, name)
+        if moment is not None:
+            changes.append(f"{name} {moment:%Y-%m-%d %H:%M} UTC" if moment else f"no {name} date")
     return ", ".join(changes)

@@ -38,6 +38,8 @@ class AddMemory:
     conversation_id: str | None = None
     message_ids: tuple[str, ...] = ()
     learned_in: str | None = None  # the group it was learned in; None: a private chat
+    about: datetime | None = None  # the moment a plan or event refers to
+    until: datetime | None = None  # when a state ends
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,8 @@ class MemoryWriter:
                     conversation_id=effect.conversation_id,
                     message_ids=effect.message_ids,
                     learned_in=effect.learned_in,
+                    about=effect.about,
+                    until=effect.until,
                     memory_id=effect.memory_id,
                 )
             case ChangeMemory():
@@ -137,7 +141,7 @@ def _revived(name: str, value: Any) -> Any:
         return {key: _moment(item) for key, item in value.items()}
     if name == "message_ids":
         return tuple(value)
-    return value
+    return _moment(value)  # `about`, `until`
 
 
 def _moment(value: Any) -> Any:

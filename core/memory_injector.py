@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from knowledge.decay import MemoryPolicy
 from knowledge.message_log import StoredMessage
 from knowledge.records import MemoryRecord
 from personas.loader import Persona
@@ -21,6 +22,7 @@ from . import phrasebook
 from .errors import UserFacingError
 from .llm import MESSAGE_OVERHEAD_TOKENS, count_message_tokens, count_tokens
 from .lore_selection import active_lore
+from .time_context import TurnTime, memory_line, now_section
 from .types import ChatMessage
 
 # Recent messages outrank retrieved memories: a reply that loses the thread is worse than one
@@ -66,13 +68,14 @@ class _Item:
     memory: MemoryRecord | None = None
     message: StoredMessage | None = None  # a message of the current conversation
     excerpt: StoredMessage | None = None  # a past message found by the conversation history's search
+    dated_line: str | None = None  # the memory with its time, when the turn's time is known
 
     @property
     def line(self) -> str:
         if self.excerpt is not None:
             return excerpt_line(self.excerpt)
         assert self.memory is not None
-        return f"- {self.memory.content}"
+        return self.dated_line or f"- {self.memory.content}"
 
 
 def excerpt_line(message: StoredMessage) -> str:
@@ -143,20 +146,24 @@ class MemoryInjector:
         excerpts: Sequence[StoredMessage] = (),
         group: bool = False,
         image_url: str | None = None,
+        when: TurnTime | None = None,
+        policy: MemoryPolicy | None = None,
     ) -> Prompt:
         """The prompt for replying to the last message of `window`.
 
         `always` are system and core memories (highest rank first), `retrieved` the facts and
         episodes found for this message, best first, `excerpts` past messages found for it that
         those memories do not cover, best first; `image_url` a photo sent with the last message.
+        `when`: the turn's time, which the prompt states and dates every memory by (under `policy`'s
+        plan rules).
         """
         if not window:
             raise ValueError("the window must end with the message being answered")
         *earlier, current = window  # the window's earlier messages, and the one being answered
         speaker = current.speaker_name
-        base, closing, current_message, fixed = self._frame(persona, window, group, image_url)
+        base, closing, current_message, fixed = self._frame(persona, window, group, image_url, when)
         title = persona.title_for(speaker)
-        ranked = self._ranked(always, retrieved, excerpts, earlier)
+        ranked = self._ranked(always, retrieved, excerpts, earlier, when, policy or MemoryPolicy())
         chosen = self._fit(ranked, self.budget.prompt_tokens - fixed, persona, group)
         while True:
             prompt = self._assemble(base, closing, chosen, current_message, title, persona, group, ranked, earlier)
@@ -175,12 +182,20 @@ class MemoryInjector:
         self._frame(persona, [message], group, image_url)
 
     def _frame(
-        self, persona: Persona, window: Sequence[StoredMessage], group: bool, image_url: str | None
+        self,
+        persona: Persona,
+        window: Sequence[StoredMessage],
+        group: bool,
+        image_url: str | None,
+        when: TurnTime | None = None,
     ) -> tuple[str, str, ChatMessage, int]:
-        """The persona prompt, the closing instructions, the message answered, and the tokens the three take."""
+        """The persona prompt (with the turn's time, given `when`), the closing instructions, the message
+        answered, and the tokens the three take."""
         current = window[-1]
         speaker = current.speaker_name
         base = persona_prompt(persona, speaker, self._lore(persona, window, speaker))
+        if when is not None:
+            base += "\n\n" + now_section(when, persona.title_for(speaker))
         current_message = replace(self._chat_message(current, persona, group), image_url=image_url)
         # Placed after the memories, at the end of the system message: some servers refuse a system
         # message after the conversation, where SillyTavern would put it.
@@ -209,13 +224,18 @@ class MemoryInjector:
         retrieved: Sequence[MemoryRecord],
         excerpts: Sequence[StoredMessage],
         earlier: Sequence[StoredMessage],
+        when: TurnTime | None,
+        policy: MemoryPolicy,
     ) -> list[_Item]:
+        def remembered(memory: MemoryRecord) -> _Item:
+            return _Item(memory=memory, dated_line=None if when is None else memory_line(memory, when, policy))
+
         newest_first = [_Item(message=message) for message in reversed(earlier)]
         always_ids = {memory.id for memory in always}
         return [
-            *(_Item(memory=memory) for memory in always),
+            *(remembered(memory) for memory in always),
             *newest_first[:RECENT_MESSAGES_FIRST],
-            *(_Item(memory=memory) for memory in retrieved if memory.id not in always_ids),
+            *(remembered(memory) for memory in retrieved if memory.id not in always_ids),
             *(_Item(excerpt=message) for message in excerpts),
             *newest_first[RECENT_MESSAGES_FIRST:],
         ]

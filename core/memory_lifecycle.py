@@ -192,6 +192,7 @@ class MemoryLifecycle:
             conversation_id=said.conversation_id,
             message_ids=tuple(found),
             group=payload["group"],
+            sent_at=said.sent_at.isoformat(),
         )
 
     async def _run_summarizer(self, job: Job) -> None:

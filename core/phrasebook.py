@@ -6,6 +6,7 @@ particular to one platform (its commands, its buttons, its private chats) stays 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from knowledge.message_log import StoredMessage
 from knowledge.records import MemoryRecord
@@ -70,15 +71,32 @@ def too_fast(per_minute: int) -> str:
     )
 
 
-def memory_listing(records: Sequence[MemoryRecord]) -> str:
-    """`/memory`: what the companion remembers about the user, most important first, and where each may come up."""
+def memory_listing(records: Sequence[MemoryRecord], now: datetime | None = None, zone_chosen: bool = False) -> str:
+    """`/memory`: what the companion remembers about the user, most important first, where each may come up
+    and, given the user's local `now`, when each was learned and the time zone it is read in."""
+    zone = "" if now is None else "\n\n" + time_zone_status(now, zone_chosen)
     if not records:
-        return NOTHING_REMEMBERED
+        return NOTHING_REMEMBERED + zone
     lines = [
-        f"[{record.category}] {record.content}  (importance {record.importance:.2f}; {_where(record)}; {record.id})"
+        f"[{record.category}] {record.content}  ({_dates(record, now)}importance {record.importance:.2f}; "
+        f"{_where(record)}; {record.id})"
         for record in records
     ]
-    return "What I remember about you:\n" + "\n".join(lines) + "\n\n" + SHARING_RULE
+    return "What I remember about you:\n" + "\n".join(lines) + "\n\n" + SHARING_RULE + zone
+
+
+def _local(moment: datetime, now: datetime) -> str:
+    return f"{moment.astimezone(now.tzinfo):%Y-%m-%d %H:%M}"
+
+
+def _dates(record: MemoryRecord, now: datetime | None) -> str:
+    if now is None:
+        return ""
+    dates = [f"{'changed' if record.changed_at else 'learned'} {_local(record.dated, now)}"]
+    for name, moment in (("about", record.about), ("until", record.until)):
+        if moment is not None:
+            dates.append(f"{name} {_local(moment, now)}")
+    return "; ".join(dates) + "; "
 
 
 def _where(record: MemoryRecord) -> str:
@@ -152,3 +170,28 @@ def forget_everything_question(name: str | None = None) -> str:
     """`/forget`: the question before everything goes; addressed by `name` where others may read it."""
     question = "shall I forget everything I know about you? This cannot be undone."
     return f"{name}, {question}" if name else question[0].upper() + question[1:]
+
+
+# -- time: /timezone ---------------------------------------------------------------------------------
+
+TIME_ZONE_USAGE = (
+    "/timezone Area/City sets it (Europe/Berlin, America/New_York, Asia/Shanghai; a city alone works too)."
+)
+
+
+def time_zone_status(now: datetime, chosen: bool) -> str:
+    """`/timezone` alone (and the end of `/memory`): the user's zone and their time there."""
+    name = getattr(now.tzinfo, "key", str(now.tzinfo))
+    origin = "" if chosen else ", the default here"
+    return f"Your time zone is {name}{origin}: it is {now:%H:%M} on {now:%A} for you. {TIME_ZONE_USAGE}"
+
+
+def time_zone_set(now: datetime) -> str:
+    """`/timezone Area/City`, done."""
+    name = getattr(now.tzinfo, "key", str(now.tzinfo))
+    return f"Okay: your time zone is now {name}, where it is {now:%H:%M} on {now:%A}."
+
+
+def unknown_time_zone(text: str) -> str:
+    """`/timezone` named no zone this machine knows."""
+    return f"I don't know the time zone {text!r}. {TIME_ZONE_USAGE}"

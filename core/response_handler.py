@@ -10,14 +10,18 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from datetime import UTC, tzinfo
 
+from knowledge.decay import MemoryPolicy, PolicyFor, default_policy
 from knowledge.discretion import Audience
 from knowledge.history import ConversationHistory
 from knowledge.message_log import StoredMessage, new_message_id
 from knowledge.ranking import rank_for_prompt
-from knowledge.records import MemoryRecord, Scope
+from knowledge.records import Category, MemoryRecord, Scope
 from knowledge.storage_errors import storage_problem
 from knowledge.store import KnowledgeBase
+from knowledge.temporal import episode_moment, in_prompt, in_window, within
+from knowledge.time_windows import TimeWindow, find_window
 from knowledge.working_memory import WorkingMemory
 from personas.loader import Persona
 
@@ -28,12 +32,15 @@ from .images import ImageError, ImageLimits, clean_description, description_requ
 from .llm import LLMClient
 from .memory_injector import MemoryInjector, MessageTooLongError, Prompt
 from .system_memories import system_records
+from .time_context import TurnTime
 from .types import IncomingMessage, StoredTurn, TurnResult
 
 log = logging.getLogger(__name__)
 
 # The embedder reads about 512 tokens; a longer query only costs time.
 MAX_QUERY_CHARS = 2000
+# "What did we talk about last time?": the latest episodes before this conversation, whatever their words.
+LAST_TIME_EPISODES = 2
 
 
 class ResponseHandler:
@@ -51,9 +58,11 @@ class ResponseHandler:
         retrieval_limit: int = 8,
         excerpt_limit: int = 3,
         image_limits: ImageLimits | None = None,
+        policy_for: PolicyFor = default_policy,
     ) -> None:
         """`excerpt_limit`: past messages from `history` quoted at most, when memories do not cover them;
-        `image_limits`: the largest photo accepted, and the size it is scaled to for the model."""
+        `image_limits`: the largest photo accepted, and the size it is scaled to for the model;
+        `policy_for`: a persona's memory rules (when a past plan leaves the prompt)."""
         self.working_memory = working_memory
         self._image_limits = image_limits or ImageLimits()
         self._knowledge = knowledge
@@ -63,6 +72,7 @@ class ResponseHandler:
         self._retrieval_limit = retrieval_limit
         self._history = history
         self._excerpt_limit = excerpt_limit
+        self._policy_for = policy_for
 
     async def reply(
         self,
@@ -72,20 +82,24 @@ class ResponseHandler:
         *,
         group: bool,
         audience: Audience | None = None,
+        zone: tzinfo = UTC,
         message_id: str | None = None,
         on_end: Callable[[StoredTurn | None], None] = lambda stored: None,
     ) -> TurnResult:
         """Store the message (as `message_id`, if given), build the prompt, and return the streamed reply.
 
         The prompt holds only the memories and past messages `audience` may hear of (None: in a group,
-        what was learned there or marked shared). `on_end` is told once that the turn is over: with what
-        it stored once the stream has been consumed and the answer stored (also kept as
-        `TurnResult.stored`), or with None when no answer was stored (the message was refused, the model
+        what was learned there or marked shared); its time is the user's, in `zone`, and a time the
+        message names ("yesterday") is where memories and past messages come from. `on_end` is told once
+        that the turn is over: with what it stored once the stream has been consumed and the answer stored
+        (also kept as `TurnResult.stored`), or with None when no answer was stored (the message was refused, the model
         failed or said nothing, the stream was dropped, the reply could not be written).
         """
         audience = audience if audience is not None else Audience.of(message.conversation_id, group=group)
         try:
-            return await self._reply(persona, scope, message, group, audience, message_id or new_message_id(), on_end)
+            return await self._reply(
+                persona, scope, message, group, audience, zone, message_id or new_message_id(), on_end
+            )
         except BaseException:
             on_end(None)
             raise
@@ -97,6 +111,7 @@ class ResponseHandler:
         message: IncomingMessage,
         group: bool,
         audience: Audience,
+        zone: tzinfo,
         message_id: str,
         on_end: Callable[[StoredTurn | None], None],
     ) -> TurnResult:
@@ -125,8 +140,10 @@ class ResponseHandler:
             return _refused(message, str(error))
         stored = self.store_message(persona.id, scope, message, group=group, message_id=incoming.id)
         window = self.working_memory.window(persona.id, message.conversation_id)
-        always, retrieved = await self._recall(persona, scope, message.text, audience)
-        excerpts = await self._excerpts(scope, message.text, window, [*always, *retrieved], audience)
+        when = self._turn_time(scope, message, stored, window, zone)
+        policy = self._policy_for(persona.id)
+        always, retrieved = await self._recall(persona, scope, message.text, audience, when, policy)
+        excerpts = await self._excerpts(scope, message.text, window, [*always, *retrieved], audience, when.window)
         try:
             prompt = self._injector.build(
                 persona,
@@ -136,6 +153,8 @@ class ResponseHandler:
                 excerpts=excerpts,
                 group=group,
                 image_url=photo.url if photo else None,
+                when=when,
+                policy=policy,
             )
         except MessageTooLongError as error:  # lore the earlier messages bring in left no room: refused after all
             await asyncio.to_thread(self.working_memory.log.forget_messages, scope, [stored.id])
@@ -167,6 +186,20 @@ class ResponseHandler:
             message_id=message_id,
         )
 
+    def _turn_time(
+        self, scope: Scope, message: IncomingMessage, stored: StoredMessage, window: list[StoredMessage], zone: tzinfo
+    ) -> TurnTime:
+        """The turn's time in the user's zone: now, their previous message, and the time the message names."""
+        now = message.sent_at.astimezone(zone)
+        previous = self.working_memory.log.previous_from_user(scope, stored.id)
+        return TurnTime(
+            now=now,
+            previous=None if previous is None else previous.sent_at,
+            new_conversation=all(earlier.id == stored.id for earlier in window),
+            conversation_start=window[0].sent_at if window else stored.sent_at,
+            window=find_window(message.text[:MAX_QUERY_CHARS], now),
+        )
+
     async def _photo_of(self, persona: Persona, message: IncomingMessage) -> _Photo | None:
         """The message's photo bounded and ready for the chat model; None when there is none or the model
         cannot see images (then a photo without a caption is refused with a clear answer)."""
@@ -180,29 +213,83 @@ class ResponseHandler:
         return _Photo(url, message.text)
 
     async def _recall(
-        self, persona: Persona, scope: Scope, text: str, audience: Audience
+        self, persona: Persona, scope: Scope, text: str, audience: Audience, when: TurnTime, policy: MemoryPolicy
     ) -> tuple[list[MemoryRecord], list[MemoryRecord]]:
-        """System and core memories (always shown) and the facts and episodes relevant to `text`,
-        of those `audience` may hear of."""
+        """System and core memories (always shown) and the facts and episodes relevant to `text`, of those
+        `audience` may hear of and the prompt may show now; a time the message names comes first."""
+        query = text[:MAX_QUERY_CHARS]
         try:
             core = await asyncio.to_thread(self._knowledge.list, scope, categories=["core"])
             hits = await asyncio.to_thread(
                 self._knowledge.search,
                 scope,
-                text[:MAX_QUERY_CHARS],
+                query,
                 limit=self._retrieval_limit,
                 categories=["fact", "episode"],
                 audience=audience,
             )
+            found = [hit.record for hit in rank_for_prompt(hits, self._clock.now())]
+            if when.window is not None:
+                found = await asyncio.to_thread(self._from_window, scope, query, audience, when, found)
         except Exception:  # a broken store must not cost the user their reply
             log.exception("memory retrieval failed for %s; replying without memories", scope)
             return system_records(persona), []
-        ranked = rank_for_prompt(hits, self._clock.now())
-        usable_core = [record for record in core if audience.may_use(record)]
-        return system_records(persona) + usable_core, [hit.record for hit in ranked]
+
+        def shown(record: MemoryRecord) -> bool:
+            asked = when.window is not None and not when.window.last_time and in_window(record, when.window)
+            return audience.may_use(record) and (asked or in_prompt(record, when.now, policy))
+
+        return system_records(persona) + [record for record in core if shown(record)], list(filter(shown, found))
+
+    def _from_window(
+        self, scope: Scope, query: str, audience: Audience, when: TurnTime, found: list[MemoryRecord]
+    ) -> list[MemoryRecord]:
+        """`found` with the time the message names put first: that window's episodes instead of any other
+        (for "last time", the latest before this conversation), then the facts learned or dated in it."""
+        window = when.window
+        assert window is not None
+        if window.last_time:
+            episodes = self._last_episodes(scope, audience, when)
+            facts: list[MemoryRecord] = []
+        else:
+            episodes = self._searched(scope, query, audience, "episode", window)
+            facts = self._searched(scope, query, audience, "fact", window)
+        first = [*episodes, *facts]
+        chosen = {record.id for record in first}
+        rest = [
+            record for record in found if record.id not in chosen and not (episodes and record.category == "episode")
+        ]
+        return [*first, *rest][: self._retrieval_limit]
+
+    def _searched(
+        self, scope: Scope, query: str, audience: Audience, category: Category, window: TimeWindow
+    ) -> list[MemoryRecord]:
+        hits = self._knowledge.search(
+            scope,
+            query,
+            limit=self._retrieval_limit,
+            categories=[category],
+            audience=audience,
+            matching=within(window),
+        )
+        return [hit.record for hit in hits]
+
+    def _last_episodes(self, scope: Scope, audience: Audience, when: TurnTime) -> list[MemoryRecord]:
+        episodes = [
+            record
+            for record in self._knowledge.list(scope, categories=["episode"])
+            if audience.may_use(record) and episode_moment(record) < when.conversation_start
+        ]
+        return sorted(episodes, key=episode_moment, reverse=True)[:LAST_TIME_EPISODES]
 
     async def _excerpts(
-        self, scope: Scope, text: str, window: list[StoredMessage], memories: list[MemoryRecord], audience: Audience
+        self,
+        scope: Scope,
+        text: str,
+        window: list[StoredMessage],
+        memories: list[MemoryRecord],
+        audience: Audience,
+        time_window: TimeWindow | None,
     ) -> list[StoredMessage]:
         """Past messages relevant to `text` that the prompt does not already cover: neither in the window
         nor the source of a memory shown (an episode or fact made from them)."""
@@ -212,9 +299,10 @@ class ResponseHandler:
         covered.update(message_id for memory in memories for message_id in memory.message_ids)
         try:
             hits = await asyncio.to_thread(
-                self._history.search,
+                self._history.recall,
                 scope,
                 text[:MAX_QUERY_CHARS],
+                window=time_window,
                 limit=self._excerpt_limit,
                 exclude=covered,
                 audience=audience,

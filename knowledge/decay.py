@@ -36,6 +36,7 @@ class MemoryPolicy:
     promote_review_at: float = 2.5
     decay_review_below: float = 0.5
     decay_keep_importance: float = 0.5  # what a KEEP on a decay review resets importance to
+    past_plan_days: int = 7  # a plan whose date has passed reads as past this long, then leaves the prompt
     review_retry_days: int = 3  # a requested review that has not run by then (lost, dead-lettered) is asked again
 
     def __post_init__(self) -> None:

@@ -6,9 +6,11 @@ MEMORY.md is the human-readable file of seed 000 (§2.3): one `###` block per me
     主人喜欢拉面
 
 (id, category, importance, last access in UTC, hits, where it was learned: `private` or
-`group <conversation id>`, followed by `, shared` when the user let it come up in every group), in an
+`group <conversation id>`, followed by `, shared` when the user let it come up in every group, and for
+a memory with dates a sixth field, `about 2026-11-30 10:00; until 2026-12-04 00:00`, in UTC), in an
 Active and an Archived section (memories fading below the decay-review line), most important first.
 Files written before origins existed have four fields; their memories read as learned in private.
+The user's chosen time zone, if any, is a header comment (`<!-- time zone: Europe/Berlin -->`).
 JSON holds every field of every record, so it restores memories exactly. Reading is fault-tolerant:
 a broken block is skipped with a warning naming its line, and the rest loads. Nothing here touches the
 store: `plan_import` only says what an import would change. Forgetting deletes the memory files of a scope that
@@ -24,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from .decay import MemoryPolicy, current_importance
 from .discretion import describe_origin, parse_origin
@@ -36,6 +38,7 @@ _HEADER = re.compile(r"^###\s*\[(?P<id>[^\]]*)\](?P<fields>.*)$")
 _HEADING = re.compile(r"^#{1,6}\s")  # "#hashtag" in a memory's text is text
 _COMMENT = re.compile(r"^<!--\s*(?P<key>[\w ]+):\s*(?P<value>.*?)\s*-->$")
 _TIME_FORMAT = "%Y-%m-%d %H:%M"
+_DATE_FIELDS = ("about", "until")
 IMPORTANCE_DECIMALS = 2
 
 
@@ -51,7 +54,10 @@ class MemoryEntry:
     last_access: datetime | None = None
     learned_in: str | None = None  # where it was learned: a group conversation, or None (private)
     shared: bool | None = None  # None: the file does not say (a file written before the flag existed)
+    about: datetime | None = None  # the moment a plan or event refers to
+    until: datetime | None = None  # when a state ends
     record: MemoryRecord | None = None
+    dates_stated: bool = False  # the file says which dates the memory has (files before dates existed do not)
 
 
 @dataclass(slots=True)
@@ -62,6 +68,7 @@ class MemoryFile:
     exported_at: datetime | None
     entries: list[MemoryEntry] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    time_zone: str | None = None  # the user's chosen zone, if the file names one
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +80,8 @@ class MemoryEdit:
     category: Category | None = None
     importance: float | None = None
     shared: bool | None = None
+    about: datetime | Literal[""] | None = None  # "": take the date away
+    until: datetime | Literal[""] | None = None
 
 
 @dataclass(slots=True)
@@ -97,18 +106,34 @@ def _escaped(line: str) -> str:
     return "\\" + line if line.startswith(("#", "\\")) else line  # a content line must never look like a header
 
 
-def render_markdown(records: Sequence[MemoryRecord], scope: Scope, *, now: datetime, archive_below: float) -> str:
-    """MEMORY.md for these records of `scope`: Active and Archived sections, most important first."""
+def _dates_field(record: MemoryRecord) -> str:
+    """The sixth header field: "about 2026-11-30 10:00; until 2026-12-04 00:00" (UTC), or "" for a memory without."""
+    named = [(name, getattr(record, name)) for name in _DATE_FIELDS]
+    return "; ".join(f"{name} {_utc(moment):{_TIME_FORMAT}}" for name, moment in named if moment is not None)
+
+
+def render_markdown(
+    records: Sequence[MemoryRecord],
+    scope: Scope,
+    *,
+    now: datetime,
+    archive_below: float,
+    time_zone: str | None = None,
+) -> str:
+    """MEMORY.md for these records of `scope`: Active and Archived sections, most important first;
+    `time_zone`: the zone the user chose, exported with their memories."""
     ranked = sorted(records, key=lambda record: (-record.importance, record.created_at))
     lines = [
         f"# Memories: {scope}",
         "",
         f"<!-- persona: {scope.persona_id} -->",
         f"<!-- user: {scope.user_id} -->",
+        *([f"<!-- time zone: {time_zone} -->"] if time_zone else []),
         f"<!-- exported: {now.isoformat()} -->",
         f"<!-- total entries: {len(records)} -->",
-        "<!-- Edit a block's text, category (core, fact, episode), importance or sharing (', shared' after",
-        "     the origin: it may come up in every group), or add a block; then run `companion memory import`.",
+        "<!-- Edit a block's text, category (core, fact, episode), importance, sharing (', shared' after",
+        "     the origin: it may come up in every group) or dates (a sixth field: 'about YYYY-MM-DD HH:MM;",
+        "     until YYYY-MM-DD HH:MM', UTC), or add a block; then run `companion memory import`.",
         "     Removing a block deletes nothing unless you import with --replace. -->",
     ]
     for title, archived in (("Active Memories", False), ("Archived Memories", True)):
@@ -120,17 +145,19 @@ def render_markdown(records: Sequence[MemoryRecord], scope: Scope, *, now: datet
                     (
                         f"### [{record.id}] {record.category} | {record.importance:.{IMPORTANCE_DECIMALS}f} | "
                         f"{_utc(record.last_access):{_TIME_FORMAT}} | {record.hits} | {describe_origin(record)}"
+                        + (f" | {dates}" if (dates := _dates_field(record)) else "")
                     ),
                     *(_escaped(line) for line in record.content.splitlines()),
                 ]
     return "\n".join(lines) + "\n"
 
 
-def render_json(records: Sequence[MemoryRecord], scope: Scope, *, now: datetime) -> str:
-    """Every field of these records of `scope`, as JSON."""
+def render_json(records: Sequence[MemoryRecord], scope: Scope, *, now: datetime, time_zone: str | None = None) -> str:
+    """Every field of these records of `scope`, as JSON, with the time zone the user chose."""
     document = {
         "persona_id": scope.persona_id,
         "user_id": scope.user_id,
+        **({"time_zone": time_zone} if time_zone else {}),
         "exported_at": now.isoformat(),
         "memories": [record.to_dict() for record in records],
     }
@@ -221,7 +248,9 @@ def _parse_markdown(text: str) -> MemoryFile:
         elif blocks:
             blocks[-1][2].append(line.removeprefix("\\"))
     parsed = MemoryFile(
-        scope=_scope_of(meta.get("persona"), meta.get("user")), exported_at=_moment(meta.get("exported"))
+        scope=_scope_of(meta.get("persona"), meta.get("user")),
+        exported_at=_moment(meta.get("exported")),
+        time_zone=meta.get("time zone") or None,
     )
     for number, header, content in blocks:
         if not header:
@@ -238,14 +267,15 @@ def _markdown_entry(header: str, content: str) -> MemoryEntry:
     if match is None:
         raise ValueError("the header must look like '### [id] category | importance | last access | hits'")
     fields = [part.strip() for part in match["fields"].split("|")]
-    if len(fields) not in (4, 5):
+    if len(fields) not in (4, 5, 6):
         raise ValueError(
             f"the header has {len(fields)} fields after the id; expected 5 "
-            "(category | importance | last access | hits | origin)"
+            "(category | importance | last access | hits | origin), or 6 with dates"
         )
     category, importance, last_access, hits = fields[:4]
     # four fields: a file written before origins existed, whose memories read as learned in private
-    learned, shared = parse_origin(fields[4]) if len(fields) == 5 else (None, None)
+    learned, shared = parse_origin(fields[4]) if len(fields) >= 5 else (None, None)
+    dates: dict[str, Any] = _parse_dates(fields[5]) if len(fields) == 6 else {}
     if not content:
         raise ValueError("the memory has no text")
     return MemoryEntry(
@@ -257,7 +287,20 @@ def _markdown_entry(header: str, content: str) -> MemoryEntry:
         last_access=_time(last_access),
         learned_in=learned,
         shared=shared,
+        **dates,
+        dates_stated=len(fields) == 6,
     )
+
+
+def _parse_dates(text: str) -> dict[str, datetime]:
+    """The sixth header field, "about 2026-11-30 10:00; until 2026-12-04 00:00", as `MemoryEntry` fields."""
+    dates: dict[str, datetime] = {}
+    for part in filter(None, (part.strip() for part in text.split(";"))):
+        name, _, moment = part.partition(" ")
+        if name not in _DATE_FIELDS or name in dates:
+            raise ValueError(f"{part!r}: dates are 'about YYYY-MM-DD HH:MM' and/or 'until YYYY-MM-DD HH:MM'")
+        dates[name] = _time(moment.strip())
+    return dates
 
 
 def _parse_json(text: str, scope: Scope) -> MemoryFile:
@@ -270,6 +313,7 @@ def _parse_json(text: str, scope: Scope) -> MemoryFile:
     parsed = MemoryFile(
         scope=_scope_of(document.get("persona_id"), document.get("user_id")),
         exported_at=_moment(document.get("exported_at")),
+        time_zone=str(document["time_zone"]) if document.get("time_zone") else None,
     )
     for index, item in enumerate(document["memories"]):
         try:
@@ -301,6 +345,11 @@ def _json_entry(item: dict[str, Any], scope: Scope) -> MemoryEntry:
         hits=_hits(item.get("hits", 0)),
         learned_in=str(item["learned_in"]) if item.get("learned_in") else None,  # absent: private
         shared=bool(item.get("shared", False)),
+        # absent in files written before memories had dates
+        about=_optional_time(item.get("about")),
+        until=_optional_time(item.get("until")),
+        replaced_by=str(item["replaced_by"]) if item.get("replaced_by") else None,
+        changed_at=_optional_time(item.get("changed_at")),
     )
     return MemoryEntry(
         record.id,
@@ -311,8 +360,15 @@ def _json_entry(item: dict[str, Any], scope: Scope) -> MemoryEntry:
         record.last_access,
         record.learned_in,
         None if item.get("shared") is None else record.shared,  # None: the file does not say, the flag stays
+        record.about,
+        record.until,
         record,
+        dates_stated=any(name in item for name in _DATE_FIELDS),
     )
+
+
+def _optional_time(value: Any) -> datetime | None:
+    return None if value in (None, "") else _time(value)
 
 
 def _scope_of(persona_id: Any, user_id: Any) -> Scope | None:
@@ -384,8 +440,28 @@ def _edit_of(
             else None
         ),
         shared=entry.shared if entry.shared not in (None, record.shared) else None,
+        **_date_edits(record, entry),
     )
-    return edit if (edit.content, edit.category, edit.importance, edit.shared) != (None, None, None, None) else None
+    changed = (edit.content, edit.category, edit.importance, edit.shared, edit.about, edit.until)
+    return edit if any(value is not None for value in changed) else None
+
+
+def _date_edits(record: MemoryRecord, entry: MemoryEntry) -> dict[str, datetime | Literal[""]]:
+    """The dates an entry sets or takes away; a file written before dates existed changes none."""
+    edits: dict[str, datetime | Literal[""]] = {}
+    if not entry.dates_stated:
+        return edits
+    for name in _DATE_FIELDS:
+        old, new = getattr(record, name), getattr(entry, name)
+        if new is not None and (old is None or _minute(old) != _minute(new)):
+            edits[name] = new
+        elif new is None and old is not None:
+            edits[name] = ""  # taken out of the file
+    return edits
+
+
+def _minute(moment: datetime) -> datetime:
+    return _utc(moment).replace(second=0, microsecond=0)
 
 
 def _normalized(text: str) -> str:
@@ -408,4 +484,6 @@ def _new_record(entry: MemoryEntry, scope: Scope, now: datetime) -> MemoryRecord
         hits=entry.hits,
         learned_in=entry.learned_in,
         shared=bool(entry.shared),
+        about=entry.about,
+        until=entry.until,
     )

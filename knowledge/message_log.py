@@ -93,6 +93,15 @@ class MessageLog:
             db.execute("UPDATE messages SET content = ? WHERE source_id = ? AND role = 'user'", (content, source_id))
         return self.by_source(source_id)
 
+    def previous_from_user(self, scope: Scope, message_id: str) -> StoredMessage | None:
+        """The user's message to this persona stored just before `message_id`, in any conversation."""
+        rows = self.db.query(
+            f"SELECT {_COLUMNS} FROM messages WHERE persona_id = ? AND user_id = ? AND role = 'user'"
+            " AND seq < (SELECT seq FROM messages WHERE id = ?) ORDER BY seq DESC LIMIT 1",
+            (scope.persona_id, scope.user_id, message_id),
+        )
+        return _message(rows[0]) if rows else None
+
     def rewrite(self, message_id: str, content: str) -> StoredMessage | None:
         """Replace a stored message's words (a photo's description, known after it was stored); None if unknown."""
         with self.db.transaction() as db:

@@ -28,7 +28,7 @@ TABLES: dict[str, str] = {
     "jobs": "seq, id, kind, persona_id, user_id, payload, state, attempts, not_before, last_error, created_at, held_by",
     "job_progress": "job_id, persona_id, user_id, progress",
     "token_usage": "day, role, model, calls, prompt_tokens, completion_tokens",
-    "user_settings": "persona_id, user_id, share_in_groups",
+    "user_settings": "persona_id, user_id, share_in_groups, time_zone",
 }
 POSITIONED = ("messages", "memory_history", "dead_letters", "jobs")  # their `seq` continues after the copy
 

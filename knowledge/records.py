@@ -69,6 +69,11 @@ class MemoryRecord:
     hits: int = 0  # how often it really shaped a reply (boosts)
     learned_in: str | None = None  # the group conversation it was learned in; None: a private chat
     shared: bool = False  # the user let it be used in every group, wherever it was learned
+    # Time (DESIGN §4.1); None everywhere in stores written before these existed.
+    about: datetime | None = None  # the moment a plan or event refers to ("the interview, Mon 30 Nov 10:00")
+    until: datetime | None = None  # when a state ends, or ended: the moment a changed fact stopped being true
+    replaced_by: str | None = None  # the memory that holds the new value of a fact that changed
+    changed_at: datetime | None = None  # when the content last changed; None: as learned (`created_at`)
     review_retry_at: datetime | None = None  # a requested review that has not run by then is asked again
 
     def __post_init__(self) -> None:
@@ -97,7 +102,20 @@ class MemoryRecord:
             "hits": self.hits,
             "learned_in": self.learned_in,
             "shared": self.shared,
+            "about": _iso(self.about),
+            "until": _iso(self.until),
+            "replaced_by": self.replaced_by,
+            "changed_at": _iso(self.changed_at),
         }
+
+    @property
+    def dated(self) -> datetime:
+        """When what it says was learned or last changed."""
+        return self.changed_at or self.created_at
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,8 @@ from .history import ConversationHistory, HistoryHit
 from .message_log import StoredMessage
 from .records import Category, MemoryRecord, Scope, ScoredMemory
 from .store import KnowledgeBase
+from .temporal import within
+from .time_windows import TimeWindow
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,11 +24,19 @@ class SearchResults:
 
 
 def search_scope(
-    knowledge: KnowledgeBase, history: ConversationHistory | None, scope: Scope, query: str, *, limit: int = 10
+    knowledge: KnowledgeBase,
+    history: ConversationHistory | None,
+    scope: Scope,
+    query: str,
+    *,
+    limit: int = 10,
+    during: TimeWindow | None = None,
 ) -> SearchResults:
-    """Search everything remembered about `scope`, memories (every category) and past messages alike."""
-    messages = [] if history is None else history.search(scope, query, limit=limit)
-    return SearchResults(knowledge.search(scope, query, limit=limit), messages)
+    """Search everything remembered about `scope`, memories (every category) and past messages alike;
+    given `during`, only what is from that stretch of time."""
+    messages = [] if history is None else history.search(scope, query, limit=limit, during=during)
+    matching = None if during is None else within(during)
+    return SearchResults(knowledge.search(scope, query, limit=limit, matching=matching), messages)
 
 
 # With multilingual-e5-small a short phrase scores up to ~0.87 against unrelated memories ("忘掉前男友":

@@ -59,9 +59,16 @@ class ScopeSnapshot:
         allowed: Callable[[MemoryRecord], bool] | None = None,
     ) -> list[ScoredMemory]:
         """The most relevant records (of `categories`, and only those `allowed`) by fused score, best first."""
-        groups = None if categories is None else [_CODE[category] for category in categories]
+        wanted = None if categories is None else set(categories)
+        groups = None if wanted is None else [_CODE[category] for category in wanted]
         with self._lock:
-            only = None if allowed is None else [key for key, record in self._records.items() if allowed(record)]
+            only = None
+            if allowed is not None:  # the filter runs in Python: only over the categories searched
+                only = [
+                    key
+                    for key, record in self._records.items()
+                    if (wanted is None or record.category in wanted) and allowed(record)
+                ]
             return [
                 ScoredMemory(self._records[match.key], similarity=match.similarity, relevance=match.relevance)
                 for match in self._index.search(query, limit, groups, only)

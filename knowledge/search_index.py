@@ -156,9 +156,16 @@ class SearchIndex:
             self._lexical.swap_remove(row)
 
     def search(
-        self, query: Query, limit: int, groups: Collection[int] | None = None, only: Collection[str] | None = None
+        self,
+        query: Query,
+        limit: int,
+        groups: Collection[int] | None = None,
+        only: Collection[str] | None = None,
+        favoured: Collection[str] = (),
+        bonus: float = 0.0,
     ) -> list[Match]:
-        """The `limit` most relevant items (of some groups; with `only`, among those keys), best first."""
+        """The `limit` most relevant items (of some groups; with `only`, among those keys), best first;
+        the `favoured` keys count `bonus` more relevant than their words and meaning make them."""
         count = len(self._keys)
         if count == 0 or limit <= 0:
             return []
@@ -177,6 +184,10 @@ class SearchIndex:
                 return []
             similarity, lexical = similarity[rows], lexical[rows]
         relevance = fuse(similarity, lexical, self.weights)
+        if favoured and bonus:
+            in_favour = np.zeros(count, dtype=bool)
+            in_favour[[self._row[key] for key in favoured if key in self._row]] = True
+            relevance = relevance + bonus * in_favour[rows]
         top = min(limit, rows.size)
         best = np.argpartition(-relevance, top - 1)[:top]
         best = best[np.argsort(-relevance[best], kind="stable")]

@@ -39,6 +39,8 @@ SERVER_CANDIDATES = 50
 MAINTENANCE_PAGE = 5000  # records per chromadb call in maintenance passes; embedded chromadb caps a batch at 5,461
 NEVER_DUE = 1e15  # the `due_at` of a memory the decay pass never has to act on (about 31 million years away)
 Now = Callable[[], datetime]
+NoDate = Literal[""]  # `update(about="")`: the memory no longer has that date
+NO_TIMESTAMP = 0.0  # chromadb metadata holds no None: a date a memory does not have
 
 
 class KnowledgeBase(Protocol):
@@ -60,6 +62,8 @@ class KnowledgeBase(Protocol):
         conversation_id: str | None = None,
         message_ids: Sequence[str] = (),
         learned_in: str | None = None,
+        about: datetime | None = None,
+        until: datetime | None = None,
         memory_id: str | None = None,
     ) -> MemoryRecord: ...
 
@@ -72,6 +76,7 @@ class KnowledgeBase(Protocol):
         categories: Iterable[Category] | None = None,
         audience: Audience = PRIVATE,
         as_passage: bool = False,
+        matching: Callable[[MemoryRecord], bool] | None = None,
     ) -> list[ScoredMemory]: ...
 
     def get(self, scope: Scope, ids: Iterable[str]) -> list[MemoryRecord]: ...
@@ -92,6 +97,10 @@ class KnowledgeBase(Protocol):
         decay_kept: bool | None = None,
         hits: int | None = None,
         shared: bool | None = None,
+        about: datetime | NoDate | None = None,
+        until: datetime | NoDate | None = None,
+        replaced_by: str | None = None,
+        changed_at: datetime | None = None,
         review_retry_at: datetime | None = None,
     ) -> MemoryRecord | None: ...
 
@@ -147,6 +156,14 @@ def _moment(timestamp: float) -> datetime:
     return datetime.fromtimestamp(timestamp, tz=UTC)
 
 
+def _optional_timestamp(moment: datetime | None) -> float:
+    return NO_TIMESTAMP if moment is None else _timestamp(moment)
+
+
+def _optional_moment(timestamp: float | None) -> datetime | None:
+    return None if not timestamp else _moment(timestamp)
+
+
 def _storable(importance: float) -> float:
     # chromadb keeps about 16 significant digits; nine decimals come back exactly as written, so the
     # due time computed from a base at write time matches the base every later read decays from.
@@ -185,6 +202,10 @@ def _metadata(record: MemoryRecord, policy: MemoryPolicy) -> dict[str, Any]:
         "hits": record.hits,
         "learned_in": record.learned_in or "",
         "shared": record.shared,
+        "about": _optional_timestamp(record.about),
+        "until": _optional_timestamp(record.until),
+        "replaced_by": record.replaced_by or "",
+        "changed_at": _optional_timestamp(record.changed_at),
         **_decay_state(record, policy),
     }
 
@@ -210,6 +231,11 @@ def _record(memory_id: str, content: str, meta: dict[str, Any]) -> MemoryRecord:
         # absent in stores written before origins were recorded: learned in private, not shared
         learned_in=meta.get("learned_in") or None,
         shared=bool(meta.get("shared", False)),
+        # absent in stores written before memories had dates
+        about=_optional_moment(meta.get("about")),
+        until=_optional_moment(meta.get("until")),
+        replaced_by=meta.get("replaced_by") or None,
+        changed_at=_optional_moment(meta.get("changed_at")),
         review_retry_at=_moment(meta["review_retry_at"]) if meta.get("review_retry_at") else None,  # absent: older
     )
 
@@ -272,9 +298,12 @@ class ChromaKnowledgeBase:
         conversation_id: str | None = None,
         message_ids: Sequence[str] = (),
         learned_in: str | None = None,
+        about: datetime | None = None,
+        until: datetime | None = None,
         memory_id: str | None = None,
     ) -> MemoryRecord:
-        """Store a new memory in `scope` and return it; `learned_in`: the group it was learned in (None: private).
+        """Store a new memory in `scope` and return it; `learned_in`: the group it was learned in (None: private);
+        `about`: the moment a plan or event refers to; `until`: when a state ends.
 
         `memory_id`: the id a background job planned it under; a second write of it (the job re-run
         after a crash) replaces the first instead of adding a copy."""
@@ -298,6 +327,8 @@ class ChromaKnowledgeBase:
             conversation_id=conversation_id,
             message_ids=tuple(message_ids),
             learned_in=learned_in,
+            about=about,
+            until=until,
         )
         vector = self._queries.passage_vector(content)[np.newaxis]
         metadata = _metadata(record, self.policy_for(scope.persona_id))
@@ -317,10 +348,13 @@ class ChromaKnowledgeBase:
         categories: Iterable[Category] | None = None,
         audience: Audience = PRIVATE,
         as_passage: bool = False,
+        matching: Callable[[MemoryRecord], bool] | None = None,
     ) -> list[ScoredMemory]:
         """The memories of `scope` most relevant to `query` (meaning and words together), best first;
-        only those `audience` may hear of. `as_passage`: `query` is a memory's text (a duplicate check),
-        compared memory to memory, and its vector is kept for storing it."""
+        only those `audience` may hear of and, given `matching`, only those it accepts (even with no
+        word or meaning in common: "what did we talk about yesterday?" finds yesterday's episodes).
+        `as_passage`: `query` is a memory's text (a duplicate check), compared memory to memory, and its
+        vector is kept for storing it."""
         if not query.strip() or limit <= 0:
             return []
         prepared = self._queries.encode(query, as_passage=as_passage)
@@ -337,7 +371,7 @@ class ChromaKnowledgeBase:
             found = zip(result["ids"][0], result["documents"][0], result["metadatas"][0])
             records = [_record(memory_id, content, meta) for memory_id, content, meta in found]
             snapshot = ScopeSnapshot(records, np.asarray(result["embeddings"][0]), self._embedder.dim)
-        hits = snapshot.search(prepared, limit, wanted, None if audience.sees_everything else audience.may_use)
+        hits = snapshot.search(prepared, limit, wanted, _allowed(audience, matching))
         current = self._current(hit.record for hit in hits)
         return [replace(hit, record=record) for hit, record in zip(hits, current)]
 
@@ -370,11 +404,16 @@ class ChromaKnowledgeBase:
         decay_kept: bool | None = None,
         hits: int | None = None,
         shared: bool | None = None,
+        about: datetime | NoDate | None = None,
+        until: datetime | NoDate | None = None,
+        replaced_by: str | None = None,
+        changed_at: datetime | None = None,
         review_retry_at: datetime | None = None,
     ) -> MemoryRecord | None:
         """Change one memory of `scope`; returns the new record, or None if `scope` has no such id.
 
-        A new `importance` is the new base that decay starts from at `last_access`; `review_pending=""` clears it.
+        A new `importance` is the new base that decay starts from at `last_access`; `review_pending=""` clears
+        it, and `about=""` / `until=""` take a date away.
         """
         found = self._fetch(ids=[memory_id], where=_scope_filter(scope))
         if not found:
@@ -388,12 +427,19 @@ class ChromaKnowledgeBase:
                 ("decay_kept", decay_kept),
                 ("hits", hits),
                 ("shared", shared),
+                ("replaced_by", replaced_by),
+                ("changed_at", changed_at),
                 ("review_retry_at", review_retry_at),
             )
             if value is not None
         }
+        for name, date in (("about", about), ("until", until)):
+            if date is not None:
+                changes[name] = date or None
         if content is not None:
             changes["content"] = content.strip()
+            if changes["content"] != found[0].content:
+                changes.setdefault("changed_at", self._now())  # what it says is dated from now
         if importance is not None:
             changes["importance"] = changes["base_importance"] = _storable(importance)
         if review_pending is not None:
@@ -539,6 +585,17 @@ class ChromaKnowledgeBase:
         for start in range(0, len(wanted), MAINTENANCE_PAGE):
             self._collection.delete(ids=[memory_id for _, memory_id in wanted[start : start + MAINTENANCE_PAGE]])
         self._drop_snapshots(scope for scope, _ in wanted)
+
+
+def _allowed(
+    audience: Audience, matching: Callable[[MemoryRecord], bool] | None
+) -> Callable[[MemoryRecord], bool] | None:
+    """One filter for a snapshot search: what the audience may hear of, and what `matching` accepts."""
+    if matching is None:
+        return None if audience.sees_everything else audience.may_use
+    if audience.sees_everything:
+        return matching
+    return lambda record: audience.may_use(record) and matching(record)
 
 
 class _Serialized:

@@ -5,11 +5,17 @@ One row per scope (persona, user): a choice made with one persona is about that 
 written through typed methods; a setting a user never chose reads as its default, which protects
 them. A new setting is a new entry in `_COLUMNS`: SQLite files made before it get the column on open;
 on PostgreSQL it takes a migration (`migrations/`).
+
+The time zone is kept per scope too, not per platform user: it says where someone lives, and what a
+user tells one persona must not reach another (DESIGN §3, scope); `/forget` forgets it with the rest.
 """
 
 from __future__ import annotations
 
+import functools
+import zoneinfo
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from .database import Database, opened
 from .discretion import Audience
@@ -25,14 +31,18 @@ CREATE TABLE IF NOT EXISTS user_settings (
 # column -> its SQL type; NULL always means "never chosen": the default applies
 _COLUMNS = {
     "share_in_groups": "INTEGER",  # 1: everything said anywhere may be used in groups
+    "time_zone": "TEXT",  # an IANA name chosen with /timezone; NULL: the operator's default
 }
+UTC_ZONE = ZoneInfo("UTC")
 
 
 class UserSettings:
     """The settings of every scope, in one table of the companion's database."""
 
-    def __init__(self, where: Database | Path) -> None:
-        """`where`: the database, or the path of an embedded SQLite file."""
+    def __init__(self, where: Database | Path, *, default_time_zone: ZoneInfo = UTC_ZONE) -> None:
+        """`where`: the database, or the path of an embedded SQLite file; `default_time_zone`: the zone of
+        users who never chose one (`COMPANION_TIMEZONE`)."""
+        self.default_time_zone = default_time_zone
         self._db = opened(where, _SCHEMA)
         self._db.add_columns("user_settings", _COLUMNS)
 
@@ -47,6 +57,19 @@ class UserSettings:
     def audience(self, scope: Scope, conversation_id: str, *, group: bool) -> Audience:
         """Who reads what the companion recalls for this user in this conversation."""
         return Audience.of(conversation_id, group=group, shares_everything=group and self.shares_in_groups(scope))
+
+    def time_zone(self, scope: Scope) -> ZoneInfo:
+        """The user's time zone: the one they chose, else the operator's default."""
+        return find_time_zone(self.chosen_time_zone(scope) or "") or self.default_time_zone
+
+    def chosen_time_zone(self, scope: Scope) -> str | None:
+        """The IANA name the user chose with `/timezone`, or None (the default applies)."""
+        value = self._get(scope, "time_zone")
+        return str(value) if value else None
+
+    def set_time_zone(self, scope: Scope, zone: ZoneInfo) -> None:
+        """`/timezone Area/City`."""
+        self._set(scope, "time_zone", zone.key)
 
     def forget(self, scope: Scope) -> int:
         """Drop every setting of the scope (they read as defaults again); returns how many rows went."""
@@ -74,3 +97,22 @@ class UserSettings:
                 f" ON CONFLICT (persona_id, user_id) DO UPDATE SET {column} = excluded.{column}",
                 (scope.persona_id, scope.user_id, value),
             )
+
+
+@functools.cache
+def _zone_names() -> dict[str, str]:
+    """Every IANA zone this machine knows, by its lower-case name and, where unique, by its city."""
+    names = {name.lower(): name for name in zoneinfo.available_timezones()}
+    cities: dict[str, list[str]] = {}
+    for name in names.values():
+        if "/" in name and not name.startswith("Etc/"):
+            cities.setdefault(name.rsplit("/", 1)[1].lower(), []).append(name)
+    by_city = {city: found[0] for city, found in cities.items() if len(found) == 1 and city not in names}
+    return {**by_city, **names}
+
+
+def find_time_zone(name: str) -> ZoneInfo | None:
+    """The IANA zone called `name` ("Europe/Berlin", any case; a unique city alone: "berlin", "new york")."""
+    key = "_".join(name.strip().split()).lower()
+    canonical = _zone_names().get(key) if key else None
+    return None if canonical is None else ZoneInfo(canonical)

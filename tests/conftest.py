@@ -54,6 +54,7 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in [*_CLEARED_ENV, *(key for key in os.environ if key.startswith("COMPANION_"))]:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("COMPANION_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("COMPANION_TIMEZONE", "UTC")  # dates read in one zone, whatever the machine's
     monkeypatch.chdir(tmp_path)  # so a developer's ./companion.toml is never read
     monkeypatch.setattr(socket.socket, "connect", _loopback_only(socket.socket.connect))
     return tmp_path

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -23,23 +24,37 @@ from tests.fakes.openai_server import FakeOpenAIServer
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_piped_chat_answers_each_line_and_handles_commands(runner: CliRunner, fake_openai: FakeOpenAIServer) -> None:
+def test_piped_chat_answers_each_line_and_handles_commands(
+    runner: CliRunner, fake_openai: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMPANION_TIMEZONE", "Asia/Shanghai")
     fake_openai.script("chat-model", "Hi Alice!", "Ramen, of course.")
-    lines_in = "hello\nwhat should I eat?\n/memory\n/share on\n/share\n/share off\n/bogus\n"
+    lines_in = (
+        "hello\nwhat should I eat?\n/memory\n/timezone Mars/Base\n/timezone berlin\n/share on\n/share\n/share off\n"
+        "/bogus\n"
+    )
     result = runner.invoke(cli, ["chat", "--user", "alice"], input=lines_in)
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
+    # the clock is the real one: the local time of day in the answers is checked by pattern
+    assert re.fullmatch(
+        r"Your time zone is Asia/Shanghai, the default here: it is \d\d:\d\d on \w+ for you\. .+", lines[4]
+    )
+    assert re.fullmatch(r"Okay: your time zone is now Europe/Berlin, where it is \d\d:\d\d on \w+\.", lines[6])
+    del lines[6], lines[4]
     assert lines == [
         "Hi Alice!",
         "Ramen, of course.",
         "I don't remember anything about you yet.",
+        "",
+        phrasebook.unknown_time_zone("Mars/Base"),
         phrasebook.sharing_switched(True),
         phrasebook.sharing_status(True),
         phrasebook.sharing_switched(False),
         (
             "Unknown command /bogus. Commands: /new (start afresh), /memory (what I remember), "
             "/forget (forget everything), /forget <what> (forget memories about it), /share [on|off|<memory id> "
-            "[on|off]] (what I may bring up in group chats), /quit"
+            "[on|off]] (what I may bring up in group chats), /timezone [Area/City] (your time zone), /quit"
         ),
     ]
 

@@ -378,6 +378,22 @@ async def test_share_is_ephemeral_and_lets_one_memory_come_up_in_the_server(
     assert "ZQX-4471" in await server_prompt()
 
 
+async def test_timezone_is_an_ephemeral_command_that_refuses_an_unknown_zone(cog: CompanionCog) -> None:
+    alice = member(0)
+    unknown = FakeInteraction(alice, channel())
+    await CompanionCog.timezone.callback(cog, unknown, zone="Mars/Base")  # type: ignore[arg-type]
+    assert unknown.log[0].content == phrasebook.unknown_time_zone("Mars/Base") and unknown.log[0].ephemeral
+    setting = FakeInteraction(alice, channel())
+    await CompanionCog.timezone.callback(cog, setting, zone="america/new_york")  # type: ignore[arg-type]
+    assert setting.log[0].content.startswith("Okay: your time zone is now America/New_York")
+    asking = FakeInteraction(alice, channel())
+    await CompanionCog.timezone.callback(cog, asking)  # type: ignore[arg-type]
+    assert asking.log[0].content.startswith("Your time zone is America/New_York: it is") and asking.log[0].ephemeral
+    other = FakeInteraction(member(1), channel())
+    await CompanionCog.timezone.callback(cog, other)  # type: ignore[arg-type]
+    assert not other.log[0].content.startswith("Your time zone is America/New_York")  # one user's choice is theirs
+
+
 # --- replies that grow while the model writes them ----------------------------------------------------
 
 STORY = " ".join(f"word{index}" for index in range(80))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -310,3 +311,76 @@ def test_an_old_memory_file_without_origins_loads_as_private(
     assert result.exit_code == 0 and "1 added" in result.stdout and result.stderr == ""
     mochi = contents(ALICE)["Alice has a cat called Mochi"]
     assert (mochi.learned_in, mochi.shared) == (None, False)
+
+
+def test_dates_are_edited_shown_and_exported_in_the_users_time_zone(
+    runner: CliRunner, memories: dict[str, MemoryRecord], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("COMPANION_TIMEZONE", "Asia/Shanghai")
+    ramen = memories["ramen"].id
+    edited = memory(runner, "edit", ramen, "--about", "2030-05-01 10:00", "--until", "2030-05-02")
+    assert edited.exit_code == 0, edited.output
+    shown = json.loads(memory(runner, "show", ramen, "--json").output)
+    assert (shown["about"], shown["until"]) == ("2030-05-01T02:00:00+00:00", "2030-05-01T16:00:00+00:00")
+    assert "about 2030-05-01 02:00 UTC, until 2030-05-01 16:00 UTC" in shown["history"][-1]["detail"]
+    exported = memory(runner, "export").output
+    assert (
+        f"[{ramen}] fact | 1.00 |" in exported
+        and "| private | about 2030-05-01 02:00; until 2030-05-01 16:00" in exported
+    )
+    assert "time zone" not in exported  # the default is the operator's, not the user's choice
+
+    assert memory(runner, "edit", ramen, "--until", "none").exit_code == 0
+    assert json.loads(memory(runner, "show", ramen, "--json").output)["until"] is None
+    refused = memory(runner, "edit", ramen, "--about", "some day")
+    assert refused.exit_code != 0 and "'some day' is not a date or time I can read" in refused.output
+    stats = memory(runner, "stats").output
+    assert "time zone: Asia/Shanghai (the default)" in stats
+
+
+def test_search_keeps_to_since_and_until_for_memories_and_past_messages(
+    runner: CliRunner, memories: dict[str, MemoryRecord]
+) -> None:
+    app = build_app(load_settings())
+    long_ago = datetime(2021, 6, 1, 12, 0, tzinfo=UTC)
+    for when, text in ((long_ago, "ramen in Osaka was the best"), (app.companion.clock.now(), "ramen again tonight")):
+        app.working_memory.append(
+            "xiaoxiang",
+            "dm:cli:alice",
+            role="user",
+            user_id=ALICE.user_id,
+            speaker_name="Alice",
+            content=text,
+            sent_at=when,
+        )
+    app.working_memory.close()
+    app.journal.close()
+
+    def found(*window: str) -> list[str]:
+        result = memory(runner, "search", "ramen", "--history", "--json", *window)
+        assert result.exit_code == 0, result.output
+        return [hit["content"] for hit in json.loads(result.output)]
+
+    assert set(found()) >= {"Alice loves ramen", "ramen in Osaka was the best", "ramen again tonight"}
+    assert found("--since", "2021-05-01", "--until", "2021-06-01") == ["ramen in Osaka was the best"]  # the day counts
+    recent = found("--since", "yesterday")
+    assert (
+        "Alice loves ramen" in recent
+        and "ramen again tonight" in recent
+        and "ramen in Osaka was the best" not in recent
+    )
+    assert memory(runner, "search", "ramen", "--until", "2000-01-01").output.startswith("Nothing in")
+
+
+def test_the_chosen_time_zone_is_exported_and_imported_with_the_memories(
+    runner: CliRunner, memories: dict[str, MemoryRecord], tmp_path: Path
+) -> None:
+    assert "Europe/Berlin" in runner.invoke(cli, ["chat", "--user", "alice"], input="/timezone Europe/Berlin\n").output
+    path = tmp_path / "alice.json"
+    assert memory(runner, "export", "-o", str(path)).exit_code == 0
+    assert json.loads(path.read_text(encoding="utf-8"))["time_zone"] == "Europe/Berlin"
+    assert "time zone: Europe/Berlin (chosen with /timezone)" in memory(runner, "stats").output
+    result = memory(runner, "import", str(path), "--from-other-scope", user="bob")
+    assert result.exit_code == 0, result.output
+    assert "time zone set to Europe/Berlin" in result.output
+    assert json.loads(memory(runner, "stats", "--json", user="bob").output)["time_zone"] == "Europe/Berlin"

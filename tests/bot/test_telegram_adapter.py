@@ -10,8 +10,10 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from click.testing import CliRunner
@@ -24,6 +26,7 @@ from bot.config import Settings
 from bot.render import TELEGRAM_LIMIT, split_message, units
 from bot.routing import PlaceRules
 from bot.telegram_adapter import (
+    COMMANDS,
     EXPIRED,
     GROUP_PACE,
     HELP,
@@ -505,6 +508,25 @@ async def test_share_lets_one_memory_or_everything_come_up_in_a_group_and_answer
     await feed(telegram, message("/share", user=ALICE, chat=private(ALICE)))
     assert fake_telegram.sent_texts(ALICE["id"])[-1] == phrasebook.sharing_status(False)
     assert "/share" in HELP
+
+
+async def test_timezone_is_answered_in_private_refuses_an_unknown_zone_and_dates_the_users_prompt(
+    telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.set_default("chat-model", "Hm?")
+    await feed(telegram, message("/timezone Mars/Base", user=ALICE, chat=private(ALICE)))
+    assert fake_telegram.sent_texts(ALICE["id"])[-1] == phrasebook.unknown_time_zone("Mars/Base")
+    await feed(telegram, message("/timezone Asia/Tokyo", user=ALICE, chat=GROUP))
+    assert fake_telegram.sent_texts(GROUP["id"])[-1] == SENT_PRIVATELY  # where someone lives is theirs to tell
+    assert fake_telegram.sent_texts(ALICE["id"])[-1].startswith("Okay: your time zone is now Asia/Tokyo, where it is")
+    sent = int(time.time())
+    await feed(telegram, {**message("hello", user=ALICE, chat=private(ALICE)), "date": sent})
+    prompt = str(fake_openai.requests_for("chat-model")[-1].messages[0]["content"])
+    local = datetime.fromtimestamp(sent, ZoneInfo("Asia/Tokyo"))
+    assert f"## Now\n{local:%A} {local.day} {local:%B %Y}, {local:%H:%M}" in prompt
+    await feed(telegram, message("/memory", user=ALICE, chat=private(ALICE)))
+    assert "Your time zone is Asia/Tokyo:" in fake_telegram.sent_texts(ALICE["id"])[-1]
+    assert "/timezone" in HELP and "timezone" in [command.command for command in COMMANDS]
 
 
 # --- replies that grow while the model writes them ----------------------------------------------------

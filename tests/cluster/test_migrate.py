@@ -6,6 +6,7 @@ import asyncio
 import json
 from dataclasses import replace
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from click.testing import CliRunner
 from pydantic import SecretStr
@@ -60,6 +61,7 @@ async def test_migrate_round_trips_a_locomo_conversation_with_the_same_recall(
     app = build_app(settings, clock=clock, embedder=embedder)  # the embedded data directory, as a bot left it
     app.companion.knowledge.add(ALICE, "Alice's cat is called Mochi", category="fact", source="user")
     app.journal.jobs.enqueue("monitor", ALICE, {"message_id": "msg_1"}, at=clock.now())
+    app.companion.user_settings.set_time_zone(ALICE, ZoneInfo("Europe/Berlin"))
     await app.aclose()
     PersonaChoices(settings.data_dir / "discord-personas.json").set(42, "xiaoxiang")
     working_memory, history = open_history(database, embedder)
@@ -100,6 +102,7 @@ async def test_migrate_round_trips_a_locomo_conversation_with_the_same_recall(
         assert [record.content for record in moved.companion.knowledge.list(ALICE)] == ["Alice's cat is called Mochi"]
         assert [job.payload for job in moved.journal.jobs.pending_jobs()] == [{"message_id": "msg_1"}]
         assert moved.router("discord").persona_for([42]) == "xiaoxiang"
+        assert moved.companion.user_settings.chosen_time_zone(ALICE) == "Europe/Berlin"
         assert len(moved.working_memory.log.messages_of(Scope("locomo", f"locomo:{sample.sample_id}"))) == turns
     finally:
         await moved.aclose()

@@ -1,18 +1,19 @@
 """Exactly-once effects of the background jobs: a crash at any point between two writes, then a restart.
 
 Two turns exercise every writing step of the three jobs: the monitor (an explicit "remember …", then
-the model's ADD, an ADD that repeats a memory and becomes a BOOST, an UPDATE, a DELETE and a BOOST
-that asks for a promote review; then an explicit "forget …" that deletes a memory and the messages
-naming it), the summarizer (`/new` turns the conversation into an episode) and
-the reviewer (the promote review). The test first lives through it without a crash and records every
-crash point the jobs pass; then, for each point, it lives through it again in a fresh data directory,
-"dies" there (`tests.fakes.crash`), starts a new app on the same directory, lets it resume the pending
-jobs, and requires the very state of the run that never crashed: no duplicate episode, no double
-boost, no lost op, no change recorded twice.
+the model's ADD, an ADD that repeats a memory and becomes a BOOST, an UPDATE, a DELETE, a BOOST
+that asks for a promote review, a CHANGE (a new memory, the old one ended) and a dated ADD; then an
+explicit "forget …" that deletes a memory and the messages naming it), the summarizer (`/new` turns
+the conversation into an episode) and the reviewer (the promote review). The test first lives
+through it without a crash and records every crash point the jobs pass; then, for each point, it
+lives through it again in a fresh data directory, "dies" there (`tests.fakes.crash`), starts a new
+app on the same directory, lets it resume the pending jobs, and requires the very state of the run
+that never crashed: no duplicate episode, no double boost, no lost op, no change recorded twice.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,8 @@ from tests.fakes.scenario import CHAT, MONITOR, REVIEWER, SUMMARIZER, Body, Pers
 ALICE = Scope("xiaoxiang", "cli:alice")
 SAID = (
     "Remember that my locker code is LOCK-9913. Also: I moved from Beijing to Shanghai, ramen is still "
-    "my favourite food, I gave up the guitar, and my best friend Kai visits every summer."
+    "my favourite food, I gave up the guitar, and my best friend Kai visits every summer. I work at Globex "
+    "now, and my dentist appointment is next Monday."
 )
 
 FORGET = "Please forget about my ex Tom."  # the memory goes, and so does every message naming Tom: this one too
@@ -45,6 +47,8 @@ def monitor_answer(body: Body) -> str:
             f"[UPDATE:{shown['Alice lives in Beijing']}] Alice lives in Shanghai",
             f"[DELETE:{shown['Alice is learning the guitar']}]",
             f"[BOOST:{shown['Alice and Kai have been friends since school']}]",  # 2.3 -> 2.6: a promote review
+            f"[CHANGE:{shown['Alice works at Acme']}] Alice works at Globex",  # the old job stays, as the past
+            '[ADD about="next Monday"] Alice has a dentist appointment',
         ]
     )
 
@@ -76,6 +80,7 @@ async def live_through(app: App, clock: FakeClock) -> None:
         ("Alice is learning the guitar", 1.0),
         ("Alice and Kai have been friends since school", 2.3),
         ("Alice's ex Tom still texts her", 1.0),
+        ("Alice works at Acme", 1.0),
     ]:
         kb.add(ALICE, content, category="fact", source="user", importance=importance)
     alice = Person(app.companion, clock)
@@ -89,6 +94,7 @@ def state(app: App) -> dict[str, Any]:
     """Everything the jobs write, without the ids that differ from one data directory to another."""
     memories = sorted(
         (r.category, r.content, r.importance, r.hits, r.verified, r.review_pending, r.source, r.decay_kept)
+        + (r.about, r.until, r.replaced_by is not None)
         for r in app.companion.knowledge.list(ALICE)
     )
     changes = [(c.action, c.actor, c.old_content, c.new_content, c.detail) for c in app.journal.changes.changes(ALICE)]
@@ -126,17 +132,18 @@ async def test_a_crash_between_any_two_writes_of_a_job_changes_nothing_after_a_r
     expected = await run(settings, tmp_path / "uncrashed", FakeClock(), embedder, recorder)
 
     # the run did everything once: the proof that the comparison below means something
-    assert ("fact", "Alice's best friend Kai visits every summer", 1.0, 0, False, None, "background_ai", False) in (
-        expected["memories"]
-    )
-    assert ("fact", "Alice loves ramen", 1.3, 1, False, None, "user", False) in expected["memories"]
-    assert ("core", "Alice and Kai have been friends since school", 2.6, 1, False, None, "user", False) in (
-        expected["memories"]
-    )
+    kept = [memory[:8] for memory in expected["memories"]]
+    assert ("fact", "Alice's best friend Kai visits every summer", 1.0, 0, False, None, "background_ai", False) in kept
+    assert ("fact", "Alice loves ramen", 1.3, 1, False, None, "user", False) in kept
+    assert ("core", "Alice and Kai have been friends since school", 2.6, 1, False, None, "user", False) in kept
+    dated = {memory[1]: memory[8:] for memory in expected["memories"]}
+    assert dated["Alice works at Acme"][1:] == (datetime(2026, 1, 3, 18, 0, tzinfo=UTC), True)  # until now, replaced
+    assert dated["Alice works at Globex"] == (None, None, False)
+    assert dated["Alice has a dentist appointment"] == (datetime(2026, 1, 5, tzinfo=UTC), None, False)
     assert [m[1] for m in expected["memories"] if m[0] == "episode"] == [
         "[2026-01-03 18:00] Alice told 小祥 about her move, ramen, the guitar and Kai."
     ]
-    assert sorted(change[0] for change in expected["changes"]) == ["delete", "delete", "promote", "update"]
+    assert sorted(change[0] for change in expected["changes"]) == ["change", "delete", "delete", "promote", "update"]
     assert not [m for m in expected["memories"] if "Tom" in m[1]]
     assert [content for _, content, _ in expected["messages"] if "Tom" in content] == []
     assert expected["pending jobs"] == [] and expected["dead letters"] == []
@@ -145,7 +152,7 @@ async def test_a_crash_between_any_two_writes_of_a_job_changes_nothing_after_a_r
     assert len(points) >= 14, points  # every write of the three jobs, and each job's end
     for kinds in (
         "explicit: planned",
-        "model: effect 5 of 5 written",
+        "model: effect 8 of 8 written",
         "explicit: forgotten",
         "explicit-last: the request's messages forgotten",
         "summarize: episode written",

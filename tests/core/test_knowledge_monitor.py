@@ -5,13 +5,17 @@ Real chromadb, real SQLite journal, the real OpenAI client against the fake serv
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
 import pytest
 
 from bot.app import App
 from core.errors import LLMError
 from core.knowledge_monitor import NO_REPLY, UNREADABLE, KnowledgeMonitor, Turn, restates
 from core.llm import count_message_tokens, count_tokens
-from core.monitor_ops import Add, Boost, Delete, Skip, Update, parse_ops
+from core.monitor_ops import Add, Boost, Change, Delete, Skip, Update, parse_ops
 from core.types import ChatMessage
 from knowledge.decay import MemoryPolicy
 from knowledge.journal import Journal
@@ -132,7 +136,10 @@ async def test_prompt_has_the_rules_the_memories_and_the_attributed_turn(
     # change over time is not contradiction
     assert '"主人十天前很紧张" and "主人现在很放松" are both true: ADD the new state and keep the old one.' in system
     assert '"主人喜欢猫" shown while the chat is about the weather is NOT used' in system  # shown is not used
-    assert "When 主人 corrects a memory, replace the old one with [UPDATE:mem_id]" in system
+    assert "When a memory was wrong (主人 corrects it" in system and "replace it with [UPDATE:mem_id]" in system
+    # a fact that changed over time is a CHANGE of that same attribute, which keeps the old value as the past
+    assert '("I moved from Beijing to Shanghai", a new job), use [CHANGE:mem_id] with the new value' in system
+    assert "Never work out a date yourself" in system  # dates are the code's arithmetic
     assert "Write memories in the language 主人 writes in" in system
     assert system.endswith("Answer with operation lines only, or [SKIP] if nothing needs doing.")
     assert f"[{ramen.id}] 主人喜欢拉面" in user
@@ -630,6 +637,123 @@ async def test_tokens_are_counted(
     # every message of the prompt as sent, with its framing, and the answer
     assert report.tokens == sum(count_message_tokens(message) for message in prompt) + count_tokens("[SKIP]")
     assert report.tokens > 200  # the rules alone are a few hundred tokens
+
+
+# -- time: dates in ops, and facts that change -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("output", "ops"),
+    [
+        ('[ADD about="next Monday 10:00"] 主人有面试', [Add("主人有面试", about="next Monday 10:00")]),
+        ("【ADD about=“明天晚上8点”】主人约了朋友", [Add("主人约了朋友", about="明天晚上8点")]),
+        ("[ADD until=Friday about='2026-12-01'] x", [Add("x", about="2026-12-01", until="Friday")]),
+        ('[UPDATE:mem_1 until="Friday"]', [Update("mem_1", "", until="Friday")]),
+        ("[CHANGE:mem_2] 主人住在上海", [Change("mem_2", "主人住在上海")]),
+        ('[BOOST:mem_1 about="x"]', []),  # only ADD, UPDATE and CHANGE carry dates
+        ("[ADD when=tomorrow] x", []),
+        ('[ADD about="x" about="y"] z', []),
+        ("[CHANGE:mem_2]", []),  # a change needs the new value
+    ],
+)
+def test_dates_are_attributes_the_parser_keeps_as_the_models_words(output: str, ops: list[object]) -> None:
+    assert parse_ops(output).ops == ops
+
+
+def dated_turn(user_text: str, *, sent_at: datetime, shown: tuple[str, ...] = ()) -> Turn:
+    return replace(make_turn(user_text, shown=shown), sent_at=sent_at.isoformat())
+
+
+@pytest.fixture
+def zoned_monitor(
+    app: App, kb: ChromaKnowledgeBase, journal: Journal, clock: FakeClock, alice: Scope
+) -> KnowledgeMonitor:
+    app.companion.user_settings.set_time_zone(alice, ZoneInfo("Asia/Shanghai"))
+    return KnowledgeMonitor(
+        app.llm,
+        kb,
+        journal.changes,
+        journal.jobs,
+        clock,
+        kb.policy_for,
+        app.companion.forgetting,
+        user_settings=app.companion.user_settings,
+    )
+
+
+async def test_the_code_resolves_dates_against_the_turns_local_time(
+    zoned_monitor: KnowledgeMonitor,
+    persona: Persona,
+    kb: ChromaKnowledgeBase,
+    fake_openai: FakeOpenAIServer,
+    alice: Scope,
+    clock: FakeClock,
+) -> None:
+    # Thursday 26 November 23:30 UTC is already Friday 07:30 in Shanghai: "tomorrow" is Saturday there
+    sent = datetime(2026, 11, 26, 23, 30, tzinfo=UTC)
+    clock.advance(days=400)  # the job runs much later (a restart): the turn's own time still counts
+    fake_openai.script(MONITOR, '[ADD about="tomorrow 10:00"] 主人约了朋友吃饭\n[ADD about="someday"] 主人想去冰岛')
+    report = await zoned_monitor.review_turn(persona, alice, dated_turn("明天十点和朋友吃饭", sent_at=sent))
+
+    [dinner] = [record for record in kb.list(alice) if "吃饭" in record.content]
+    assert dinner.about == datetime(2026, 11, 28, 10, 0, tzinfo=ZoneInfo("Asia/Shanghai"))
+    [(_, reason)] = report.rejected
+    assert reason == "about: 'someday' is not a date the code can read"  # never a guess
+    [request] = fake_openai.requests_for(MONITOR)
+    assert "Now: Friday 2026-11-27 07:30 (Asia/Shanghai, 主人's time)" in request.messages[1]["content"]
+
+
+async def test_an_update_may_give_a_state_its_end(
+    zoned_monitor: KnowledgeMonitor,
+    persona: Persona,
+    kb: ChromaKnowledgeBase,
+    fake_openai: FakeOpenAIServer,
+    alice: Scope,
+) -> None:
+    trip = kb.add(alice, "主人在出差", category="fact", source="user")
+    fake_openai.script(MONITOR, f'[UPDATE:{trip.id} until="周五"]')
+    sent = datetime(2026, 11, 24, 2, 0, tzinfo=UTC)  # Tuesday morning in Shanghai
+    await zoned_monitor.review_turn(persona, alice, dated_turn("这周出差到周五", sent_at=sent, shown=(trip.id,)))
+    [updated] = kb.get(alice, [trip.id])
+    assert updated.content == "主人在出差" and updated.until == datetime(2026, 11, 27, tzinfo=ZoneInfo("Asia/Shanghai"))
+
+
+async def test_a_change_keeps_the_old_value_as_the_past_and_an_update_does_not(
+    monitor: KnowledgeMonitor,
+    persona: Persona,
+    kb: ChromaKnowledgeBase,
+    fake_openai: FakeOpenAIServer,
+    alice: Scope,
+    journal: Journal,
+    clock: FakeClock,
+) -> None:
+    beijing = kb.add(alice, "Alice lives in Beijing", category="core", source="user", importance=3.0)
+    fake_openai.script(MONITOR, f"[CHANGE:{beijing.id}] Alice lives in Shanghai\n[BOOST:{beijing.id}]")
+    turn = make_turn("I moved from Beijing to Shanghai", "Shanghai! Exciting!", shown=(beijing.id,))
+    report = await monitor.review_turn(persona, alice, turn)
+
+    [old] = kb.get(alice, [beijing.id])
+    [new] = [record for record in kb.list(alice) if record.id != beijing.id]
+    assert (new.content, new.category, new.importance) == ("Alice lives in Shanghai", "core", 3.0)
+    assert (old.content, old.until, old.replaced_by) == ("Alice lives in Beijing", clock.now(), new.id)
+    assert old.category == "fact"  # the past may fade; the present stays core
+    assert [reason for _, reason in report.rejected] == ["memory already deleted or changed this turn"]
+    hits = [hit.record.id for hit in kb.search(alice, "Beijing")]
+    assert beijing.id in hits  # still retrievable, as the past
+    [entry] = journal.changes.changes(alice, beijing.id)
+    assert (entry.action, entry.old_content, entry.new_content) == (
+        "change",
+        "Alice lives in Beijing",
+        "Alice lives in Shanghai",
+    )
+
+    fake_openai.script(MONITOR, f"[CHANGE:{beijing.id}] Alice lives in Hangzhou")
+    report = await monitor.review_turn(persona, alice, make_turn("and Hangzhou?", shown=(beijing.id,)))
+    assert [reason for _, reason in report.rejected] == ["memory already changed; change its new value instead"]
+    episode = kb.add(alice, "[2026-01-03 18:00] talked", category="episode", source="background_ai")
+    fake_openai.script(MONITOR, f"[CHANGE:{episode.id}] talked more")
+    report = await monitor.review_turn(persona, alice, make_turn("hm", shown=(episode.id,)))
+    assert [reason for _, reason in report.rejected] == ["only a fact can change over time"]
 
 
 async def test_a_turn_without_a_reply_is_learned_from_but_boosts_nothing(

@@ -25,6 +25,7 @@ from knowledge.decay import MemoryPolicy
 from knowledge.embedding import Embedder
 from knowledge.records import Scope
 from knowledge.store import ChromaKnowledgeBase
+from knowledge.temporal import without_stamp
 from tests.fakes.clock import FakeClock
 from tests.fakes.openai_server import FakeCut, FakeError, FakeOpenAIServer
 from tests.fakes.scenario import (
@@ -357,7 +358,8 @@ async def test_the_oldest_messages_become_an_episode_that_expires_after_two_week
     prompt = fake_openai.requests_for(CHAT)[-1]
     assert len(chat_history(prompt)) == 2 * turns + 1 - batch
     assert not [text for text in chat_history(prompt) if text.endswith("turn 1: I adopted a cat named Mochi")]
-    assert episode.content in system_message(prompt)  # the episode answers "last time"
+    # the episode answers "last time", dated relative to now rather than by its stamp
+    assert f"- [this evening] {without_stamp(episode.content)}" in system_message(prompt)
     assert "turn 1:" not in system_message(prompt)
 
     policy = policy_of(companion)

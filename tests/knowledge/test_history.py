@@ -11,6 +11,7 @@ from knowledge.embedding import Embedder
 from knowledge.history import ConversationHistory, date_words
 from knowledge.message_log import MessageLog, MessageRole
 from knowledge.records import Scope
+from knowledge.time_windows import TimeWindow
 from knowledge.working_memory import WorkingMemory
 from tests.conftest import Backend
 
@@ -208,3 +209,27 @@ def test_an_edited_message_is_found_by_its_new_words_and_a_deleted_one_not_at_al
     assert history.by_source("telegram:1:6") is None
     assert all("4821" not in hit.message.content for hit in history.search(alice, "bank pin 4821", limit=5))
     assert history.indexed_count(alice) == 1
+
+
+def test_a_named_time_favours_what_was_said_then_and_since_until_keeps_to_it(  # type: ignore[no-untyped-def]
+    working_memory, history, alice: Scope
+) -> None:
+    say(working_memory, alice, "We had hotpot for dinner", minutes=0)
+    say(working_memory, alice, "We had hotpot for dinner again", minutes=3 * 24 * 60)  # three days later
+    say(working_memory, alice, "Work was busy", minutes=3 * 24 * 60 + 5)
+    history.index_pending()
+    later = START + timedelta(days=3, hours=1)
+    first_day = TimeWindow(START.replace(hour=0, minute=0), START.replace(hour=0, minute=0) + timedelta(days=1), "x")
+
+    unaware = [hit.message.content for hit in history.search(alice, "hotpot for dinner", limit=2)]
+    assert unaware[0] == "We had hotpot for dinner"  # word for word the closest
+    recalled = history.recall(alice, "what did we have for dinner", window=first_day, limit=3)
+    assert recalled[0].message.content == "We had hotpot for dinner"  # said in the window named
+    assert len(recalled) == 3  # favoured, not restricted: what was said at another time still comes after
+    three_days_later = TimeWindow(later - timedelta(hours=2), later, "today")
+    recalled = history.recall(alice, "what did we have for dinner", window=three_days_later, limit=1)
+    assert [hit.message.content for hit in recalled] == ["We had hotpot for dinner again"]
+
+    during = history.search(alice, "hotpot", limit=5, during=three_days_later)  # --since/--until: strictly
+    assert {hit.message.content for hit in during} == {"We had hotpot for dinner again", "Work was busy"}
+    assert history.search(alice, "hotpot", during=TimeWindow(later, later + timedelta(days=1), "x")) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -63,7 +64,7 @@ def test_markdown_reads_back_what_it_wrote() -> None:
 
 
 def test_a_broken_block_is_skipped_with_a_warning_and_the_rest_loads() -> None:
-    text = markdown().replace("fact | 1.30 |", "fact | lots |").replace("| 0.90 |", "| 0.90 | extra |")
+    text = markdown().replace("fact | 1.30 |", "fact | lots |").replace("| 0.90 |", "| 0.90 | extra | more |")
     text += "\n### [new] secret | 1.0 | 2026-02-20 | 0\nshould not load\n\n### [new2] fact | 1.0 | 2026-02-20 | 0\n"
     parsed = parse_memory_file(text, ALICE)
     assert [entry.id for entry in parsed.entries] == ["mem_core", "mem_low"]
@@ -224,3 +225,70 @@ def test_an_unreadable_origin_skips_the_block_with_a_warning() -> None:
     assert sorted(entry.id for entry in parsed.entries) == ["mem_ep", "mem_low"]
     assert "'everywhere' is neither 'private'" in parsed.warnings[0]
     assert "'loud' after the origin" in parsed.warnings[1]
+
+
+MONDAY = datetime(2026, 2, 23, 2, 0, tzinfo=UTC)
+FRIDAY = datetime(2026, 2, 27, tzinfo=UTC)
+
+
+def test_dates_are_a_sixth_header_field_and_read_back() -> None:
+    dated = [
+        record("mem_plan", "Alice has an interview", 1.0, about=MONDAY),
+        record("mem_trip", "Alice is on a trip", 1.0, until=FRIDAY),
+        record("mem_ramen", "Alice loves ramen", 1.0),
+    ]
+    text = render_markdown(dated, ALICE, now=NOW, archive_below=0.5, time_zone="Asia/Shanghai")
+    assert "<!-- time zone: Asia/Shanghai -->" in text
+    assert "### [mem_plan] fact | 1.00 | 2026-02-19 18:03 | 0 | private | about 2026-02-23 02:00\n" in text
+    assert "### [mem_trip] fact | 1.00 | 2026-02-19 18:03 | 0 | private | until 2026-02-27 00:00\n" in text
+    assert "### [mem_ramen] fact | 1.00 | 2026-02-19 18:03 | 0 | private\n" in text  # none: five fields
+    parsed = parse_memory_file(text, ALICE)
+    assert parsed.warnings == [] and parsed.time_zone == "Asia/Shanghai"
+    assert {entry.id: (entry.about, entry.until) for entry in parsed.entries} == {
+        "mem_plan": (MONDAY, None),
+        "mem_trip": (None, FRIDAY),
+        "mem_ramen": (None, None),
+    }
+    assert plan_import(dated, parsed, ALICE, now=NOW, policy=POLICY).updates == []  # nothing edited
+
+
+def test_dates_edited_in_the_file_are_updates_and_an_emptied_field_takes_them_away() -> None:
+    stored = [record("mem_plan", "Alice has an interview", 1.0, about=MONDAY, until=FRIDAY)]
+    text = render_markdown(stored, ALICE, now=NOW, archive_below=0.5)
+    moved = text.replace("about 2026-02-23 02:00", "about 2026-02-24 09:30")
+    [edit] = plan_import(stored, parse_memory_file(moved, ALICE), ALICE, now=NOW, policy=POLICY).updates
+    assert (edit.about, edit.until) == (datetime(2026, 2, 24, 9, 30, tzinfo=UTC), None)
+    emptied = text.replace("| about 2026-02-23 02:00; until 2026-02-27 00:00", "| ")
+    [edit] = plan_import(stored, parse_memory_file(emptied, ALICE), ALICE, now=NOW, policy=POLICY).updates
+    assert (edit.about, edit.until) == ("", "")
+    broken = parse_memory_file(text.replace("about 2026", "when 2026"), ALICE)
+    assert broken.entries == [] and "dates are 'about YYYY-MM-DD HH:MM'" in broken.warnings[0]
+
+
+def test_a_file_written_before_dates_existed_changes_no_date() -> None:
+    stored = [record("mem_plan", "Alice has an interview", 1.0, about=MONDAY)]
+    five_fields = "### [mem_plan] fact | 1.00 | 2026-02-19 18:03 | 0 | private\nAlice has an interview\n"
+    assert plan_import(stored, parse_memory_file(five_fields, ALICE), ALICE, now=NOW, policy=POLICY).updates == []
+    document = json.loads(render_json(stored, ALICE, now=NOW))
+    for key in ("about", "until", "replaced_by", "changed_at"):
+        del document["memories"][0][key]
+    parsed = parse_memory_file(json.dumps(document), ALICE)
+    assert parsed.warnings == [] and parsed.entries[0].record is not None
+    assert parsed.entries[0].record.about is None
+    assert plan_import(stored, parsed, ALICE, now=NOW, policy=POLICY).updates == []
+
+
+def test_json_restores_the_dates_and_the_time_zone() -> None:
+    changed = record(
+        "mem_old",
+        "Alice lives in Beijing",
+        1.0,
+        until=FRIDAY,
+        replaced_by="mem_new",
+        changed_at=NOW - timedelta(days=2),
+        about=MONDAY,
+    )
+    parsed = parse_memory_file(render_json([changed], ALICE, now=NOW, time_zone="Europe/Berlin"), ALICE)
+    assert parsed.time_zone == "Europe/Berlin"
+    [restored] = plan_import([], parsed, ALICE, now=NOW, policy=POLICY).additions
+    assert replace(restored, id=changed.id) == changed

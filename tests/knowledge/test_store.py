@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from knowledge.decay import default_policy
 from knowledge.discretion import PRIVATE, Audience
 from knowledge.embedding import Embedder
-from knowledge.records import Scope
+from knowledge.records import MemoryRecord, Scope
 from knowledge.store import COLLECTION, ChromaKnowledgeBase, _metadata, open_chroma_client
 from tests.fakes.clock import FakeClock
 
@@ -202,26 +204,81 @@ def test_a_group_audience_finds_only_what_was_learned_there_or_shared(
     assert reopened.get(alice, [told.id])[0].shared
 
 
-@pytest.mark.parametrize("cache_scopes", [True, False], ids=["snapshots", "chromadb query"])
-def test_a_memory_stored_before_origins_existed_reads_as_private_and_unshared(
-    tmp_path: Path, embedder: Embedder, clock: FakeClock, alice: Scope, cache_scopes: bool
-) -> None:
+def store_written_without(
+    tmp_path: Path,
+    embedder: Embedder,
+    clock: FakeClock,
+    cache_scopes: bool,
+    missing: tuple[str, ...],
+    scope: Scope,
+    **fields: Any,
+) -> tuple[ChromaKnowledgeBase, MemoryRecord]:
+    """A store holding one memory as a version before `missing` metadata existed wrote it, opened afresh."""
     client = open_chroma_client(path=tmp_path / "chroma")
     store = ChromaKnowledgeBase(client, embedder, now=clock.now, cache_scopes=cache_scopes)
-    model = store.add(alice, "Alice's locker code is 9913", category="fact", source="user", learned_in=GROUP_A)
-    store.delete(alice, [model.id])
-    # the metadata an earlier version wrote: everything but the origin and the sharing flag
-    legacy = _metadata(model, default_policy("xiaoxiang"))
-    del legacy["learned_in"], legacy["shared"]
+    model = store.add(scope, "Alice's locker code is 9913", category="fact", source="user", **fields)
+    store.delete(scope, [model.id])
+    legacy = {key: value for key, value in _metadata(model, default_policy("xiaoxiang")).items() if key not in missing}
     client.get_collection(COLLECTION).add(
         ids=[model.id],
         documents=[model.content],
         metadatas=[legacy],
         embeddings=embedder.embed_passages([model.content]),
     )
-    store = ChromaKnowledgeBase(client, embedder, now=clock.now, cache_scopes=cache_scopes)
+    return ChromaKnowledgeBase(client, embedder, now=clock.now, cache_scopes=cache_scopes), model
 
+
+@pytest.mark.parametrize("cache_scopes", [True, False], ids=["snapshots", "chromadb query"])
+def test_a_memory_stored_before_origins_existed_reads_as_private_and_unshared(
+    tmp_path: Path, embedder: Embedder, clock: FakeClock, alice: Scope, cache_scopes: bool
+) -> None:
+    # the metadata an earlier version wrote: everything but the origin and the sharing flag
+    store, model = store_written_without(
+        tmp_path, embedder, clock, cache_scopes, ("learned_in", "shared"), alice, learned_in=GROUP_A
+    )
     [old] = store.get(alice, [model.id])
     assert (old.learned_in, old.shared) == (None, False)
     assert [hit.record.id for hit in store.search(alice, "locker code")] == [model.id]
     assert store.search(alice, "locker code", audience=Audience(group_id=GROUP_A)) == []
+
+
+def test_dates_are_kept_changed_and_taken_away(store: ChromaKnowledgeBase, alice: Scope, clock: FakeClock) -> None:
+    monday = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
+    plan = store.add(alice, "Alice has an interview", category="fact", source="user", about=monday)
+    assert (plan.about, plan.until, plan.replaced_by, plan.changed_at) == (monday, None, None, None)
+    assert plan.dated == plan.created_at  # not changed since it was learned
+    [found] = store.get(alice, [plan.id])
+    assert found == plan
+
+    clock.advance(days=1)
+    moved = store.update(alice, plan.id, content="Alice has a second-round interview", until=monday, about="")
+    assert moved is not None and (moved.about, moved.until) == (None, monday)
+    assert moved.changed_at == moved.dated == clock.now()  # a new content is dated from now
+    clock.advance(days=1)
+    ended = store.update(alice, plan.id, replaced_by="mem_new")
+    assert ended is not None and ended.changed_at == moved.changed_at  # metadata alone is no change of what it says
+    assert store.get(alice, [plan.id]) == [ended]
+    [hit] = store.search(alice, "interview")
+    assert hit.record == ended
+
+
+def test_a_search_may_keep_to_what_a_condition_accepts_even_with_nothing_in_common(
+    store: ChromaKnowledgeBase, alice: Scope
+) -> None:
+    ramen = store.add(alice, "Alice loves ramen", category="fact", source="user")
+    store.add(alice, "Alice hates coriander", category="fact", source="user")
+    found = store.search(alice, "what did we talk about?", matching=lambda record: record.id == ramen.id)
+    assert [hit.record.id for hit in found] == [ramen.id]
+    group = store.search(alice, "ramen", audience=Audience(group_id=GROUP_A), matching=lambda record: True)
+    assert group == []  # the audience still holds
+
+
+@pytest.mark.parametrize("cache_scopes", [True, False], ids=["snapshots", "chromadb query"])
+def test_a_memory_stored_before_dates_existed_has_none(
+    tmp_path: Path, embedder: Embedder, clock: FakeClock, alice: Scope, cache_scopes: bool
+) -> None:
+    dates = ("about", "until", "replaced_by", "changed_at")  # what an earlier version wrote: no dates
+    store, model = store_written_without(tmp_path, embedder, clock, cache_scopes, dates, alice)
+    [old] = store.get(alice, [model.id])
+    assert old == model and (old.about, old.until, old.replaced_by, old.changed_at) == (None, None, None, None)
+    assert [hit.record.id for hit in store.search(alice, "locker code")] == [model.id]

@@ -101,3 +101,30 @@ def test_a_naive_now_is_refused() -> None:
 def test_a_window_holds_its_start_and_not_its_end() -> None:
     found = TimeWindow(THURSDAY_EVENING.replace(hour=0), THURSDAY_EVENING, "today")
     assert THURSDAY_EVENING.replace(hour=0) in found and THURSDAY_EVENING not in found
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("What did we do in July 2025?", ("Tue 07-01 00:00", "Fri 08-01 00:00")),
+        ("on 23 January, 2026", ("Fri 01-23 00:00", "Sat 01-24 00:00")),
+        ("as mentioned on November 6, 2025", ("Thu 11-06 00:00", "Fri 11-07 00:00")),
+        ("2026-03-14 was fun", ("Sat 03-14 00:00", "Sun 03-15 00:00")),
+        ("what happened in 2025", ("Wed 01-01 00:00", "Thu 01-01 00:00")),
+        ("2025年7月我们去了哪里", ("Tue 07-01 00:00", "Fri 08-01 00:00")),
+        ("2026年3月14日", ("Sat 03-14 00:00", "Sun 03-15 00:00")),
+    ],
+)
+def test_calendar_dates_name_their_year_month_or_day(text: str, expected: tuple[str, str]) -> None:
+    assert window(text) == expected
+
+
+def test_a_calendar_date_wins_over_relative_words_it_anchors() -> None:
+    # "last week, as mentioned on 6 November": the date says when; the relative words were relative to it
+    found = find_window("What was the issue last week, as mentioned on November 6, 2025?", THURSDAY_EVENING)
+    assert found is not None and found.phrase == "November 6, 2025"
+
+
+def test_a_calendar_date_still_to_come_names_no_window() -> None:
+    assert find_window("in December 2026", THURSDAY_EVENING) is None
+    assert find_window("on 30 February, 2026", THURSDAY_EVENING) is not None  # no such day: its month

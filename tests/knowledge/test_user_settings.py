@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
 
 from knowledge.discretion import Audience
 from knowledge.records import Scope
-from knowledge.user_settings import UserSettings
+from knowledge.user_settings import UserSettings, find_time_zone
 from tests.conftest import Backend
 
 
@@ -58,3 +61,58 @@ def test_a_database_made_before_a_setting_existed_gets_its_column(tmp_path: Path
     assert not settings.shares_in_groups(alice)  # the row existed, the choice was never made
     settings.set_shares_in_groups(alice, True)
     assert settings.shares_in_groups(alice)
+
+
+def test_a_time_zone_is_the_operators_default_until_the_user_chooses_one_per_scope(
+    backend: Backend, alice: Scope, bob: Scope
+) -> None:
+    settings = UserSettings(backend.open(), default_time_zone=ZoneInfo("Asia/Shanghai"))
+    assert settings.time_zone(alice) == ZoneInfo("Asia/Shanghai") and settings.chosen_time_zone(alice) is None
+    settings.set_time_zone(alice, ZoneInfo("Europe/Berlin"))
+    assert (
+        settings.time_zone(alice) == ZoneInfo("Europe/Berlin") and settings.chosen_time_zone(alice) == "Europe/Berlin"
+    )
+    assert settings.time_zone(bob) == ZoneInfo("Asia/Shanghai")
+    # where someone lives, told to one persona, is not known to another
+    assert settings.chosen_time_zone(Scope("another", alice.user_id)) is None
+    settings.set_shares_in_groups(alice, True)  # one setting does not touch the other
+    assert settings.chosen_time_zone(alice) == "Europe/Berlin"
+    settings.close()
+    reopened = UserSettings(backend.open())
+    assert reopened.time_zone(alice) == ZoneInfo("Europe/Berlin")
+    reopened.forget(alice)
+    assert reopened.chosen_time_zone(alice) is None and reopened.time_zone(alice) == ZoneInfo("UTC")
+
+
+def test_an_old_settings_table_gains_the_time_zone_column(tmp_path: Path, alice: Scope) -> None:
+    path = tmp_path / "companion.sqlite3"
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE user_settings (persona_id TEXT NOT NULL, user_id TEXT NOT NULL, share_in_groups INTEGER,"
+            " PRIMARY KEY (persona_id, user_id))"
+        )
+        db.execute("INSERT INTO user_settings VALUES (?, ?, 1)", (alice.persona_id, alice.user_id))
+    settings = UserSettings(path)
+    assert settings.shares_in_groups(alice) and settings.chosen_time_zone(alice) is None
+    settings.set_time_zone(alice, ZoneInfo("America/New_York"))
+    assert settings.time_zone(alice) == ZoneInfo("America/New_York") and settings.shares_in_groups(alice)
+
+
+@pytest.mark.parametrize(
+    ("name", "zone"),
+    [
+        ("Europe/Berlin", "Europe/Berlin"),
+        ("europe/berlin", "Europe/Berlin"),
+        ("  Asia/Shanghai ", "Asia/Shanghai"),
+        ("shanghai", "Asia/Shanghai"),  # a city alone, when only one zone has it
+        ("New York", "America/New_York"),
+        ("UTC", "UTC"),
+        ("Mars/Base", None),
+        ("", None),
+        ("../../etc/passwd", None),
+        ("+08:00", None),
+    ],
+)
+def test_time_zones_are_known_iana_names(name: str, zone: str | None) -> None:
+    found = find_time_zone(name)
+    assert (found.key if found else None) == zone
