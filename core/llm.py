@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 import openai
 import tiktoken
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from personas.loader import ModelChoice
 
@@ -92,7 +93,7 @@ class OpenAIClient:
     async def complete(self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None) -> str:
         request = self._request(messages, role, choice)
         try:
-            response = await self._client.chat.completions.create(**request)
+            response = await self._create(request, stream=False)
         except openai.OpenAIError as error:
             raise _llm_error(error, role) from error
         text = response.choices[0].message.content or ""
@@ -110,7 +111,7 @@ class OpenAIClient:
         parts: list[str] = []
         finished = False
         try:
-            chunks = await self._client.chat.completions.create(**request, stream=True)
+            chunks = await self._create(request, stream=True)
             async for chunk in chunks:
                 if not chunk.choices:
                     continue
@@ -125,6 +126,19 @@ class OpenAIClient:
             log.warning("%s model stream ended before the model finished", role)
             raise LLMError(f"the {role} model's answer was cut off", role=role)
         self._report(role, request["model"], _prompt_tokens(messages), count_tokens("".join(parts)))
+
+    async def _create(self, request: dict[str, Any], *, stream: bool) -> Any:  # ChatCompletion or its stream
+        # `chat.completions.create` first walks every message through the SDK's typed-parameter transform:
+        # about 9 ms of CPU for a 30-message prompt, twice a turn (reply and monitor), for requests that
+        # are plain JSON already. The SDK's own request path sends them as they are, with the same
+        # retries, timeouts and parsed responses.
+        return await self._client.post(
+            "/chat/completions",
+            body={**request, "stream": stream},
+            cast_to=ChatCompletion,
+            stream=stream,
+            stream_cls=openai.AsyncStream[ChatCompletionChunk],
+        )
 
     def _report(self, role: Role, model: str, prompt_tokens: int, completion_tokens: int) -> None:
         if self._usage is not None:
