@@ -133,6 +133,8 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
                 app, others, app.companion.forgetting.everything(alice)
             )
             assert app.companion.knowledge.list(alice) == [] and app.history.messages(alice) == []
+            live = sum(app.companion.knowledge.count(scope) for scope in [bob, *others])
+            compact_seconds, during_compact = await timed_forget(app, others, app.compact_vectors())
             return {
                 "cpu": cpu_model(),
                 "messages": args.messages,
@@ -145,6 +147,9 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
                 "others_reply_ms_during_forget_everything": summarize(during_everything),
                 "others_replies_during_forget_everything": len(during_everything),
                 "others_reply_ms_during_forget_what": summarize(during_what),
+                "compaction_seconds": round(compact_seconds, 3),
+                "memories_live_at_compaction": live,
+                "others_reply_ms_during_compaction": summarize(during_compact),
             }
         finally:
             await app.aclose()
@@ -170,6 +175,11 @@ def main() -> None:
             f" ({figures['others_replies_during_forget_everything']} replies)"
         )
         print(f"other users' replies, ms, during /forget <what>: {figures['others_reply_ms_during_forget_what']}")
+        print(
+            f"vector index rebuilt without the deleted vectors ({figures['memories_live_at_compaction']:,} memories "
+            f"live): {figures['compaction_seconds']} s; other users' replies meanwhile, ms: "
+            f"{figures['others_reply_ms_during_compaction']}"
+        )
     print(json.dumps(figures))
 
 

@@ -166,6 +166,7 @@ class App:
         """
         self.companion.tasks.resume()
         await self.lifecycle.prune_finished_work()
+        await self.compact_vectors()  # what a forget left for a compaction the last run did not get to
         if self.storage.server_mode:
             self.companion.tasks.watch(WATCH_SECONDS)  # work left by a process that died mid-job
         if schedule:
@@ -175,10 +176,15 @@ class App:
                 decay=self.lifecycle.run_decay,
                 summarize_idle=self.lifecycle.summarize_idle,
                 prune=self.lifecycle.prune_finished_work,
+                compact=self.compact_vectors,
                 decay_cron=self.settings.decay_cron,
                 idle_check=min(self.lifecycle.idle_timeout / 2, timedelta(minutes=5)),
             )
             self.scheduler.start()
+
+    async def compact_vectors(self) -> bool:
+        """Rebuild the embedded vector index if deletes left vectors in it; True if it was rebuilt."""
+        return await asyncio.to_thread(self.companion.knowledge.compact)
 
     async def aclose(self) -> None:
         """Stop the scheduler, let background work finish or stay pending, release connections and files.

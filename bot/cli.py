@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from core.errors import CompanionError
+from knowledge.chroma_erasure import COMPACTION_DUE
 from knowledge.privacy_scan import scan_directory
 from knowledge.records import Scope
 
@@ -188,9 +189,11 @@ def maintenance(ctx: click.Context) -> None:
         report = await app.lifecycle.run_decay()
         idle = await app.lifecycle.summarize_idle()
         await app.companion.tasks.drain()
+        compacted = await app.compact_vectors()
         click.echo(
             f"decay: {report.scanned} due, {report.deleted} deleted, {len(report.reviews)} reviewed, "
             f"{report.rescheduled} rescheduled; {idle} idle conversations summarised"
+            + ("; vector index rebuilt without deleted vectors" if compacted else "")
         )
 
     run_app(settings, run, start=True)
@@ -217,6 +220,11 @@ def privacy_check(ctx: click.Context, persona_id: str, user_name: str, text: str
         click.echo(f"FOUND {count} times in the bytes of {path.relative_to(settings.data_dir)}")
     for place, rows in report.in_rows.items():
         click.echo(f"FOUND in {rows} live rows of {place}")
+    if (settings.data_dir / "chroma" / COMPACTION_DUE).exists():
+        click.echo(
+            "the vector index still holds the vectors (numbers, no text) of deleted memories until its next "
+            "rebuild: within 5 minutes in a running bot, or now with `companion maintenance`"
+        )
     if not report.clean:
         raise SystemExit(1)
     click.echo("not found anywhere: no file holds it, no live row holds it")

@@ -21,6 +21,9 @@ DECAY_JOB = "decay:daily"
 IDLE_JOB = "summarize:idle"
 PRUNE_JOB = "prune:hourly"
 PRUNE_INTERVAL = timedelta(hours=1)
+COMPACT_JOB = "compact:vectors"
+# How soon a forgotten memory's vector leaves the vector index's files (the README promises it).
+COMPACT_INTERVAL = timedelta(minutes=5)
 CRON_SLOT = timedelta(minutes=1)  # a cron job fires once a minute at most: its minute is its slot
 
 log = logging.getLogger(__name__)
@@ -102,16 +105,20 @@ class Scheduler:
         decay: Job,
         summarize_idle: Job,
         prune: Job,
+        compact: Job,
         decay_cron: str,
         idle_check: timedelta,
     ) -> None:
-        """The standing jobs: daily decay, summarising conversations that went quiet, pruning finished work."""
+        """The standing jobs: daily decay, summarising conversations that went quiet, pruning finished work,
+        rebuilding the vector index without deleted vectors."""
         self.add(DECAY_JOB, decay_trigger(decay_cron), decay)
         idle = IntervalTrigger(seconds=idle_check.total_seconds(), timezone=UTC)
         self.add(IDLE_JOB, idle, summarize_idle, slot=idle_check)
         self.add(
             PRUNE_JOB, IntervalTrigger(seconds=PRUNE_INTERVAL.total_seconds(), timezone=UTC), prune, slot=PRUNE_INTERVAL
         )
+        compacting = IntervalTrigger(seconds=COMPACT_INTERVAL.total_seconds(), timezone=UTC)
+        self.add(COMPACT_JOB, compacting, compact, slot=COMPACT_INTERVAL)
 
     def jobs(self) -> dict[str, BaseTrigger]:
         """The registered jobs by name."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -25,7 +26,7 @@ from .decay import MemoryPolicy, PolicyFor, base_of, current_importance, default
 from .discretion import PRIVATE, Audience
 from .embedding import Embedder
 from .forget_fence import fenced_write
-from .forget_target import ForgetTarget
+from .forget_target import NOTHING, ForgetTarget
 from .records import CATEGORIES, Category, MemoryRecord, ReviewKind, Scope, ScoredMemory, Source, new_memory_id
 from .scope_cache import ScopeCache, ScopeSnapshot
 from .scope_versions import ScopeVersions
@@ -107,6 +108,8 @@ class KnowledgeBase(Protocol):
     def delete(self, scope: Scope, ids: Iterable[str]) -> int: ...
 
     def forget_all(self, scope: Scope) -> int: ...
+
+    def compact(self) -> bool: ...
 
     def erase_remnants(self, target: ForgetTarget) -> bool: ...
 
@@ -263,6 +266,7 @@ class ChromaKnowledgeBase:
         store, only with `versions`, which tell a snapshot that it missed their writes.
         `queries`: the query encoder shared with the conversation history, so one message is embedded once.
         `files`: the embedded store's directory, where forgetting erases what chromadb leaves behind."""
+        self._client = client
         self._embedder = embedder
         self._queries = queries or QueryEncoder(embedder)
         self._now = now
@@ -270,6 +274,7 @@ class ChromaKnowledgeBase:
         self._cache = ScopeCache(self._load_scope, versions=versions) if cache_scopes else None
         self._files = files
         self._chroma = threading.RLock()  # erasing rewrites chromadb's database: no call of ours may run meanwhile
+        chroma_erasure.finish_rebuild(client, COLLECTION)
         # embedding_function=None: vectors always come from our offline embedder, never chromadb's default.
         collection = client.get_or_create_collection(
             COLLECTION,
@@ -468,6 +473,7 @@ class ChromaKnowledgeBase:
         owned = [record.id for record in self._fetch(ids=wanted, where=_scope_filter(scope))]
         if owned:
             self._collection.delete(ids=owned)
+            self._deleted()
             if snapshot := self._written(scope):
                 snapshot.remove(owned)
         return len(owned)
@@ -477,9 +483,40 @@ class ChromaKnowledgeBase:
         owned = self._collection.get(where=_scope_filter(scope), include=[])["ids"]
         if owned:
             self._collection.delete(ids=owned)
+            self._deleted()
         if self._cache is not None:
             self._cache.drop([scope])
         return len(owned)
+
+    def compact(self) -> bool:
+        """Rebuild the collection if deletes left vectors in the vector index (hnswlib only marks them
+        deleted, and chromadb keeps them in its files for good): copy the live records, vectors
+        included, into a new collection that takes the old one's place, then erase what the old one
+        left. Calls on the store run between the pages copied; a write meanwhile is copied again at the end.
+        False when nothing was due, or for a Chroma server."""
+        if self._files is None or not (self._files / chroma_erasure.COMPACTION_DUE).exists():
+            return False
+        started = time.perf_counter()
+        with self._chroma:
+            rebuild = chroma_erasure.Rebuild(self._client, COLLECTION)
+            self._collection.written = set()
+        try:
+            for page in rebuild.pages():
+                with self._chroma:  # a page at a time, between other calls on the store
+                    rebuild.take(page)
+            with self._chroma:
+                self._collection.collection = rebuild.finish(self._collection.written)
+                chroma_erasure.erase_remnants(self._files / chroma_erasure.DATABASE, NOTHING)
+                (self._files / chroma_erasure.COMPACTION_DUE).unlink()
+        finally:
+            self._collection.written = None
+        log.info("vector index rebuilt without deleted vectors in %.2fs", time.perf_counter() - started)
+        return True
+
+    def _deleted(self) -> None:
+        """Deletes leave their vectors in the vector index: the next `compact` rebuilds it."""
+        if self._files is not None:
+            (self._files / chroma_erasure.COMPACTION_DUE).touch()
 
     def erase_remnants(self, target: ForgetTarget) -> bool:
         """Remove from chromadb's files what its deletes leave behind, and superseded versions matching `target`.
@@ -584,6 +621,7 @@ class ChromaKnowledgeBase:
             return
         for start in range(0, len(wanted), MAINTENANCE_PAGE):
             self._collection.delete(ids=[memory_id for _, memory_id in wanted[start : start + MAINTENANCE_PAGE]])
+        self._deleted()
         self._drop_snapshots(scope for scope, _ in wanted)
 
 
@@ -598,21 +636,30 @@ def _allowed(
     return lambda record: audience.may_use(record) and matching(record)
 
 
+_WRITES = frozenset({"add", "upsert", "update", "delete"})  # collection calls that change records, all by ids=
+
+
 class _Serialized:
-    """A chromadb collection whose every call holds `lock`, so erasing never runs beside one of ours."""
+    """A chromadb collection whose every call holds `lock`, so erasing never runs beside one of ours.
+
+    A call looks the collection up once it holds the lock: one that waited out a rebuild runs on the new one,
+    and a write made while a rebuild copies is named in `written`, for the rebuild to take again at its end.
+    """
 
     def __init__(self, collection: Any, lock: threading.RLock) -> None:
-        self._collection = collection
+        self.collection = collection
+        self.written: set[str] | None = None  # while a rebuild copies: the ids every write names
         self._lock = lock
 
     def __getattr__(self, name: str) -> Any:
-        method = getattr(self._collection, name)
-        if not callable(method):
-            return method
+        if not callable(getattr(self.collection, name)):
+            return getattr(self.collection, name)
 
         def locked(*args: Any, **kwargs: Any) -> Any:
             with self._lock:
-                return method(*args, **kwargs)
+                if self.written is not None and name in _WRITES:
+                    self.written.update(kwargs["ids"])
+                return getattr(self.collection, name)(*args, **kwargs)
 
         return locked
 

@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager, closing, nullcontext
 from pathlib import Path
 from typing import Any
 
+from .chroma_erasure import store_identity
 from .database import Database, opened
 
 _SCHEMA = """
@@ -68,8 +69,8 @@ class MemoryStoreGuard:
 
 
 def _collection_id(client: Any, name: str) -> str | None:
-    """The id of the collection `name`, None if the store has none of that name."""
+    """The identity of the collection `name` (its id, or the id it was rebuilt from), None if there is none."""
     for collection in client.list_collections():
         if getattr(collection, "name", collection) == name:
-            return str(client.get_collection(name).id)
+            return store_identity(client.get_collection(name))
     return None

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from core.scheduler import DECAY_JOB, IDLE_JOB, PRUNE_JOB, Scheduler, decay_trigger, next_run
+from core.scheduler import COMPACT_JOB, DECAY_JOB, IDLE_JOB, PRUNE_JOB, Scheduler, decay_trigger, next_run
 
 
 async def nothing() -> None:
@@ -16,10 +16,15 @@ async def nothing() -> None:
 def test_maintenance_jobs_are_registered_by_name() -> None:
     scheduler = Scheduler()
     scheduler.add_maintenance(
-        decay=nothing, summarize_idle=nothing, prune=nothing, decay_cron="0 4 * * *", idle_check=timedelta(minutes=5)
+        decay=nothing,
+        summarize_idle=nothing,
+        prune=nothing,
+        compact=nothing,
+        decay_cron="0 4 * * *",
+        idle_check=timedelta(minutes=5),
     )
     jobs = scheduler.jobs()
-    assert set(jobs) == {DECAY_JOB, IDLE_JOB, PRUNE_JOB}
+    assert set(jobs) == {DECAY_JOB, IDLE_JOB, PRUNE_JOB, COMPACT_JOB}
     now = datetime(2026, 1, 3, 18, 0, tzinfo=UTC)
     assert next_run(jobs[DECAY_JOB], now) == datetime(2026, 1, 4, 4, 0, tzinfo=UTC)
 
