@@ -12,8 +12,9 @@ What a forget reaches, in this order:
    forgotten fact was learned from, with their history index entries; the change log keeps that a
    memory changed and loses what it said; dead letters quoting the text are deleted and pending jobs
    keep a placeholder instead of it (finished jobs keep no text at all: `JobQueue`);
-2. memory files of the scope that the companion wrote into the data directory (exports, `.bak`);
-3. what the stores' files keep after a delete: chromadb's write-ahead queue, full-text index and free
+2. in the groups the user spoke in, what the companion repeated of it to others (`_forget_echoes`);
+3. memory files of the scope that the companion wrote into the data directory (exports, `.bak`);
+4. what the stores' files keep after a delete: chromadb's write-ahead queue, full-text index and free
    pages (`chroma_erasure.py`); SQLite frees with `secure_delete` and the WAL is truncated.
 Token usage holds counts per day, role and model, never text, so there is nothing to erase there.
 """
@@ -180,6 +181,7 @@ class Forgetting:
         actor: str,
         keep: Collection[str] = (),
     ) -> ForgetReport:
+        groups = self._groups_of(scope)
         with self.fence.forgetting(scope):
             records = self._knowledge.get(scope, memory_ids)
             named = self._history.messages_by_id(scope, message_ids)
@@ -197,19 +199,55 @@ class Forgetting:
             forgotten = self._editor.forget(scope, [record.id for record in records], actor=actor)
             deleted = self._history.forget_messages(scope, messages)
             journal_rows = self._journal.erase(scope, {record.id for record in records}, target)
+        self._forget_echoes(scope, groups, target, actor)
         files = self._erase_files(scope, target)
         log.info("forgot %d memories and %d messages of one scope", forgotten, deleted)
         return ForgetReport(forgotten, deleted, journal_rows, files, target, tuple(record.id for record in records))
 
     def _forget_everything(self, scope: Scope) -> ForgetReport:
+        groups = self._groups_of(scope)
+        said = ForgetTarget.of_texts(
+            message.content for message in self._history.messages(scope) if message.role == "user" and message.in_group
+        )
         with self.fence.forgetting(scope):
             memories = self._knowledge.forget_all(scope)
             messages = self._history.forget(scope)
             journal_rows = self._journal.forget(scope)
             self._user_settings.forget(scope)  # choices such as /share read as their defaults again
+        self._forget_echoes(scope, groups, said, "user")
         files = self._erase_files(scope, None)
         log.info("forgot %d memories, %d messages and %d journal rows of one scope", memories, messages, journal_rows)
         return ForgetReport(memories, messages, journal_rows, files)
+
+    def _groups_of(self, scope: Scope) -> set[str]:
+        """The group conversations the user spoke in."""
+        return {message.conversation_id for message in self._history.messages(scope) if message.in_group}
+
+    def _forget_echoes(self, scope: Scope, groups: set[str], target: ForgetTarget, actor: str) -> None:
+        """What was said to others of what the user forgets, in the groups where the user spoke: the
+        companion's replies to them that repeat it, and what their memories learned there keep of it.
+        Their own words stay theirs. Each scope is held by its lock alone: taking another scope's fence
+        inside this one's could deadlock with a forget running there."""
+        if not groups or not target:
+            return
+        echoes: dict[Scope, list[str]] = {}  # every other user answered there -> the replies that repeat it
+        for reply in self._history.replies_in(scope.persona_id, groups):
+            if reply.user_id != scope.user_id:
+                ids = echoes.setdefault(Scope(reply.persona_id, reply.user_id), [])
+                if target.matches(reply.content):
+                    ids.append(reply.id)
+        for other, replies in echoes.items():
+            with self.fence.lock(other):
+                learned = [
+                    record.id
+                    for record in self._knowledge.list(other)
+                    if record.learned_in in groups and target.matches(record.content)
+                ]
+                forgotten = self._editor.forget(other, learned, actor=actor)
+                repeated = self._history.forget_messages(other, replies)
+                self._journal.erase(other, set(learned), target)
+            if forgotten or repeated:
+                log.info("forgot %d memories and %d replies of another scope that repeated it", forgotten, repeated)
 
     def _erase_files(self, scope: Scope, target: ForgetTarget | None) -> tuple[Path, ...]:
         """What the files keep after the deletes: memory files, chromadb's remnants, SQLite's WAL."""

@@ -295,6 +295,10 @@ class ConversationHistory:
         """The scope's messages with these ids (ids of other scopes are simply absent)."""
         return self._log.messages_by_id(scope, ids)
 
+    def replies_in(self, persona_id: str, conversation_ids: Collection[str]) -> list[StoredMessage]:
+        """The persona's replies in these conversations (groups), whichever user each answered."""
+        return self._log.replies_in(persona_id, conversation_ids)
+
     def checkpoint(self) -> bool:
         """Truncate the database's write-ahead log (after forgetting, the pages that held the text go too)."""
         return self._db.checkpoint()

@@ -9,7 +9,7 @@ platform id for edits and deletes, and deleted only when forgotten.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -125,6 +125,15 @@ class MessageLog:
             return []
         marks = ",".join("?" * len(wanted))
         return self.select(f"persona_id = ? AND user_id = ? AND id IN ({marks})", (*_key(scope), *wanted))
+
+    def replies_in(self, persona_id: str, conversation_ids: Collection[str]) -> list[StoredMessage]:
+        """The persona's replies in these conversations, to whichever user, oldest first."""
+        if not conversation_ids:
+            return []
+        marks = ",".join("?" * len(conversation_ids))
+        return self.select(
+            f"persona_id = ? AND role = 'assistant' AND conversation_id IN ({marks})", (persona_id, *conversation_ids)
+        )
 
     def unindexed(self, limit: int) -> list[StoredMessage]:
         """Up to `limit` messages of any scope without a history index entry yet, oldest first."""

@@ -230,3 +230,51 @@ async def test_forget_what_matches_the_distinctive_content_not_the_literal_phras
 )
 def test_what_a_phrase_matches(phrase: str, text: str, matches: bool) -> None:
     assert ForgetTarget.of_phrase(phrase).matches(text) is matches
+
+
+GROUP = "telegram:chat:-1001"
+LOCKER = "zebra-4711"
+
+
+@pytest.mark.parametrize("route", ["/forget", "/forget <what>"])
+async def test_what_the_companion_repeated_to_others_in_a_group_is_forgotten_with_the_user(
+    app: App, fake_openai: FakeOpenAIServer, alice: Scope, bob: Scope, route: str
+) -> None:
+    from tests.fakes.messages import make_message
+
+    companion = app.companion
+    fake_openai.set_default(MONITOR, monitor_rules({"what did Alice say": f"[ADD] Alice's locker code is {LOCKER}"}))
+
+    def chat(body: Body) -> str:
+        asked = str(body["messages"][-1]["content"])
+        return f"Alice said her locker code is {LOCKER}." if "what did Alice say" in asked else "Nice!"
+
+    fake_openai.set_default(CHAT, chat)
+    in_group = {"conversation_id": GROUP}
+    for text, user, name in [
+        (f"my locker code is {LOCKER}", alice.user_id, "Alice"),
+        ("what did Alice say?", bob.user_id, "Bob"),
+        ("and the weather is nice today", bob.user_id, "Bob"),
+    ]:
+        result = await companion.handle(make_message(text, user_id=user, speaker_name=name, **in_group), group=True)
+        await result.text()
+        await companion.tasks.drain()
+    told_bob = [message.content for message in app.history.messages(bob) if message.role == "assistant"]
+    assert told_bob == [f"Alice said her locker code is {LOCKER}.", "Nice!"]
+    assert [record.content for record in companion.knowledge.list(bob)] == [f"Alice's locker code is {LOCKER}"]
+
+    if route == "/forget":
+        await companion.forgetting.everything(alice)
+    else:
+        await companion.forgetting.forget(await companion.forgetting.find(alice, f"my locker code {LOCKER}"))
+    await companion.lifecycle.index_history()
+
+    # Bob's own words and the reply that did not repeat it stay; what repeated Alice's secret is gone
+    assert [message.content for message in app.history.messages(bob)] == [
+        "what did Alice say?",
+        "and the weather is nice today",
+        "Nice!",
+    ]
+    assert companion.knowledge.list(bob) == []
+    report = scan_directory(app.settings.data_dir, LOCKER)
+    assert report.in_files == {} and report.in_rows == {}, (report.in_files, report.in_rows)
