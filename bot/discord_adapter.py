@@ -182,6 +182,8 @@ class CompanionCog(commands.Cog):
             return
         # discord.py runs events at once; a conversation's messages are still stored and answered in order.
         async with self._order.turn(conversation_of(message.channel)):
+            if await self.companion.already_received(source_of(message.id)):
+                return  # a gateway event replayed after a reconnect
             try:
                 incoming = IncomingMessage(
                     conversation_id=conversation_of(message.channel),

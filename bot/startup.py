@@ -23,14 +23,20 @@ RESTORE_MEMORIES = (
 )
 
 
+PRIVATE_DIRECTORY = 0o700
+
+
 class StartupError(UserFacingError):
     """The companion cannot start; the message names the file and the fix."""
 
 
 def ensure_writable(directory: Path) -> Path:
-    """Create the data directory if needed and prove we can write there, or say clearly why not."""
+    """Create the data directory if needed and prove we can write there, or say clearly why not.
+
+    A new directory is its owner's alone (0700): it holds every user's messages and memories, in files
+    SQLite and chromadb create readable by all under the usual umask."""
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(mode=PRIVATE_DIRECTORY, parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=directory):
             pass
     except OSError as error:

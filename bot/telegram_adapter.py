@@ -419,6 +419,8 @@ class TelegramAdapter:
         addressed = self._addressed(message, context.bot) or self._router.rules.every_message_in([message.chat.id])
         if group and not addressed:
             return
+        if await self._companion.already_received(_source_of(message)):
+            return  # delivered again: a webhook retried, or polling resumed before the update was confirmed
         incoming = IncomingMessage(
             conversation_id=f"telegram:chat:{message.chat.id}",
             user_id=f"telegram:{user.id}",

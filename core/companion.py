@@ -133,6 +133,12 @@ class Companion:
         self.responses.store_message(persona_id, scope, message, group=group, message_id=message_id)
         end_turn(None)
 
+    async def already_received(self, source_id: str) -> bool:
+        """Whether the platform message `source_id` is stored already. A platform may deliver one message
+        twice (a webhook retried, polling resumed after a crash before the update was confirmed): the
+        second delivery must not be stored, answered or learned from again."""
+        return await asyncio.to_thread(self.history.by_source, source_id) is not None
+
     async def message_edited(self, source_id: str, text: str) -> bool:
         """A message was edited on its platform: the conversation and its history keep the new wording.
 

@@ -333,6 +333,24 @@ async def test_in_a_shared_channel_one_users_memories_never_reach_anothers_promp
     assert "Alice loves ramen" not in bob_prompt and "Bob plays the cello" in bob_prompt
 
 
+async def test_a_message_event_replayed_after_a_reconnect_is_answered_once(
+    discord_bot: commands.Bot, app: App, http: HttpLog, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", "Noted!", "Second answer")
+    await dpytest.message(f"{mention(discord_bot)} my locker code is 4711", member=member(0))
+    sent = next(message for message in discord_bot.cached_messages if message.content.endswith("4711"))
+    discord_bot.dispatch("message", sent)  # the gateway delivers the same MESSAGE_CREATE again
+    await dpytest.run_all_events()
+    await app.companion.tasks.drain()
+    conversation = f"discord:channel:{channel().id}"
+    assert [row.content for row in app.working_memory.window("xiaoxiang", conversation)] == [
+        "my locker code is 4711",
+        "Noted!",
+    ]
+    assert http.final_texts() == ["Noted!"]
+    assert len(fake_openai.requests_for("chat-model")) == 1
+
+
 async def test_messages_of_one_channel_are_answered_in_order_even_when_they_arrive_together(
     discord_bot: commands.Bot, cog: CompanionCog, http: HttpLog, fake_openai: FakeOpenAIServer
 ) -> None:

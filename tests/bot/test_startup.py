@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import stat
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,9 @@ def test_a_new_empty_store_in_place_of_the_old_one_is_refused(runner: CliRunner,
 def test_a_fresh_data_directory_starts_without_any_flag(runner: CliRunner) -> None:
     result = runner.invoke(cli, LIST)
     assert result.exit_code == 0 and "No memories for xiaoxiang/cli:alice" in result.output
+
+
+def test_a_new_data_directory_is_readable_by_its_owner_only(runner: CliRunner, data: Path) -> None:
+    result = runner.invoke(cli, LIST)
+    assert result.exit_code == 0, result.output
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700  # other local users reach none of the files inside

@@ -472,6 +472,23 @@ async def test_an_edited_message_replaces_what_the_conversation_remembers(
     assert fake_telegram.sent_texts() == ["See you then!"]  # not answered twice
 
 
+async def test_a_message_delivered_twice_is_stored_and_answered_once(
+    telegram: Application, app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    """Telegram delivers an update again when its webhook was not acknowledged, or when polling resumes
+    after a crash before the update was confirmed: same chat, same message id, a new update id."""
+    fake_openai.script("chat-model", "Noted!", "Second answer")
+    sent = message("my locker code is 4711", user=ALICE, chat=private(ALICE))
+    await feed(telegram, sent)
+    await feed(telegram, {**sent, "update_id": next(_ids)})
+    await app.companion.tasks.drain()
+    window = app.working_memory.window("xiaoxiang", f"telegram:chat:{ALICE['id']}")
+    assert [row.content for row in window] == ["my locker code is 4711", "Noted!"]
+    assert fake_telegram.sent_texts() == ["Noted!"]
+    assert len(fake_openai.requests_for("chat-model")) == 1
+    assert len(fake_openai.requests_for("monitor-model")) == 1  # nothing learned twice either
+
+
 async def test_share_lets_one_memory_or_everything_come_up_in_a_group_and_answers_only_the_caller(
     telegram: Application, kb: Any, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
 ) -> None:
