@@ -20,6 +20,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 DECAY_JOB = "decay:daily"
 IDLE_JOB = "summarize:idle"
 PRUNE_JOB = "prune:hourly"
+CHECKINS_JOB = "checkins:plan"
 PRUNE_INTERVAL = timedelta(hours=1)
 CRON_SLOT = timedelta(minutes=1)  # a cron job fires once a minute at most: its minute is its slot
 
@@ -112,6 +113,10 @@ class Scheduler:
         self.add(
             PRUNE_JOB, IntervalTrigger(seconds=PRUNE_INTERVAL.total_seconds(), timezone=UTC), prune, slot=PRUNE_INTERVAL
         )
+
+    def add_checkins(self, plan: Job, *, every: timedelta) -> None:
+        """The check-in planning pass, every `every` (once per slot across processes)."""
+        self.add(CHECKINS_JOB, IntervalTrigger(seconds=every.total_seconds(), timezone=UTC), plan, slot=every)
 
     def jobs(self) -> dict[str, BaseTrigger]:
         """The registered jobs by name."""
