@@ -324,7 +324,9 @@ class CompanionCog(commands.Cog):
     async def checkins(self, interaction: discord.Interaction, setting: Literal["on", "off"] | None = None) -> None:
         # check-ins go to DMs, so they belong to the user's scope under the DMs' persona, wherever this is asked
         scope = Scope(self.companion.persona(self.router.persona_for([])).id, f"discord:{interaction.user.id}")
-        answer = await self.companion.checkins_command(scope, setting or "")
+        direct = getattr(interaction.channel, "guild", None) is None and interaction.channel is not None
+        here = conversation_of(interaction.channel) if direct else None  # type: ignore[arg-type]
+        answer = await self.companion.checkins_command(scope, setting or "", private_conversation=here)
         await interaction.response.send_message(answer, ephemeral=True)
 
     @app_commands.command(name="share", description="What I may bring up in servers (only you see it)")

@@ -338,7 +338,10 @@ class TelegramAdapter:
             await self._send(message, CHECKINS_PRIVATE_ONLY)
             return
         scope = self._scope(user.id, message.chat.id)
-        await self._send(message, await self._companion.checkins_command(scope, " ".join(context.args or [])))
+        answer = await self._companion.checkins_command(
+            scope, " ".join(context.args or []), private_conversation=f"telegram:chat:{message.chat.id}"
+        )
+        await self._send(message, answer)
 
     async def share(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message, user = update.message, update.effective_user

@@ -91,7 +91,10 @@ class TerminalChat:
         elif command == "/timezone":
             self._say(await self._companion.time_zone(self.scope, line.strip()[len("/timezone") :]))
         elif command == "/checkins":
-            self._say(await self._companion.checkins_command(self.scope, line.strip()[len("/checkins") :]))
+            request = line.strip()[len("/checkins") :]
+            self._say(
+                await self._companion.checkins_command(self.scope, request, private_conversation=self.conversation_id)
+            )
         elif command == "/help":
             self._say(HELP)
         elif command.startswith("/"):

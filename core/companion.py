@@ -183,8 +183,12 @@ class Companion:
         listing = phrasebook.memory_listing(await self.memories(scope), self.clock.now().astimezone(zone), chosen)
         return f"{listing}\n{self.checkins.status(scope)}"
 
-    async def checkins_command(self, scope: Scope, request: str) -> str:
-        """`/checkins [on|off]`: whether the companion may write first; returns what to tell the user."""
+    async def checkins_command(self, scope: Scope, request: str, *, private_conversation: str | None = None) -> str:
+        """`/checkins [on|off]`: whether the companion may write first; returns what to tell the user.
+
+        `private_conversation`: where it was asked, when that is a private chat (check-ins may go there)."""
+        if private_conversation is not None:
+            self.checkins.user_wrote(scope, private_conversation, self.clock.now())
         return await self.checkins.command(scope, request)
 
     async def time_zone(self, scope: Scope, request: str) -> str:
