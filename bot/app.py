@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+from core.checkins import CheckIns
 from core.checkpoint import CrashPoint, no_crash
 from core.clock import Clock, SystemClock
 from core.companion import Companion, UnknownPersonaError
@@ -180,7 +181,14 @@ class App:
                 decay_cron=self.settings.decay_cron,
                 idle_check=min(self.lifecycle.idle_timeout / 2, timedelta(minutes=5)),
             )
+            if self.settings.checkins.enabled:
+                # at once, then every few minutes: a check-in due at start-up goes out within a minute
+                self.scheduler.add_checkins(
+                    self.companion.checkins.plan, every=timedelta(minutes=self.settings.checkins.plan_every_minutes)
+                )
             self.scheduler.start()
+            if self.settings.checkins.enabled:
+                await self.companion.checkins.plan()
 
     async def compact_vectors(self) -> bool:
         """Rebuild the embedded vector index if deletes left vectors in it; True if it was rebuilt."""
@@ -358,16 +366,30 @@ def build_app(
         policy_for=policy_for,
         image_limits=settings.image_limits,
     )
+    tasks = BackgroundTasks(
+        journal.jobs,
+        clock,
+        backoff=backoff,
+        concurrency=settings.background_workers,
+        fence=fence,
+        crash_point=crash_point,
+        cluster=storage.cluster,
+    )
+    checkins = CheckIns(
+        log=journal.checkins,
+        user_settings=user_settings,
+        knowledge=knowledge,
+        working_memory=working_memory,
+        llm=llm,
+        persona=personas.get,
+        tasks=tasks,
+        clock=clock,
+        policy=settings.checkins.policy,
+        defaults=settings.checkins.switches,
+        memory_policy=policy_for,
+    )
     lifecycle = MemoryLifecycle(
-        tasks=BackgroundTasks(
-            journal.jobs,
-            clock,
-            backoff=backoff,
-            concurrency=settings.background_workers,
-            fence=fence,
-            crash_point=crash_point,
-            cluster=storage.cluster,
-        ),
+        tasks=tasks,
         monitor=KnowledgeMonitor(
             llm,
             knowledge,
@@ -392,6 +414,7 @@ def build_app(
         idle_timeout=timedelta(minutes=settings.idle_timeout_minutes),
         dead_letter_retention=timedelta(days=settings.dead_letter_days),
         enabled=background,
+        keep_open=checkins.awaiting_answer,
     )
     companion = Companion(
         personas=personas,
@@ -406,6 +429,7 @@ def build_app(
         clock=clock,
         default_persona=settings.default_persona,
         rate_limiter=RateLimiter(clock, settings.rate_limit_per_minute),
+        checkins=checkins,
     )
     # Fail at start-up, not at the first message, if the default persona or its memory rules are broken.
     try:

@@ -16,6 +16,7 @@ from knowledge.chroma_erasure import COMPACTION_DUE
 from knowledge.privacy_scan import scan_directory
 from knowledge.records import Scope
 
+from .checkins_cli import checkins
 from .cli_support import changing_scope_options, cli_settings, run_app, user_id_for
 from .config import CONFIG_ENV, Settings, settings_help
 from .memory_cli import memory
@@ -230,6 +231,7 @@ def privacy_check(ctx: click.Context, persona_id: str, user_name: str, text: str
     click.echo("not found anywhere: no file holds it, no live row holds it")
 
 
+cli.add_command(checkins)
 cli.add_command(memory)
 cli.add_command(persona)
 cli.add_command(migrate)

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import os
+import re
 import tomllib
+from datetime import time, timedelta
 from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 import tzlocal
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -17,8 +28,10 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from core.checkins import CheckinDefaults
 from core.errors import UserFacingError
 from core.images import ImageLimits
+from knowledge.checkin_rules import CheckinPolicy
 from knowledge.user_settings import find_time_zone
 
 from .routing import PlaceRules
@@ -49,6 +62,61 @@ def _system_time_zone() -> str:
 
 class ConfigError(UserFacingError):
     """The configuration file or an environment variable is invalid."""
+
+
+_QUIET_HOURS = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
+
+
+class CheckinSettings(BaseModel):
+    """The `[checkins]` table of the config file: when the companion may write first (see README, Check-ins)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(True, description="false: no check-in is planned or sent, /checkins says they are off")
+    defaults: dict[Literal["telegram", "discord", "cli"], bool] = Field(
+        default_factory=dict,
+        description="platform -> whether its private chats get check-ins from users who never said /checkins "
+        "(default: off everywhere)",
+    )
+    quiet_hours: str = Field("22:00-09:00", description="the users' night, in each user's time zone: none then")
+    max_per_day: int = Field(1, ge=1, description="check-ins per user per day, at most")
+    max_unanswered: int = Field(2, ge=1, description="after this many unanswered, none until the user writes")
+    conversation_active_minutes: float = Field(30, gt=0, description="none while a message is this recent")
+    plan_delay_hours: float = Field(2, ge=0, description="how long after a plan's moment to ask how it went")
+    silence_days: float = Field(4, gt=0, description="a silence this long after an active stretch gets one")
+    active_days: int = Field(3, ge=1, description="an active stretch: the user wrote on this many days ...")
+    active_window_days: int = Field(7, ge=1, description="... of the last this many before the silence")
+    plan_every_minutes: float = Field(5, gt=0, description="how often the planning pass runs")
+
+    @field_validator("quiet_hours")
+    @classmethod
+    def _hours(cls, text: str) -> str:
+        found = _QUIET_HOURS.match(text)
+        if found is None or int(found[1]) > 23 or int(found[3]) > 23 or int(found[2]) > 59 or int(found[4]) > 59:
+            raise ValueError(f"quiet_hours must read HH:MM-HH:MM, such as 22:00-09:00, not {text!r}")
+        return text
+
+    @property
+    def policy(self) -> CheckinPolicy:
+        """The rules' numbers."""
+        found = _QUIET_HOURS.match(self.quiet_hours)
+        assert found is not None  # validated
+        return CheckinPolicy(
+            quiet_start=time(int(found[1]), int(found[2])),
+            quiet_end=time(int(found[3]), int(found[4])),
+            max_per_day=self.max_per_day,
+            max_unanswered=self.max_unanswered,
+            conversation_active=timedelta(minutes=self.conversation_active_minutes),
+            plan_delay=timedelta(hours=self.plan_delay_hours),
+            silence_days=self.silence_days,
+            active_days=self.active_days,
+            active_window_days=max(self.active_window_days, self.active_days),
+        )
+
+    @property
+    def switches(self) -> CheckinDefaults:
+        """The feature's switch and the per-platform defaults."""
+        return CheckinDefaults(enabled=self.enabled, platforms=dict(self.defaults))
 
 
 class Settings(BaseSettings):
@@ -255,6 +323,11 @@ class Settings(BaseSettings):
     )
     telegram: PlaceRules = Field(
         default_factory=PlaceRules, description="Telegram operator rules: personas, allow-lists, every-message chats"
+    )
+    checkins: CheckinSettings = Field(
+        default_factory=CheckinSettings,
+        description="check-ins (the companion writes first): enabled, defaults per platform, quiet_hours, "
+        "max_per_day, silence_days, ...",
     )
     log_level: str = Field("WARNING", validation_alias=_env("COMPANION_LOG_LEVEL"), description="logging level")
 

@@ -23,6 +23,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from core import phrasebook
+from core.checkins import RecipientRefusedError
 from core.companion import Companion
 from core.errors import CompanionError, UserFacingError
 from core.forgetting import ForgetPlan
@@ -146,6 +147,25 @@ def source_of(message_id: int) -> str:
     return f"discord:{message_id}"  # Discord ids are unique across channels
 
 
+class DiscordOutbox:
+    """Check-ins leave as direct messages, with no mention able to ping anyone."""
+
+    def __init__(self, bot: commands.Bot) -> None:
+        self._bot = bot
+
+    def reaches(self, user_id: str) -> bool:
+        return user_id.startswith("discord:")
+
+    async def deliver(self, user_id: str, conversation_id: str, text: str) -> None:
+        try:
+            user_number = int(user_id.split(":", 1)[1])
+            user = self._bot.get_user(user_number) or await self._bot.fetch_user(user_number)
+            for chunk in split_message(text, DISCORD_LIMIT):
+                await user.send(chunk, allowed_mentions=NO_MENTIONS)
+        except (discord.Forbidden, discord.NotFound) as error:  # DMs closed, the bot blocked, the user gone
+            raise RecipientRefusedError(error.text or type(error).__name__) from error
+
+
 class CompanionCog(commands.Cog):
     """Thin handlers: translate, call the companion, render."""
 
@@ -157,6 +177,18 @@ class CompanionCog(commands.Cog):
         self._timer = timer
         self._pace = EDIT_PACE if app.settings.discord_streaming else None
         self._image_limits = app.settings.image_limits
+        self._outbox = DiscordOutbox(bot)
+
+    async def cog_load(self) -> None:
+        self.companion.checkins.add_outbox(self._outbox)
+
+    async def cog_unload(self) -> None:
+        self.companion.checkins.remove_outbox(self._outbox)
+
+    @commands.Cog.listener()
+    async def on_ready(self) -> None:
+        """Connected: check-ins already due go out now."""
+        self.companion.checkins.dispatch()
 
     # --- messages ------------------------------------------------------------
 
@@ -287,6 +319,16 @@ class CompanionCog(commands.Cog):
     @app_commands.describe(zone="an IANA name such as Europe/Berlin or Asia/Shanghai; leave empty to see yours")
     async def timezone(self, interaction: discord.Interaction, zone: str = "") -> None:
         answer = await self.companion.time_zone(self._scope(interaction), zone)
+        await interaction.response.send_message(answer, ephemeral=True)
+
+    @app_commands.command(name="checkins", description="Whether I may write to you first, in DMs (only you see it)")
+    @app_commands.describe(setting="on or off; leave empty to see how it stands")
+    async def checkins(self, interaction: discord.Interaction, setting: Literal["on", "off"] | None = None) -> None:
+        # check-ins go to DMs, so they belong to the user's scope under the DMs' persona, wherever this is asked
+        scope = Scope(self.companion.persona(self.router.persona_for([])).id, f"discord:{interaction.user.id}")
+        direct = getattr(interaction.channel, "guild", None) is None and interaction.channel is not None
+        here = conversation_of(interaction.channel) if direct else None  # type: ignore[arg-type]
+        answer = await self.companion.checkins_command(scope, setting or "", private_conversation=here)
         await interaction.response.send_message(answer, ephemeral=True)
 
     @app_commands.command(name="share", description="What I may bring up in servers (only you see it)")

@@ -43,6 +43,7 @@ from telegram.ext import (
 )
 
 from core import phrasebook
+from core.checkins import RecipientRefusedError
 from core.errors import UserFacingError
 from core.forgetting import ForgetPlan
 from core.images import check_size
@@ -68,6 +69,7 @@ HELP = (
     "/share - what I may bring up in groups: by default only what was said there; "
     "/share <id> shares one memory, /share on everything\n"
     "/timezone Area/City - your time zone (Europe/Berlin, Asia/Shanghai), so I know your day\n"
+    "/checkins on|off - whether I may write to you first now and then (in our private chat)\n"
     "/help - this help"
 )
 COMMANDS = (
@@ -76,10 +78,12 @@ COMMANDS = (
     BotCommand("forget", "forget everything about you"),
     BotCommand("share", "what I may bring up in groups (on, off, or a memory id)"),
     BotCommand("timezone", "your time zone, e.g. Europe/Berlin"),
+    BotCommand("checkins", "whether I may write to you first (on or off)"),
     BotCommand("help", "how to talk to me"),
 )
 SENT_PRIVATELY = "I've answered you in a private message."
 NEEDS_PRIVATE_CHAT = "I can't message you privately yet: open a private chat with me, press Start, and ask there."
+CHECKINS_PRIVATE_ONLY = "Check-ins happen in our private chat: send /checkins on or off to me there."
 NOT_TEXT = "I can read text and look at photos, but stickers and files don't reach me. Could you write it?"
 EXPIRED = "This question has expired; send /forget again."
 NOT_YOUR_BUTTON = "This button belongs to whoever asked; send /forget yourself to forget what I know about you."
@@ -136,6 +140,7 @@ async def run_telegram(
     async with application:
         await application.bot.set_my_commands(COMMANDS)
         await application.start()
+        outbox = start_checkins(app, application)
         assert application.updater is not None
         if webhook is None:
             await application.updater.start_polling(drop_pending_updates=False)
@@ -151,12 +156,38 @@ async def run_telegram(
         try:
             await asyncio.Event().wait()
         finally:
+            app.companion.checkins.remove_outbox(outbox)
             await application.updater.stop()
             if isinstance(application.update_processor, PerChatUpdateProcessor):
                 abandoned = application.update_processor.abandon()  # their messages are stored already
                 if abandoned:
                     log.warning("stopping: abandoned %d updates in progress", abandoned)
             await application.stop()
+
+
+class TelegramOutbox:
+    """Check-ins leave through the application's bot (its flood control included), to private chats only."""
+
+    def __init__(self, bot: Bot) -> None:
+        self._bot = bot
+
+    def reaches(self, user_id: str) -> bool:
+        return user_id.startswith("telegram:")
+
+    async def deliver(self, user_id: str, conversation_id: str, text: str) -> None:
+        chat_id = int(conversation_id.rsplit(":", 1)[1])  # telegram:chat:<id>, a private chat's id is the user's
+        try:
+            await _send_to(self._bot, chat_id, text, None)
+        except Forbidden as error:  # "bot was blocked by the user", "user is deactivated", ...
+            raise RecipientRefusedError(error.message) from error
+
+
+def start_checkins(app: App, application: Application) -> TelegramOutbox:  # type: ignore[type-arg]
+    """Send check-ins through this (initialized) application from now on, starting with those already due."""
+    outbox = TelegramOutbox(application.bot)
+    app.companion.checkins.add_outbox(outbox)
+    app.companion.checkins.dispatch()
+    return outbox
 
 
 class TelegramAdapter:
@@ -182,6 +213,7 @@ class TelegramAdapter:
         application.add_handler(CommandHandler("forget", self.forget, filters=new_messages))
         application.add_handler(CommandHandler("share", self.share, filters=new_messages))
         application.add_handler(CommandHandler("timezone", self.timezone, filters=new_messages))
+        application.add_handler(CommandHandler("checkins", self.checkins, filters=new_messages))
         application.add_handler(CallbackQueryHandler(self.forget_answer, pattern=_FORGET_DATA))
         application.add_handler(MessageHandler(new_messages & filters.COMMAND, self.unknown_command))
         application.add_handler(MessageHandler(new_messages & filters.TEXT, self.text))
@@ -297,6 +329,19 @@ class TelegramAdapter:
         assert message is not None and user is not None
         answer = await self._companion.time_zone(self._scope(user.id, message.chat.id), " ".join(context.args or []))
         await self._privately(message, context.bot, user.id, answer)  # where someone lives is theirs to tell
+
+    async def checkins(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """`/checkins [on|off]`, in a private chat only: that is where check-ins go."""
+        message, user = update.message, update.effective_user
+        assert message is not None and user is not None
+        if message.chat.type != ChatType.PRIVATE:
+            await self._send(message, CHECKINS_PRIVATE_ONLY)
+            return
+        scope = self._scope(user.id, message.chat.id)
+        answer = await self._companion.checkins_command(
+            scope, " ".join(context.args or []), private_conversation=f"telegram:chat:{message.chat.id}"
+        )
+        await self._send(message, answer)
 
     async def share(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message, user = update.message, update.effective_user

@@ -16,7 +16,8 @@ from knowledge.records import Scope
 HELP = (
     "Commands: /new (start afresh), /memory (what I remember), /forget (forget everything), "
     "/forget <what> (forget memories about it), /share [on|off|<memory id> [on|off]] (what I may bring up "
-    "in group chats), /timezone [Area/City] (your time zone), /quit"
+    "in group chats), /timezone [Area/City] (your time zone), /checkins [on|off] (whether I may write first: "
+    "shown when you start a chat), /quit"
 )
 CONFIRMATIONS = {"yes", "y", "是", "确认"}
 ReadLine = Callable[[str], Awaitable[str | None]]
@@ -48,11 +49,16 @@ class TerminalChat:
         self._out.write(text + "\n")
         self._out.flush()
 
+    def show(self, text: str) -> None:
+        """Words of the persona's own, not a reply (a check-in)."""
+        self._say(f"{self._companion.persona(self._persona_id).name}: {text}")
+
     async def run(self) -> None:
         """Chat until /quit or end of input."""
         persona = self._companion.persona(self._persona_id)
         if self._interactive:
             self._say(HELP)
+        if not await self._checkins_due() and self._interactive:
             self._say(f"{persona.name}: {self._companion.greeting(persona.id, self._user_name)}")
         while (line := await self._read_line("> " if self._interactive else "")) is not None:
             if line.strip() == "/quit":
@@ -61,6 +67,15 @@ class TerminalChat:
                 await self._dispatch(line)
             except UserFacingError as error:
                 self._say(str(error))
+
+    async def _checkins_due(self) -> int:
+        """A check-in due for this user is shown at the start of the chat, in place of the greeting."""
+        outbox = _TerminalOutbox(self)
+        self._companion.checkins.add_outbox(outbox)
+        try:
+            return await self._companion.checkins.run_due_for(self.scope)
+        finally:
+            self._companion.checkins.remove_outbox(outbox)
 
     async def _dispatch(self, line: str) -> None:
         command = line.strip().split(maxsplit=1)[0] if line.strip() else ""
@@ -75,6 +90,11 @@ class TerminalChat:
             self._say(await self._companion.share(self.scope, line.strip()[len("/share") :]))
         elif command == "/timezone":
             self._say(await self._companion.time_zone(self.scope, line.strip()[len("/timezone") :]))
+        elif command == "/checkins":
+            request = line.strip()[len("/checkins") :]
+            self._say(
+                await self._companion.checkins_command(self.scope, request, private_conversation=self.conversation_id)
+            )
         elif command == "/help":
             self._say(HELP)
         elif command.startswith("/"):
@@ -124,6 +144,19 @@ class TerminalChat:
             self._out.write(piece)
             self._out.flush()
         self._say("")
+
+
+class _TerminalOutbox:
+    """Check-ins for the person at this terminal, printed as the persona's words."""
+
+    def __init__(self, chat: TerminalChat) -> None:
+        self._chat = chat
+
+    def reaches(self, user_id: str) -> bool:
+        return user_id == self._chat.scope.user_id
+
+    async def deliver(self, user_id: str, conversation_id: str, text: str) -> None:
+        self._chat.show(text)
 
 
 def stdin_reader(stream: TextIO, *, echo_prompt: bool) -> ReadLine:

@@ -20,6 +20,7 @@ from knowledge.user_settings import UserSettings, find_time_zone
 from personas.loader import Persona, PersonaError, PersonaRegistry
 
 from . import phrasebook
+from .checkins import CheckIns
 from .clock import Clock
 from .errors import UserFacingError
 from .forgetting import Forgetting
@@ -59,6 +60,7 @@ class Companion:
         forgetting: Forgetting,
         clock: Clock,
         default_persona: str,
+        checkins: CheckIns,
         rate_limiter: RateLimiter | None = None,
     ) -> None:
         self.personas = personas
@@ -75,6 +77,7 @@ class Companion:
         self.forgetting = forgetting  # every route to forgetting: /forget, /forget <what>, the CLI, deletions
         self._rate_limiter = rate_limiter or RateLimiter(clock, per_minute=0)
         self.unsaved = UnsavedMessages(self._store_held, clock)  # while the disk refuses writes
+        self.checkins = checkins  # the companion writing first, to those who want it
 
     @property
     def tasks(self) -> BackgroundTasks:
@@ -108,6 +111,8 @@ class Companion:
             # The monitor hears of every stored message, whatever becomes of the reply.
             message_id = new_message_id()
             end_turn = self.lifecycle.turn_started(scope, message.conversation_id, message_id, group=group)
+            if not group:  # check-ins go where the user writes in private
+                self.checkins.user_wrote(scope, message.conversation_id, message.sent_at)
             zone = self.user_settings.time_zone(scope)  # "now", "yesterday" and plans are the user's own
             return await self.responses.reply(
                 persona,
@@ -181,7 +186,16 @@ class Companion:
         """`/memory`, as the user reads it: their memories, dated in their time zone, and that zone."""
         zone = self.user_settings.time_zone(scope)
         chosen = self.user_settings.chosen_time_zone(scope) is not None
-        return phrasebook.memory_listing(await self.memories(scope), self.clock.now().astimezone(zone), chosen)
+        listing = phrasebook.memory_listing(await self.memories(scope), self.clock.now().astimezone(zone), chosen)
+        return f"{listing}\n{self.checkins.status(scope)}"
+
+    async def checkins_command(self, scope: Scope, request: str, *, private_conversation: str | None = None) -> str:
+        """`/checkins [on|off]`: whether the companion may write first; returns what to tell the user.
+
+        `private_conversation`: where it was asked, when that is a private chat (check-ins may go there)."""
+        if private_conversation is not None:
+            self.checkins.user_wrote(scope, private_conversation, self.clock.now())
+        return await self.checkins.command(scope, request)
 
     async def time_zone(self, scope: Scope, request: str) -> str:
         """`/timezone [Area/City]`: set the user's time zone, or say which it is; returns what to tell the user."""

@@ -53,9 +53,13 @@ class MemoryLifecycle:
         idle_timeout: timedelta = timedelta(minutes=30),
         dead_letter_retention: timedelta = timedelta(days=7),
         enabled: bool = True,
+        keep_open: Callable[[], set[tuple[str, str]]] = set,
     ) -> None:
         """`enabled=False` turns the background off: events submit no job (for measuring what it costs).
-        `dead_letter_retention`: how long a dead letter keeps the text of the work that failed."""
+        `dead_letter_retention`: how long a dead letter keeps the text of the work that failed.
+        `keep_open`: (persona, conversation) pairs the idle pass leaves open however quiet (a check-in
+        waiting for its answer, which must continue the conversation)."""
+        self._keep_open = keep_open
         self.tasks = tasks
         self.enabled = enabled
         self._history = history
@@ -137,7 +141,9 @@ class MemoryLifecycle:
         The same pass catches up the history index, for messages stored before a restart or while no
         reply could be given (every turn indexes its own messages).
         """
-        idle = self._working_memory.idle_conversations(before=self._clock.now() - self.idle_timeout)
+        quiet = self._working_memory.idle_conversations(before=self._clock.now() - self.idle_timeout)
+        waiting = self._keep_open() if quiet else set()
+        idle = [conversation for conversation in quiet if conversation not in waiting]
         for persona_id, conversation_id in idle:
             last = self._working_memory.window(persona_id, conversation_id)[-1]
             self._working_memory.close_window(persona_id, conversation_id)

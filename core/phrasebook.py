@@ -195,3 +195,52 @@ def time_zone_set(now: datetime) -> str:
 def unknown_time_zone(text: str) -> str:
     """`/timezone` named no zone this machine knows."""
     return f"I don't know the time zone {text!r}. {TIME_ZONE_USAGE}"
+
+
+# -- check-ins: /checkins ----------------------------------------------------------------------------
+
+CHECKINS_USAGE = (
+    "/checkins on: I may write to you first in our private chat (to ask how a plan went, on a date I keep, "
+    "after a long silence), at most once a day and never at night; /checkins off: only when you write."
+)
+CHECKINS_DISABLED = "Check-ins are switched off here: I only write when you do."
+
+
+def checkins_status(on: bool, off_reason: str = "") -> str:
+    """`/checkins` alone (and the end of `/memory`): whether the companion may write first."""
+    if on:
+        return "Check-ins are on: I may write to you first now and then. /checkins off stops them."
+    why = f" (turned off because {off_reason})" if off_reason else ""
+    return f"Check-ins are off{why}: I only write when you do. /checkins on lets me write first now and then."
+
+
+def checkins_switched(on: bool) -> str:
+    """`/checkins on|off`, done."""
+    if on:
+        return (
+            "Okay: now and then I may write to you first, in our private chat — at most once a day, "
+            "never at night. /checkins off stops it."
+        )
+    return "Okay: I won't write first any more; anything I had planned is cancelled."
+
+
+def checkin_reason(rule: str, title: str, remembered: str, since: str) -> str:
+    """Why the companion writes first, as the check-in's prompt states it (so the model invents no reason)."""
+    if rule == "plan_passed":
+        reason = f"{title} told you about this plan, and its time has now passed:\n{remembered}\nAsk how it went."
+    elif rule == "kept_date":
+        reason = f"Today is a date you keep for {title}:\n{remembered}\nMark the day warmly."
+    else:
+        reason = (
+            f"{title} has not written for {since}; before that you talked often. Say you thought of them, lightly: "
+            "no guilt, no asking why they were away."
+        )
+    return (
+        f"{reason}\nWrite to {title} first, in character and in the language of your conversation, in one or two "
+        "short sentences. This is the only reason you are writing: do not invent another."
+    )
+
+
+def checkin_cue(title: str) -> str:
+    """The last message of a check-in's prompt: nothing new was said, the companion speaks first."""
+    return f"({title} has not written anything new. Write your message to {title} now.)"

@@ -20,6 +20,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 DECAY_JOB = "decay:daily"
 IDLE_JOB = "summarize:idle"
 PRUNE_JOB = "prune:hourly"
+CHECKINS_JOB = "checkins:plan"
 PRUNE_INTERVAL = timedelta(hours=1)
 COMPACT_JOB = "compact:vectors"
 # How soon a forgotten memory's vector leaves the vector index's files (the README promises it).
@@ -119,6 +120,10 @@ class Scheduler:
         )
         compacting = IntervalTrigger(seconds=COMPACT_INTERVAL.total_seconds(), timezone=UTC)
         self.add(COMPACT_JOB, compacting, compact, slot=COMPACT_INTERVAL)
+
+    def add_checkins(self, plan: Job, *, every: timedelta) -> None:
+        """The check-in planning pass, every `every` (once per slot across processes)."""
+        self.add(CHECKINS_JOB, IntervalTrigger(seconds=every.total_seconds(), timezone=UTC), plan, slot=every)
 
     def jobs(self) -> dict[str, BaseTrigger]:
         """The registered jobs by name."""

@@ -134,6 +134,11 @@ class BackgroundTasks:
         while self._workers:
             await asyncio.gather(*list(self._workers.values()), return_exceptions=True)
 
+    async def drain_scope(self, scope: Scope) -> None:
+        """Wait until the scope's scheduled jobs have finished (or been dead-lettered)."""
+        while (worker := self._workers.get(scope)) is not None:
+            await asyncio.gather(worker, return_exceptions=True)
+
     async def aclose(self, *, grace: float = 10.0) -> None:
         """Let running work finish for up to `grace` seconds; what is left stays pending in the job queue."""
         self._closing = True

@@ -14,13 +14,16 @@ PostgreSQL both only check that the migrations made them, so the schema has one 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from .records import Scope
 from .sqlite import SQLiteDatabase
+
+SCOPE_BATCH = 500  # scopes per `(persona_id = ? AND user_id = ?) OR ...` condition
 
 
 class Cursor(Protocol):
@@ -81,3 +84,13 @@ def opened(where: Database | Path, schema: str = "") -> Database:
 def iso(moment: datetime) -> str:
     """A moment as stored: ISO 8601 in UTC (text, so that comparing two compares the moments)."""
     return moment.astimezone(UTC).isoformat()
+
+
+def scope_conditions(scopes: Iterable[Scope]) -> Iterator[tuple[str, list[str]]]:
+    """SQL conditions matching these scopes' rows (by `persona_id` and `user_id`), a batch at a time, each with
+    its parameters."""
+    wanted = list(dict.fromkeys(scopes))
+    for start in range(0, len(wanted), SCOPE_BATCH):
+        batch = wanted[start : start + SCOPE_BATCH]
+        condition = " OR ".join("(persona_id = ? AND user_id = ?)" for _ in batch)
+        yield f"({condition})", [value for scope in batch for value in (scope.persona_id, scope.user_id)]

@@ -1,8 +1,9 @@
 """The journal: the records the background keeps beside the memories, in one database.
 
 Each part is its own module: the change log of memories (`change_log.py`), the job queue with its
-dead letters (`job_queue.py`) and the tokens spent (`token_usage.py`). The journal opens the database
-once for all three; forgetting reaches the first two (token usage holds counts, never text).
+dead letters (`job_queue.py`), the tokens spent (`token_usage.py`) and the check-ins (`checkin_log.py`).
+The journal opens the database once for all four; forgetting reaches all but token usage (which holds
+counts, never text).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from .change_log import ChangeLog
+from .checkin_log import CheckinLog
 from .database import Database, opened
 from .forget_target import ForgetTarget
 from .job_queue import JobQueue
@@ -19,7 +21,7 @@ from .token_usage import TokenUsageLog
 
 
 class Journal:
-    """The change log, the job queue and the token usage, in one database."""
+    """The change log, the job queue, the token usage and the check-ins, in one database."""
 
     def __init__(self, where: Database | Path) -> None:
         """`where`: the database, or the path of an embedded SQLite file."""
@@ -27,10 +29,11 @@ class Journal:
         self.changes = ChangeLog(self._db)
         self.jobs = JobQueue(self._db)
         self.usage = TokenUsageLog(self._db)
+        self.checkins = CheckinLog(self._db)
 
     def forget(self, scope: Scope) -> int:
-        """Delete every history row, dead letter and job of `scope`; returns how many rows went."""
-        return self.changes.forget(scope) + self.jobs.forget(scope)
+        """Delete every history row, dead letter, job and check-in of `scope`; returns how many rows went."""
+        return self.changes.forget(scope) + self.jobs.forget(scope) + self.checkins.forget(scope)
 
     def erase(self, scope: Scope, memory_ids: Collection[str], target: ForgetTarget) -> int:
         """Erase forgotten text of `scope`: change-log content of these memories or matching `target`, and

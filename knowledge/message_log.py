@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from .database import Database, opened
+from .database import Database, iso, opened
 from .records import Scope
 
 MessageRole = Literal["user", "assistant"]
@@ -172,6 +172,15 @@ class MessageLog:
                 "DELETE FROM messages WHERE persona_id = ? AND user_id = ?", (scope.persona_id, scope.user_id)
             )
         return cursor.rowcount
+
+    def days_written(self, scope: Scope, since: datetime, until: datetime) -> int:
+        """On how many different days (UTC) the user wrote to this persona between `since` and `until`."""
+        [(days,)] = self.db.query(
+            "SELECT COUNT(DISTINCT SUBSTR(sent_at, 1, 10)) FROM messages WHERE persona_id = ? AND user_id = ?"
+            " AND role = 'user' AND sent_at >= ? AND sent_at <= ?",
+            (scope.persona_id, scope.user_id, iso(since), iso(until)),
+        )
+        return int(days)
 
     def count(self, scope: Scope) -> int:
         """How many stored messages belong to this scope (any state)."""

@@ -28,7 +28,10 @@ TABLES: dict[str, str] = {
     "jobs": "seq, id, kind, persona_id, user_id, payload, state, attempts, not_before, last_error, created_at, held_by",
     "job_progress": "job_id, persona_id, user_id, progress",
     "token_usage": "day, role, model, calls, prompt_tokens, completion_tokens",
-    "user_settings": "persona_id, user_id, share_in_groups, time_zone",
+    "user_settings": "persona_id, user_id, share_in_groups, time_zone, checkins",
+    "checkin_contacts": "persona_id, user_id, conversation_id, last_user_at, unanswered, off_reason",
+    "checkins": "id, persona_id, user_id, rule, memory_id, occasion, conversation_id, due_at, stale_at, state, job_id,"
+    " planned_at, done_at, message_id, note",
 }
 POSITIONED = ("messages", "memory_history", "dead_letters", "jobs")  # their `seq` continues after the copy
 

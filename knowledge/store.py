@@ -206,6 +206,7 @@ def _metadata(record: MemoryRecord, policy: MemoryPolicy) -> dict[str, Any]:
         "learned_in": record.learned_in or "",
         "shared": record.shared,
         "about": _optional_timestamp(record.about),
+        "about_day": "" if record.about is None else f"{record.about.astimezone(UTC):%m-%d}",  # kept dates, yearly
         "until": _optional_timestamp(record.until),
         "replaced_by": record.replaced_by or "",
         "changed_at": _optional_timestamp(record.changed_at),
@@ -595,6 +596,24 @@ class ChromaKnowledgeBase:
             return []
         ids = self._collection.get(where={"review_due_at": {"$lte": _timestamp(now)}}, limit=limit, include=[])["ids"]
         return self._current(self._fetch(ids=ids), now) if ids else []
+
+    def dated_records(self, after: datetime, before: datetime, *, categories: Iterable[Category]) -> list[MemoryRecord]:
+        """The memories of every scope, of these categories, about a moment from `after` to `before` (one range
+        query over `about`: memories without a date are never read), as of now."""
+        where = {
+            "$and": [
+                {"about": {"$gte": _timestamp(after)}},
+                {"about": {"$lte": _timestamp(before)}},
+                _category_filter(categories),
+            ]
+        }
+        return self._current(self._fetch(where=where))
+
+    def records_on_days(self, days: Iterable[str], *, categories: Iterable[Category]) -> list[MemoryRecord]:
+        """The memories of every scope, of these categories, about a moment on one of these days of the year
+        (`MM-DD`, in UTC) of any year, as of now; memories last written before days were kept are not found."""
+        where = {"$and": [{"about_day": {"$in": list(days)}}, _category_filter(categories)]}
+        return self._current(self._fetch(where=where))
 
     def write_decay_state_many(self, records: Sequence[MemoryRecord]) -> None:
         """Write the review flag and wait of records of any scope, and with them when the pass must act next.

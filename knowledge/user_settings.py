@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import functools
 import zoneinfo
+from collections.abc import Iterable
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from .database import Database, opened
+from .database import Database, opened, scope_conditions
 from .discretion import Audience
 from .records import Scope
 
@@ -32,6 +33,7 @@ CREATE TABLE IF NOT EXISTS user_settings (
 _COLUMNS = {
     "share_in_groups": "INTEGER",  # 1: everything said anywhere may be used in groups
     "time_zone": "TEXT",  # an IANA name chosen with /timezone; NULL: the operator's default
+    "checkins": "INTEGER",  # 1/0: /checkins on|off (the companion may write first); NULL: the operator's default
 }
 UTC_ZONE = ZoneInfo("UTC")
 
@@ -70,6 +72,26 @@ class UserSettings:
     def set_time_zone(self, scope: Scope, zone: ZoneInfo) -> None:
         """`/timezone Area/City`."""
         self._set(scope, "time_zone", zone.key)
+
+    def chosen_checkins(self, scope: Scope) -> bool | None:
+        """Whether the user said `/checkins on` (True) or `off` (False); None: they never said (the default applies)."""
+        value = self._get(scope, "checkins")
+        return None if value is None else bool(value)
+
+    def set_checkins(self, scope: Scope, on: bool) -> None:
+        """`/checkins on|off`."""
+        self._set(scope, "checkins", int(on))
+
+    def chosen_checkins_of(self, scopes: Iterable[Scope]) -> dict[Scope, bool]:
+        """`chosen_checkins` of many scopes at once; scopes that never chose are absent."""
+        chosen: dict[Scope, bool] = {}
+        for condition, params in scope_conditions(scopes):
+            rows = self._db.query(
+                f"SELECT persona_id, user_id, checkins FROM user_settings WHERE checkins IS NOT NULL AND {condition}",
+                params,
+            )
+            chosen.update({Scope(persona_id, user_id): bool(on) for persona_id, user_id, on in rows})
+        return chosen
 
     def forget(self, scope: Scope) -> int:
         """Drop every setting of the scope (they read as defaults again); returns how many rows went."""

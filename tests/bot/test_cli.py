@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -13,12 +14,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from bot.app import build_app
+from bot.app import App, build_app
 from bot.cli import cli
 from bot.config import load_settings
 from core import phrasebook
+from core.checkins import PlanReport
 from knowledge.journal import Journal
 from knowledge.records import MemoryRecord, Scope
+from tests.fakes.clock import FakeClock
 from tests.fakes.openai_server import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,13 +43,14 @@ def test_piped_chat_answers_each_line_and_handles_commands(
     assert re.fullmatch(
         r"Your time zone is Asia/Shanghai, the default here: it is \d\d:\d\d on \w+ for you\. .+", lines[4]
     )
-    assert re.fullmatch(r"Okay: your time zone is now Europe/Berlin, where it is \d\d:\d\d on \w+\.", lines[6])
-    del lines[6], lines[4]
+    assert re.fullmatch(r"Okay: your time zone is now Europe/Berlin, where it is \d\d:\d\d on \w+\.", lines[7])
+    del lines[7], lines[4]
     assert lines == [
         "Hi Alice!",
         "Ramen, of course.",
         "I don't remember anything about you yet.",
         "",
+        phrasebook.checkins_status(False),
         phrasebook.unknown_time_zone("Mars/Base"),
         phrasebook.sharing_switched(True),
         phrasebook.sharing_status(True),
@@ -54,7 +58,8 @@ def test_piped_chat_answers_each_line_and_handles_commands(
         (
             "Unknown command /bogus. Commands: /new (start afresh), /memory (what I remember), "
             "/forget (forget everything), /forget <what> (forget memories about it), /share [on|off|<memory id> "
-            "[on|off]] (what I may bring up in group chats), /timezone [Area/City] (your time zone), /quit"
+            "[on|off]] (what I may bring up in group chats), /timezone [Area/City] (your time zone), /checkins "
+            "[on|off] (whether I may write first: shown when you start a chat), /quit"
         ),
     ]
 
@@ -259,3 +264,35 @@ def test_inspection_leaves_pending_background_work_alone(runner: CliRunner, fake
     journal = Journal(load_settings().data_dir / "companion.sqlite3")
     assert [pending.id for pending in journal.jobs.pending_jobs()] == [job.id]
     assert fake_openai.requests_for("monitor-model") == []
+
+
+def test_checkins_list_shows_the_planned_ones_per_user_for_the_operator(
+    runner: CliRunner, fake_openai: FakeOpenAIServer
+) -> None:
+    clock = FakeClock(datetime.now(UTC) - timedelta(hours=3))  # the exam was three hours ago
+    app = build_app(load_settings(), clock=clock)
+    alice = Scope("xiaoxiang", "telegram:101")
+    app.journal.checkins.user_wrote(alice, "telegram:chat:101", clock.now() - timedelta(days=2))
+    app.companion.user_settings.set_checkins(alice, True)
+    for plan, hours in (("Alice has an exam", 1), ("Alice has a party", 2)):
+        app.companion.knowledge.add(
+            alice, plan, category="fact", source="user", about=clock.now() + timedelta(hours=hours)
+        )
+    clock.advance(hours=3)
+    report = asyncio.run(_planned_then_closed(app))
+    assert report.planned == 2
+    result = runner.invoke(cli, ["checkins", "list", "--json"])
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.output)
+    assert {(each["user_id"], each["rule"], each["state"]) for each in listed} == {
+        ("telegram:101", "plan_passed", "planned")
+    }
+    assert "xiaoxiang/telegram:101  planned   plan_passed" in runner.invoke(cli, ["checkins", "list"]).output
+
+
+async def _planned_then_closed(app: App) -> PlanReport:
+    """The planning pass of a process with no platform to send on (so nothing is sent), then the app closed."""
+    try:
+        return await app.companion.checkins.plan()
+    finally:
+        await app.aclose()

@@ -31,7 +31,7 @@ from core import phrasebook
 from core.errors import UserFacingError
 from core.phrasebook import NOT_ALLOWED
 from knowledge.records import Scope
-from tests.fakes.clock import FakeTimer
+from tests.fakes.clock import FakeClock, FakeTimer
 from tests.fakes.discord import FakeInteraction, HttpLog, edit, message_with_file, press, record_http, reply_to
 from tests.fakes.images import describing, photo_bytes
 from tests.fakes.openai_server import FakeCut, FakeOpenAIServer
@@ -552,3 +552,30 @@ async def test_without_vision_an_image_gets_a_clear_answer_and_its_caption_is_an
     dm = await alice.create_dm()
     await message_with_file("meet Mochi", picture, channel=dm, member=alice, content_type="image/jpeg")
     assert http.final_texts() == [f"{phrasebook.CANT_SEE_IMAGES_READ_CAPTION}\n\nMochi is a lovely name!"]
+
+
+async def test_checkins_turned_on_in_a_dm_go_to_that_dm_once_without_pinging_anyone(
+    cog: CompanionCog, http: HttpLog, app: App, fake_openai: FakeOpenAIServer, clock: FakeClock
+) -> None:
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    alice = member(0)
+    dm = await alice.create_dm()
+    asked_in_server = FakeInteraction(alice, channel())
+    await CompanionCog.checkins.callback(cog, asked_in_server)  # type: ignore[arg-type]
+    assert asked_in_server.log[0].content == phrasebook.checkins_status(False) and asked_in_server.log[0].ephemeral
+    turning_on = FakeInteraction(alice, dm)
+    await CompanionCog.checkins.callback(cog, turning_on, setting="on")  # type: ignore[arg-type]
+    assert turning_on.log[0].content == phrasebook.checkins_switched(True)
+    monday = datetime(2026, 1, 5, 10, tzinfo=ZoneInfo("UTC"))
+    app.companion.knowledge.add(scope_of(alice), "Alice has an exam", category="fact", source="user", about=monday)
+    fake_openai.set_default("chat-model", "How was the exam, @everyone?")
+    while clock.now() < monday + timedelta(days=1):
+        clock.advance(hours=1)
+        await app.companion.checkins.plan()
+        await app.companion.tasks.drain()
+    assert http.final_texts() == ["How was the exam, @everyone?"]
+    assert http.sent()[0]["allowed_mentions"] == NO_PINGS
+    [message] = [each for each in app.working_memory.window("xiaoxiang", f"discord:dm:{dm.id}")]
+    assert message.role == "assistant" and message.content == "How was the exam, @everyone?"

@@ -26,6 +26,7 @@ from bot.config import Settings
 from bot.render import TELEGRAM_LIMIT, split_message, units
 from bot.routing import PlaceRules
 from bot.telegram_adapter import (
+    CHECKINS_PRIVATE_ONLY,
     COMMANDS,
     EXPIRED,
     GROUP_PACE,
@@ -35,6 +36,7 @@ from bot.telegram_adapter import (
     NOT_YOUR_BUTTON,
     SENT_PRIVATELY,
     build_telegram_application,
+    start_checkins,
 )
 from core import phrasebook
 from core.phrasebook import NOT_ALLOWED
@@ -797,3 +799,67 @@ async def test_a_voice_note_gets_a_clear_answer(
     await feed(telegram, message(None, user=ALICE, chat=GROUP, voice=voice))  # people talking to each other
     assert fake_telegram.sent_texts() == [phrasebook.CANT_HEAR_VOICE]
     assert fake_openai.requests_for("chat-model") == []
+
+
+# --- check-ins ------------------------------------------------------------------------------------
+
+BERLIN = ZoneInfo("Europe/Berlin")
+MONDAY_TEN = datetime(2026, 1, 5, 10, 0, tzinfo=BERLIN)
+
+
+def said_now(text: str, clock: FakeClock, *, user: dict[str, Any], chat: dict[str, Any]) -> dict[str, Any]:
+    """A message sent at the app clock's moment."""
+    return message(text, user=user, chat=chat, date=int(clock.now().timestamp()))
+
+
+async def until(app: App, clock: FakeClock, moment: datetime) -> None:
+    """The clock moves to `moment` half an hour at a time, each step running the planning pass and its jobs."""
+    while clock.now() < moment:
+        clock.advance(minutes=30)
+        await app.companion.checkins.plan()
+        await app.companion.tasks.drain()
+
+
+async def test_a_checkin_goes_once_to_the_private_chat_of_a_user_who_said_checkins_on_and_never_to_a_group(
+    app: App, telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer, clock: FakeClock
+) -> None:
+    start_checkins(app, telegram)
+    fake_openai.set_default("chat-model", "Hello!")
+    await feed(telegram, said_now("/timezone Europe/Berlin", clock, user=ALICE, chat=private(ALICE)))
+    await feed(telegram, said_now("/checkins", clock, user=ALICE, chat=private(ALICE)))
+    assert fake_telegram.sent_texts(ALICE["id"])[-1] == phrasebook.checkins_status(False)  # off by default
+    await feed(telegram, said_now("/checkins on", clock, user=ALICE, chat=GROUP))
+    assert fake_telegram.sent_texts(GROUP["id"])[-1] == CHECKINS_PRIVATE_ONLY
+    await feed(telegram, said_now("/checkins on", clock, user=ALICE, chat=private(ALICE)))
+    assert fake_telegram.sent_texts(ALICE["id"])[-1] == phrasebook.checkins_switched(True)
+    await feed(telegram, said_now("I have an interview on Monday at 10", clock, user=ALICE, chat=private(ALICE)))
+    app.companion.knowledge.add(ALICE_SCOPE, "主人 has an interview", category="fact", source="user", about=MONDAY_TEN)
+    # Bob said yes too, but only ever talks in the group: there is nowhere private to write to him
+    app.companion.user_settings.set_checkins(BOB_SCOPE, True)
+    await feed(telegram, said_now(f"@{BOT_USERNAME} my exam is on Monday", clock, user=BOB, chat=GROUP))
+    app.companion.knowledge.add(BOB_SCOPE, "Bob has an exam", category="fact", source="user", about=MONDAY_TEN)
+    group_messages = len(fake_telegram.sent_texts(GROUP["id"]))
+
+    fake_openai.set_default("chat-model", "How did the interview go?")
+    await until(app, clock, datetime(2026, 1, 7, 12, tzinfo=BERLIN))
+    assert fake_telegram.sent_texts(ALICE["id"]).count("How did the interview go?") == 1
+    assert len(fake_telegram.sent_texts(GROUP["id"])) == group_messages
+    assert "Check-ins are on" in (await app.companion.memory_listing(ALICE_SCOPE))
+
+
+async def test_a_user_who_blocked_the_bot_is_switched_off_with_the_reason_kept(
+    app: App, telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer, clock: FakeClock
+) -> None:
+    start_checkins(app, telegram)
+    fake_openai.set_default("chat-model", "Hello!")
+    await feed(telegram, said_now("/timezone Europe/Berlin", clock, user=ALICE, chat=private(ALICE)))
+    await feed(telegram, said_now("/checkins on", clock, user=ALICE, chat=private(ALICE)))
+    app.companion.knowledge.add(ALICE_SCOPE, "主人 has an interview", category="fact", source="user", about=MONDAY_TEN)
+    fake_telegram.unreachable.add(ALICE["id"])  # Telegram answers 403 Forbidden
+    await until(app, clock, datetime(2026, 1, 6, 18, tzinfo=BERLIN))
+    assert fake_telegram.calls_to("sendMessage")[-1].status == 403
+    assert app.companion.user_settings.chosen_checkins(ALICE_SCOPE) is False
+    [failed] = app.journal.checkins.listing(since=MONDAY_TEN)
+    assert failed.state == "failed" and "Forbidden" in failed.note
+    fake_telegram.unreachable.clear()
+    assert "Forbidden" in (await app.companion.memory_listing(ALICE_SCOPE))
