@@ -329,7 +329,7 @@ class CheckIns:
                 self.log.postpone(checkin.id, checkin.due_at)
                 return
             if text is None:
-                text = await self._write(checkin)
+                text = await self._write_or_fail(checkin, job)
                 if text is None:
                     self.log.end(checkin.id, "dropped", "its memory is gone", self._clock.now())
                     return
@@ -400,6 +400,16 @@ class CheckIns:
                 message_id=message_id,
             )
         self.log.sent(checkin, self._clock.now(), message_id, note)
+
+    async def _write_or_fail(self, checkin: Checkin, job: Job) -> str | None:
+        """`_write`; on the job's last attempt a failure also ends the check-in, so none waits for ever."""
+        try:
+            return await self._write(checkin)
+        except Exception as error:
+            if job.attempts + 1 >= self._tasks.max_attempts:  # the job becomes a dead letter: the check-in fails
+                reason = f"could not be written: {type(error).__name__}"
+                self.log.end(checkin.id, "failed", reason, self._clock.now())
+            raise
 
     async def _write(self, checkin: Checkin) -> str | None:
         """The check-in in the persona's words (None: the memory it is about is gone)."""

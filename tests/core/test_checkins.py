@@ -20,7 +20,7 @@ from knowledge.embedding import Embedder
 from knowledge.records import Scope
 from tests.fakes.clock import FakeClock
 from tests.fakes.crash import CrashAt
-from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.openai_server import FakeError, FakeOpenAIServer
 
 BERLIN = ZoneInfo("Europe/Berlin")
 ALICE = Scope("xiaoxiang", "cli:alice")
@@ -215,6 +215,19 @@ async def test_a_refusing_platform_turns_checkins_off_with_the_reason_kept(
     [failed] = [each for each in app.journal.checkins.listing(since=local(5, 0)) if each.state == "failed"]
     assert "bot was blocked by the user" in failed.note
     assert "bot was blocked by the user" in await app.companion.memory_listing(ALICE)
+
+
+async def test_a_checkin_the_model_cannot_write_fails_visibly_instead_of_waiting_for_ever(
+    app: App, clock: FakeClock, outbox: RecordingOutbox, fake_openai: FakeOpenAIServer
+) -> None:
+    await consenting(app)
+    plan_interview(app, local(5, 10))
+    fake_openai.set_default("chat-model", FakeError(500))  # every call, every retry
+    await pass_time(app, clock, local(5, 14))
+    assert outbox.sent == []
+    [failed] = app.journal.checkins.listing(since=local(5, 0))
+    assert failed.state == "failed" and "could not be written" in failed.note
+    assert [letter.kind for letter in app.journal.jobs.dead_letters(ALICE)] == [CHECKIN_JOB]
 
 
 async def test_a_kept_date_comes_on_its_day_every_year_in_the_users_daytime(
