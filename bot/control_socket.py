@@ -1,8 +1,11 @@
 """The control socket: a local unix socket in the data directory, where its owner takes requests.
 
 One request per connection, one JSON object on one line each way: the client sends its request,
-the server answers with one response and closes. Only the owner of the data directory (the holder
-of its lock) listens, so a socket file left by a killed process is simply not answered.
+the server says at once that it took it (an empty line), then answers with one response and closes.
+Only the owner of the data directory (the holder of its lock) listens, so a socket file left by a
+killed process is simply not answered; an owner that is stopped or hung (the kernel still accepts
+connections for it) does not take the request within `ACCEPT_SECONDS`, and the client says so
+instead of waiting for ever. A command may then run as long as it needs.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ log = logging.getLogger(__name__)
 
 SOCKET_FILE = "control.sock"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # a request carries a command line; a response, what the command printed
+ACCEPT_SECONDS = 10.0  # a running owner takes a request at once; one that does not is stopped or hung
 SHORT_PATH_BYTES = 100  # unix socket addresses are limited to 108 bytes on Linux (104 on macOS)
 Request = dict[str, Any]
 Response = dict[str, Any]
@@ -80,8 +84,13 @@ class ControlServer:
         assert task is not None
         self._serving.add(task)
         try:
+            line = await reader.readline()
+            if not line.strip():
+                return  # a client that connected and said nothing
+            writer.write(b"\n")  # taken: the client now waits as long as the command runs
+            await writer.drain()
             try:
-                response = await self._handler(json.loads(await reader.readline()))
+                response = await self._handler(json.loads(line))
             except Exception as error:
                 log.exception("a control request failed")
                 response = {"error": f"{type(error).__name__}: {error}"}
@@ -105,7 +114,18 @@ def send(data_dir: Path, request: Request) -> Response | None:
             return None
         client.sendall(json.dumps(request, ensure_ascii=False).encode() + b"\n")
         client.shutdown(socket.SHUT_WR)
-        answer = b"".join(iter(lambda: client.recv(65536), b""))
-    if not answer:
+        client.settimeout(ACCEPT_SECONDS)
+        with client.makefile("rb") as stream:
+            try:
+                taken = stream.readline()
+            except TimeoutError as error:
+                raise NotAnsweringError(f"it did not take the request within {ACCEPT_SECONDS:.0f} s") from error
+            client.settimeout(None)
+            answer = stream.read()
+    if not taken or not answer:
         raise ConnectionError("the running companion closed the control socket without answering")
     return json.loads(answer)
+
+
+class NotAnsweringError(ConnectionError):
+    """The owner of the data directory is alive (it holds the lock) but takes no request: stopped or hung."""

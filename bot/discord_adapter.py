@@ -352,7 +352,7 @@ class CompanionCog(commands.Cog):
             await interaction.response.send_message(phrasebook.nothing_about(what), ephemeral=True)
             return
         question = split_message(phrasebook.remembered(plan.found), PAGE_CHARS)[0]
-        question += f"\n\nForget these {len(plan.found)}?"
+        question += f"\n\n{phrasebook.forget_question(plan.found)}"
         view = ForgetConfirmation(self.companion, scope, interaction, plan=plan)
         await interaction.response.send_message(question, view=view, ephemeral=True)
 

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from .config import Settings
-from .control_socket import ControlServer, Request, Response, send
+from .control_socket import ControlServer, NotAnsweringError, Request, Response, send
 from .data_dir_lock import DataDirLock
 from .startup import ensure_writable, opening
 
@@ -179,6 +179,10 @@ def _try_acquire(lock: DataDirLock, command: str) -> bool:
 def _send(data_dir: Path, request: Request) -> Response | None:
     try:
         return send(data_dir, request)
+    except NotAnsweringError as error:
+        raise click.ClickException(
+            f"the running companion holds {data_dir} but {error}: it is stopped or hung; nothing was done"
+        ) from error
     except (ConnectionError, ValueError) as error:
         raise click.ClickException(
             f"the running companion did not answer ({error}); check with `memory list` whether the command was done"

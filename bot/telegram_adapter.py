@@ -399,7 +399,7 @@ class TelegramAdapter:
                 ]
             ]
         )
-        question = f"{phrasebook.remembered(plan.found)}\n\nForget these {len(plan.found)} memories?"
+        question = f"{phrasebook.remembered(plan.found)}\n\n{phrasebook.forget_question(plan.found)}"
         await self._privately(message, bot, user_id, question, keyboard)
 
     async def forget_answer(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -156,6 +156,13 @@ def remembered(found: Sequence[MemoryRecord | StoredMessage]) -> str:
     return "I remember this:\n" + "\n".join(f"- {item.content}" for item in found)
 
 
+def forget_question(found: Sequence[MemoryRecord | StoredMessage]) -> str:
+    """`/forget <what>`: the question after what was found, counted as what it is."""
+    memories = sum(isinstance(item, MemoryRecord) for item in found)
+    counts = [(memories, "memory", "memories"), (len(found) - memories, "past message", "past messages")]
+    return "Forget " + " and ".join(f"{n} {one if n == 1 else many}" for n, one, many in counts if n) + "?"
+
+
 def forgot(count: int) -> str:
     """`/forget <what>`, once confirmed."""
     return f"Done. I forgot {count} memories."
@@ -193,8 +200,9 @@ def time_zone_set(now: datetime) -> str:
 
 
 def unknown_time_zone(text: str) -> str:
-    """`/timezone` named no zone this machine knows."""
-    return f"I don't know the time zone {text!r}. {TIME_ZONE_USAGE}"
+    """`/timezone` named no zone this machine knows (a long text is not echoed back whole)."""
+    shown = text if len(text) <= 60 else text[:57] + "..."
+    return f"I don't know the time zone {shown!r}. {TIME_ZONE_USAGE}"
 
 
 # -- check-ins: /checkins ----------------------------------------------------------------------------

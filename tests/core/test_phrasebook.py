@@ -42,6 +42,15 @@ def test_what_forget_would_delete_lists_memories_and_past_messages_alike() -> No
     assert phrasebook.remembered([memory("Alice's ex is Tom", "fact", 1.0), said]) == (
         "I remember this:\n- Alice's ex is Tom\n- my ex Tom called"
     )
+    tom = memory("Alice's ex is Tom", "fact", 1.0)
+    assert phrasebook.forget_question([tom, said, said]) == "Forget 1 memory and 2 past messages?"
+    assert phrasebook.forget_question([tom, tom]) == "Forget 2 memories?"
+    assert phrasebook.forget_question([said]) == "Forget 1 past message?"
+
+
+def test_an_unknown_time_zone_is_not_echoed_back_whole() -> None:
+    answer = phrasebook.unknown_time_zone("x" * 5000)
+    assert len(answer) < 300 and "xxx..." in answer
 
 
 def test_the_forget_everything_question_names_the_user_only_when_asked_to() -> None:
