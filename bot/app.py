@@ -175,7 +175,7 @@ class App:
             self.scheduler = Scheduler(now=self.companion.clock.now, claim=self.passes.claim)
             self.scheduler.add_maintenance(
                 decay=self.lifecycle.run_decay,
-                summarize_idle=self.lifecycle.summarize_idle,
+                summarize_idle=self.idle_pass,
                 prune=self.lifecycle.prune_finished_work,
                 compact=self.compact_vectors,
                 decay_cron=self.settings.decay_cron,
@@ -189,6 +189,13 @@ class App:
             self.scheduler.start()
             if self.settings.checkins.enabled:
                 await self.companion.checkins.plan()
+
+    async def idle_pass(self) -> int:
+        """Every few minutes: store messages held while storage failed (a quiet bot has no next turn to do
+        it), then close the conversations that went quiet; returns how many were closed."""
+        if len(self.companion.unsaved):
+            self.companion.unsaved.save()  # on the loop, as in a turn: storing a message starts its jobs
+        return await self.lifecycle.summarize_idle()
 
     async def compact_vectors(self) -> bool:
         """Rebuild the embedded vector index if deletes left vectors in it; True if it was rebuilt."""

@@ -1,8 +1,9 @@
 """Messages that could not be stored (a full or failing disk): kept in memory for a while, stored when possible.
 
-The user is told at once that their message is held, not saved. Every later turn first tries to store
-what is held, in the order it arrived; what is held longer than `keep_for`, beyond `max_kept`, or still
-at shutdown is dropped with an error in the log that says plainly how many messages were lost.
+The user is told at once that their message is held, not saved. Every later turn, and the idle pass
+every few minutes, first tries to store what is held, in the order it arrived; what is held longer than
+`keep_for`, beyond `max_kept`, or still at shutdown is dropped with an error in the log that says
+plainly how many messages were lost.
 """
 
 from __future__ import annotations

@@ -73,3 +73,21 @@ async def test_quiet_conversations_are_summarised_at_shutdown_and_at_start(
         assert [r.category for r in restarted.companion.knowledge.list(bob)] == ["episode"]
     finally:
         await restarted.aclose()
+
+
+async def test_messages_held_while_storage_failed_are_stored_by_the_idle_pass_without_waiting_for_a_turn(
+    settings: Settings, clock: FakeClock, embedder: Embedder
+) -> None:
+    from core.scheduler import IDLE_JOB
+
+    app = build_app(settings, clock=clock, embedder=embedder)
+    alice = Scope("xiaoxiang", "cli:alice")
+    app.companion.unsaved.hold("xiaoxiang", alice, make_message("said while the disk was full"), group=False)
+    await app.start()
+    try:
+        assert app.scheduler is not None
+        await app.scheduler.fire(IDLE_JOB)
+        assert len(app.companion.unsaved) == 0
+        assert [message.content for message in app.history.messages(alice)] == ["said while the disk was full"]
+    finally:
+        await app.aclose()
