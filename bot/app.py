@@ -176,7 +176,7 @@ class App:
             self.scheduler.add_maintenance(
                 decay=self.lifecycle.run_decay,
                 summarize_idle=self.idle_pass,
-                prune=self.lifecycle.prune_finished_work,
+                prune=self.prune,
                 compact=self.compact_vectors,
                 decay_cron=self.settings.decay_cron,
                 idle_check=min(self.lifecycle.idle_timeout / 2, timedelta(minutes=5)),
@@ -189,6 +189,11 @@ class App:
             self.scheduler.start()
             if self.settings.checkins.enabled:
                 await self.companion.checkins.plan()
+
+    async def prune(self) -> int:
+        """Every hour: finished jobs, expired dead letters and unanswered forget questions go."""
+        pruned = await self.lifecycle.prune_finished_work()
+        return pruned + await self.companion.forgetting.prune_questions()
 
     async def idle_pass(self) -> int:
         """Every few minutes: store messages held while storage failed (a quiet bot has no next turn to do
@@ -359,6 +364,7 @@ def build_app(
         editor=editor,
         user_settings=user_settings,
         fence=fence,
+        now=clock.now,
         files=data_dir,
     )
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import secrets
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -45,7 +44,6 @@ from telegram.ext import (
 from core import phrasebook
 from core.checkins import RecipientRefusedError
 from core.errors import UserFacingError
-from core.forgetting import ForgetPlan
 from core.images import check_size
 from core.types import Image, IncomingMessage
 from knowledge.records import Scope
@@ -201,7 +199,6 @@ class TelegramAdapter:
         self._image_limits = app.settings.image_limits
         # `/forget <what>` questions awaiting an answer: key -> what was shown. Lost on restart
         # (the button then says the question expired), which errs on the side of deleting nothing.
-        self._pending: dict[str, ForgetPlan] = {}
 
     def register(self, application: Application) -> None:  # type: ignore[type-arg]
         # Group -1 runs first: updates from bots (including ourselves) stop here, unanswered.
@@ -389,8 +386,7 @@ class TelegramAdapter:
         if not plan.found:
             await self._send(message, phrasebook.nothing_about(what))
             return
-        key = secrets.token_hex(8)
-        self._pending[key] = plan
+        key = await self._companion.forgetting.ask(plan)  # the answer may reach another process
         keyboard = InlineKeyboardMarkup(
             [
                 [
@@ -412,16 +408,17 @@ class TelegramAdapter:
             await query.answer(NOT_YOUR_BUTTON, show_alert=True)
             return
         await query.answer()
-        pending = self._pending.pop(key, None) if key else None
         if answer == "no":
+            if key:
+                await self._companion.forgetting.declined(key)
             await query.edit_message_text(phrasebook.FORGETTING_NOTHING)
             return
         if answer == "some":
-            if pending is None or pending.scope.user_id != f"telegram:{owner}":
+            # the scope asked about, even when the question was answered in another chat than the group's
+            forgotten = await self._companion.forgetting.answered(key, f"telegram:{owner}") if key else None
+            if forgotten is None:
                 await query.edit_message_text(EXPIRED)
                 return
-            # the scope asked about, even when the question was answered in another chat than the group's
-            forgotten = await self._companion.forgetting.forget(pending)
             await query.edit_message_text(phrasebook.forgot(forgotten.memories + forgotten.messages))
             return
         assert query.message is not None

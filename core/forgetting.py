@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from knowledge.forget_fence import ForgetFence
@@ -85,6 +86,7 @@ class Forgetting:
         editor: MemoryEditor,
         user_settings: UserSettings,
         fence: ForgetFence,
+        now: Callable[[], datetime],
         files: Path | None = None,
         similarity: float = DEFAULT_FORGET_SIMILARITY,
     ) -> None:
@@ -95,6 +97,7 @@ class Forgetting:
         self._editor = editor
         self._user_settings = user_settings
         self.fence = fence
+        self._now = now
         self._files = files
         self.similarity = similarity
 
@@ -108,6 +111,23 @@ class Forgetting:
         """`/forget <what>`, once confirmed: what was shown, and what matches the same words now
         (work that finished between the question and the answer may have written it again)."""
         return await asyncio.to_thread(self._forget_plan, plan, actor)
+
+    async def ask(self, plan: ForgetPlan) -> str:
+        """`/forget <what>`, the question: kept where any process may take its answer; returns its key."""
+        return await asyncio.to_thread(self._journal.forget_requests.ask, plan.scope, plan.what, self._now())
+
+    async def answered(self, key: str, user_id: str) -> ForgetReport | None:
+        """`/forget <what>`, confirmed by `user_id`: what the question `key` found is forgotten, with what
+        matches the same words now. None if the question is unknown, expired, answered or someone else's."""
+        return await asyncio.to_thread(self._answered, key, user_id)
+
+    async def declined(self, key: str) -> None:
+        """`/forget <what>`, declined: the question goes, nothing else."""
+        await asyncio.to_thread(self._journal.forget_requests.take, key, self._now())
+
+    async def prune_questions(self) -> int:
+        """Delete the forget questions nobody answered in time; returns how many."""
+        return await asyncio.to_thread(self._journal.forget_requests.prune, self._now())
 
     async def everything(self, scope: Scope) -> ForgetReport:
         """`/forget` and `companion memory forget --all`: every memory, message, change, job and file of the scope."""
@@ -159,6 +179,13 @@ class Forgetting:
             target=ForgetTarget.of_phrase(plan.what),
             actor=actor,
         )
+
+    def _answered(self, key: str, user_id: str) -> ForgetReport | None:
+        asked = self._journal.forget_requests.take(key, self._now())
+        if asked is None or asked[0].user_id != user_id:
+            return None
+        scope, what = asked
+        return self._forget_plan(self._find(scope, what), "user")
 
     def _forget_memories(self, scope: Scope, ids: Sequence[str], actor: str) -> ForgetReport:
         return self._forget(scope, memory_ids=ids, message_ids=(), target=NOTHING, actor=actor)

@@ -1,9 +1,9 @@
 """The journal: the records the background keeps beside the memories, in one database.
 
 Each part is its own module: the change log of memories (`change_log.py`), the job queue with its
-dead letters (`job_queue.py`), the tokens spent (`token_usage.py`) and the check-ins (`checkin_log.py`).
-The journal opens the database once for all four; forgetting reaches all but token usage (which holds
-counts, never text).
+dead letters (`job_queue.py`), the tokens spent (`token_usage.py`), the check-ins (`checkin_log.py`) and
+the `/forget <what>` questions awaiting their answer (`forget_requests.py`). The journal opens the
+database once for all; forgetting reaches all but token usage (which holds counts, never text).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 from .change_log import ChangeLog
 from .checkin_log import CheckinLog
 from .database import Database, opened
+from .forget_requests import ForgetRequests
 from .forget_target import ForgetTarget
 from .job_queue import JobQueue
 from .records import Scope
@@ -30,10 +31,17 @@ class Journal:
         self.jobs = JobQueue(self._db)
         self.usage = TokenUsageLog(self._db)
         self.checkins = CheckinLog(self._db)
+        self.forget_requests = ForgetRequests(self._db)
 
     def forget(self, scope: Scope) -> int:
-        """Delete every history row, dead letter, job and check-in of `scope`; returns how many rows went."""
-        return self.changes.forget(scope) + self.jobs.forget(scope) + self.checkins.forget(scope)
+        """Delete every history row, dead letter, job, check-in and open forget question of `scope`; returns how
+        many rows went."""
+        return (
+            self.changes.forget(scope)
+            + self.jobs.forget(scope)
+            + self.checkins.forget(scope)
+            + self.forget_requests.forget(scope)
+        )
 
     def erase(self, scope: Scope, memory_ids: Collection[str], target: ForgetTarget) -> int:
         """Erase forgotten text of `scope`: change-log content of these memories or matching `target`, and

@@ -149,6 +149,7 @@ ROUTES: dict[str, Callable[[App, Scope], Awaitable[None]]] = {
 
 
 def assert_gone(app: App, alice: Scope) -> None:
+    app.companion.knowledge.compact()  # as the bot does within minutes: the deleted vectors go too
     data_dir = app.settings.data_dir
     report = scan_directory(data_dir, SECRET)
     assert report.in_files == {} and report.in_rows == {}, (report.in_files, report.in_rows)
