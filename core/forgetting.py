@@ -232,10 +232,9 @@ class Forgetting:
         return ForgetReport(forgotten, deleted, journal_rows, files, target, tuple(record.id for record in records))
 
     def _forget_everything(self, scope: Scope) -> ForgetReport:
-        groups = self._groups_of(scope)
-        said = ForgetTarget.of_texts(
-            message.content for message in self._history.messages(scope) if message.role == "user" and message.in_group
-        )
+        in_groups = [message for message in self._history.messages(scope) if message.in_group]
+        groups = {message.conversation_id for message in in_groups}
+        said = ForgetTarget.of_texts(message.content for message in in_groups if message.role == "user")
         with self.fence.forgetting(scope):
             memories = self._knowledge.forget_all(scope)
             messages = self._history.forget(scope)
