@@ -49,7 +49,10 @@ NEXT_WEIGHT = 0.25
 # LoCoMo, restricting to the window, or a bonus of 0.5, lost more questions than they won (README).
 WINDOW_BONUS = 0.25
 INDEX_BATCH = 64  # messages embedded per call
-MAX_EMBEDDED_CHARS = 2000  # the embedder reads about 512 tokens; the rest only costs time
+# The meaning leg embeds a message's first characters only (its cost grows with every token); the word
+# leg indexes all of it. On LoCoMo, 320 instead of 2,000 left every category within 0.001 recall@10
+# (overall .759 -> .760): what a long message is about shows early, and its details are words.
+MAX_EMBEDDED_CHARS = 320
 INDEXING_LOCK = "history:indexing"  # one process indexes at a time
 MARKED = -1  # `history_index.last_seq` once every message carries its own `indexed` mark
 
