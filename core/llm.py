@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import openai
 import tiktoken
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 
 from personas.loader import ModelChoice
 
@@ -112,13 +112,12 @@ class OpenAIClient:
         finished = False
         try:
             chunks = await self._create(request, stream=True)
-            async for chunk in chunks:
-                if not chunk.choices:
-                    continue
-                finished = finished or chunk.choices[0].finish_reason is not None
-                if chunk.choices[0].delta.content:
-                    parts.append(chunk.choices[0].delta.content)
-                    yield parts[-1]
+            async for chunk in chunks:  # plain dicts: a typed model per chunk costs more than the chunk's text
+                choices = chunk.get("choices") or [{}]
+                finished = finished or choices[0].get("finish_reason") is not None
+                if content := (choices[0].get("delta") or {}).get("content"):
+                    parts.append(content)
+                    yield content
         except openai.OpenAIError as error:
             raise _llm_error(error, role) from error
         if not finished:
@@ -131,13 +130,14 @@ class OpenAIClient:
         # `chat.completions.create` first walks every message through the SDK's typed-parameter transform:
         # about 9 ms of CPU for a 30-message prompt, twice a turn (reply and monitor), for requests that
         # are plain JSON already. The SDK's own request path sends them as they are, with the same
-        # retries, timeouts and parsed responses.
+        # retries, timeouts and error handling; a stream's chunks come as dicts (a typed model each
+        # cost 0.08 ms, ten times the dict: 10 ms for a 120-token reply).
         return await self._client.post(
             "/chat/completions",
             body={**request, "stream": stream},
             cast_to=ChatCompletion,
             stream=stream,
-            stream_cls=openai.AsyncStream[ChatCompletionChunk],
+            stream_cls=openai.AsyncStream[dict[str, Any]],
         )
 
     def _report(self, role: Role, model: str, prompt_tokens: int, completion_tokens: int) -> None:
