@@ -579,3 +579,26 @@ async def test_checkins_turned_on_in_a_dm_go_to_that_dm_once_without_pinging_any
     assert http.sent()[0]["allowed_mentions"] == NO_PINGS
     [message] = [each for each in app.working_memory.window("xiaoxiang", f"discord:dm:{dm.id}")]
     assert message.role == "assistant" and message.content == "How was the exam, @everyone?"
+
+
+async def test_a_user_whose_dms_are_closed_has_checkins_turned_off_with_the_reason_kept(
+    cog: CompanionCog, http: HttpLog, app: App, clock: FakeClock
+) -> None:
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    alice = member(0)
+    dm = await alice.create_dm()
+    await CompanionCog.checkins.callback(cog, FakeInteraction(alice, dm), setting="on")  # type: ignore[arg-type]
+    monday = datetime(2026, 1, 5, 10, tzinfo=ZoneInfo("UTC"))
+    app.companion.knowledge.add(scope_of(alice), "Alice has an exam", category="fact", source="user", about=monday)
+    http.failing.add("send")
+    while clock.now() < monday + timedelta(days=1):
+        clock.advance(hours=1)
+        await app.companion.checkins.plan()
+        await app.companion.tasks.drain()
+    assert app.companion.user_settings.chosen_checkins(scope_of(alice)) is False
+    [failed] = [
+        each for each in app.journal.checkins.listing(since=monday - timedelta(days=1)) if each.state == "failed"
+    ]
+    assert "Cannot send messages to this user" in failed.note

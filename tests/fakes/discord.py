@@ -31,7 +31,8 @@ class HttpLog:
     calls: list[tuple[str, Any]] = field(default_factory=list)
     sent_ids: list[int] = field(default_factory=list)  # the id of each sent message, in the order sent
     listeners: list[Callable[[str, Any], None]] = field(default_factory=list)
-    failing: set[str] = field(default_factory=set)  # kinds of call Discord answers with a gateway error
+    # kinds of call Discord refuses: "typing" with a gateway error, "send" with 403 (a user whose DMs are closed)
+    failing: set[str] = field(default_factory=set)
 
     def record(self, kind: str, payload: Any) -> None:
         self.calls.append((kind, payload))
@@ -64,6 +65,10 @@ def record_http(bot: discord.Client) -> HttpLog:
         # dpytest's FakeHttp finds the channel in its caller's locals, so hand ours the caller's.
         channel = inspect.currentframe().f_back.f_locals.get("channel")  # type: ignore[union-attr]  # noqa: F841
         log.record("send", dict(params.payload))
+        if "send" in log.failing:
+            raise discord.Forbidden(
+                SimpleNamespace(status=403, reason="Forbidden"), "Cannot send messages to this user"
+            )
         sent = await send(channel_id, params=params)
         log.sent_ids.append(int(sent["id"]))
         return sent
