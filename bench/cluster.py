@@ -74,7 +74,12 @@ def family(root: int) -> list[int]:
 
 def bot_environment(index: int, port: int, data_dir: Path, urls: dict[str, str], chroma_port: int) -> dict[str, str]:
     """The environment of one `companion run` in server mode, serving Telegram through a webhook on `port`."""
-    kept = {key: value for key, value in os.environ.items() if not key.startswith(("COMPANION_", "OPENAI_"))}
+    # the bench's own settings, but the operator's sizing of the connections (to compare sizes)
+    kept = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("COMPANION_", "OPENAI_")) or key == "COMPANION_DATABASE_TURN_CONNECTIONS"
+    }
     return {
         **kept,
         "COMPANION_DATA_DIR": str(data_dir / f"bot-{index}"),

@@ -120,7 +120,8 @@ def open_storage(settings: Settings, data_dir: Path) -> Storage:
     url = settings.database_url.get_secret_value()
     try:
         database = PostgresDatabase(url)
-        return Storage(database, PostgresCluster(url), PostgresForgetLedger(database), shared=database)
+        cluster = PostgresCluster(url, pool_size=settings.database_turn_connections)
+        return Storage(database, cluster, PostgresForgetLedger(database), shared=database)
     except DatabaseUnavailableError as error:
         raise StartupError(f"COMPANION_DATABASE_URL: {error}; start the server or correct the URL") from error
 

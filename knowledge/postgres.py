@@ -27,7 +27,7 @@ from .records import Scope
 
 MIGRATIONS = "migrations"  # package directory of the SQL migrations
 QUERY_POOL = 8  # statements are short: a few connections serve a busy process
-LOCK_POOL = 64  # a turn holds one while it runs (a conversation's turns never overlap, cluster-wide)
+LOCK_POOL = 64  # a turn holds one while it runs (a conversation's turns never overlap, cluster-wide); configurable
 # Waiting for a lock connection is waiting for a turn: past LOCK_POOL turns at once, the next waits its turn.
 LOCK_POOL_WAIT = 3600.0
 CONNECT_TIMEOUT = 10.0
