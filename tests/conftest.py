@@ -22,6 +22,7 @@ from knowledge.sqlite import SQLiteDatabase
 from personas.loader import Persona
 from tests.fakes.clock import FakeClock
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.telegram_server import FakeBotAPI
 from tests.servers import ChromaServer, PostgresServer, ServerStartError
 
 MIGRATED_TEMPLATE = "companion_migrated"
@@ -71,6 +72,19 @@ def fake_openai(fake_openai_server: FakeOpenAIServer) -> FakeOpenAIServer:
     """The session's fake OpenAI server, cleared for this test."""
     fake_openai_server.reset()
     return fake_openai_server
+
+
+@pytest.fixture(scope="session")
+def telegram_server() -> Iterator[FakeBotAPI]:
+    with FakeBotAPI() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_telegram(telegram_server: FakeBotAPI) -> FakeBotAPI:
+    """The test run's fake Telegram Bot API, cleared for this test."""
+    telegram_server.reset()
+    return telegram_server
 
 
 @pytest.fixture(scope="session")

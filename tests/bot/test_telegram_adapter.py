@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -87,18 +87,6 @@ def button(data: str, *, user: dict[str, Any], sent: dict[str, Any]) -> dict[str
         "update_id": next(_ids),
         "callback_query": {"id": str(next(_ids)), "from": user, "chat_instance": "ci", "data": data, "message": sent},
     }
-
-
-@pytest.fixture(scope="session")
-def telegram_server() -> Iterator[FakeBotAPI]:
-    with FakeBotAPI() as server:
-        yield server
-
-
-@pytest.fixture
-def fake_telegram(telegram_server: FakeBotAPI) -> FakeBotAPI:
-    telegram_server.reset()
-    return telegram_server
 
 
 @pytest.fixture

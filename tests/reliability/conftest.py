@@ -14,18 +14,6 @@ from tests.fakes.telegram_server import TOKEN, FakeBotAPI
 from tests.reliability.processes import ROOT, Bot
 
 
-@pytest.fixture(scope="session")
-def telegram_server() -> Iterator[FakeBotAPI]:
-    with FakeBotAPI() as server:
-        yield server
-
-
-@pytest.fixture
-def fake_telegram(telegram_server: FakeBotAPI) -> FakeBotAPI:
-    telegram_server.reset()
-    return telegram_server
-
-
 @pytest.fixture
 def data_dir(isolated: Path) -> Path:
     return isolated / "data"
