@@ -34,7 +34,7 @@ from knowledge.records import Scope
 from .app import App
 from .render import DISCORD_LIMIT, split_message
 from .routing import Router
-from .streaming import MonotonicTimer, Timer, Typing, stream_reply
+from .streaming import EditedMessages, MonotonicTimer, Timer, Typing, stream_reply
 
 log = logging.getLogger(__name__)
 
@@ -407,38 +407,22 @@ class CompanionCog(commands.Cog):
         await send(text, ephemeral=True)
 
 
-class DiscordReply:
+class DiscordReply(EditedMessages[discord.Message]):
     """Where a reply appears on Discord (a `ReplySurface`): each part is sent with its first words and edited as
     it grows; in a server the first part replies to the message it answers. No send or edit pings anyone."""
 
     def __init__(self, answered: discord.Message) -> None:
+        super().__init__()
         self._answered = answered
-        self._sent: discord.Message | None = None
-        self._text = ""  # what the sent part shows now
-        self._parts = 0
 
-    async def show(self, text: str) -> None:
-        if self._sent is None:
-            await self._send(text)
-        elif text != self._text:
-            await self._edit(text)
+    async def _send(self, text: str, *, first: bool) -> discord.Message:
+        if first and self._answered.guild is not None:
+            return await self._answered.reply(text, mention_author=False, allowed_mentions=NO_MENTIONS)
+        return await self._answered.channel.send(text, allowed_mentions=NO_MENTIONS)
 
-    async def finish(self, text: str) -> None:
-        await self.show(text)
-        self._sent = None
-
-    async def _send(self, text: str) -> None:
-        if self._parts == 0 and self._answered.guild is not None:
-            self._sent = await self._answered.reply(text, mention_author=False, allowed_mentions=NO_MENTIONS)
-        else:
-            self._sent = await self._answered.channel.send(text, allowed_mentions=NO_MENTIONS)
-        self._text = text
-        self._parts += 1
-
-    async def _edit(self, text: str) -> None:
-        assert self._sent is not None
-        await self._sent.edit(content=text, allowed_mentions=NO_MENTIONS)
-        self._text = text
+    async def _edit(self, sent: discord.Message, text: str, *, final: bool) -> bool:
+        await sent.edit(content=text, allowed_mentions=NO_MENTIONS)
+        return True
 
 
 def _is_image(attachment: discord.Attachment) -> bool:

@@ -13,14 +13,16 @@ import asyncio
 import contextlib
 import logging
 import time
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Protocol, Self
+from typing import Generic, Protocol, Self, TypeVar
 
 from core import phrasebook
 
 from .render import first_chunk, units
 
 log = logging.getLogger(__name__)
+Sent = TypeVar("Sent")  # a platform's sent message
 
 
 class Timer(Protocol):
@@ -49,6 +51,39 @@ class ReplySurface(Protocol):
 
     async def finish(self, text: str) -> None:
         """The current part's final text, delivered for good; the next part starts a new message."""
+
+
+class EditedMessages(ABC, Generic[Sent]):
+    """A `ReplySurface` of messages edited as they grow: each part is sent with its first words, then edited
+    whenever its text changed. A platform says how it sends and edits one part."""
+
+    def __init__(self) -> None:
+        self._sent: Sent | None = None
+        self._text = ""  # what the sent part shows now
+        self._parts = 0
+
+    async def show(self, text: str) -> None:
+        await self._grow(text, final=False)
+
+    async def finish(self, text: str) -> None:
+        await self._grow(text, final=True)
+        self._sent = None
+
+    async def _grow(self, text: str, *, final: bool) -> None:
+        if self._sent is None:
+            self._sent = await self._send(text, first=self._parts == 0)
+            self._text = text
+            self._parts += 1
+        elif text != self._text and await self._edit(self._sent, text, final=final):
+            self._text = text
+
+    @abstractmethod
+    async def _send(self, text: str, *, first: bool) -> Sent:
+        """Send a new part (`first`: the reply's first) and return it."""
+
+    @abstractmethod
+    async def _edit(self, sent: Sent, text: str, *, final: bool) -> bool:
+        """Show `text` in the part; False if the edit was skipped (a non-final one, under flood limits)."""
 
 
 async def stream_reply(

@@ -12,6 +12,7 @@ import secrets
 from telegram import Bot, Message
 
 from .flood_control import BEST_EFFORT
+from .streaming import EditedMessages
 
 
 def _new_draft_id() -> int:
@@ -39,42 +40,25 @@ class DraftReply:
         self._draft_id = _new_draft_id()  # the next part is a draft of its own
 
 
-class EditedReply:
+class EditedReply(EditedMessages[Message]):
     """A group: each part is sent with its first words and edited as it grows; the first quotes the message
     it answers, so it is clear whom the companion answers."""
 
     def __init__(self, bot: Bot, answered: Message) -> None:
+        super().__init__()
         self._bot = bot
         self._answered = answered
-        self._sent: Message | None = None
-        self._text = ""  # what the sent part shows now
-        self._parts = 0
 
-    async def show(self, text: str) -> None:
-        if self._sent is None:
-            await self._send(text)
-        elif text != self._text:
-            await self._edit(text, rate_limit_args=BEST_EFFORT)
+    async def _send(self, text: str, *, first: bool) -> Message:
+        return await self._answered.reply_text(text, do_quote=first)
 
-    async def finish(self, text: str) -> None:
-        if self._sent is None:
-            await self._send(text)
-        elif text != self._text:  # Telegram refuses an edit that changes nothing
-            await self._edit(text)
-        self._sent = None
-
-    async def _send(self, text: str) -> None:
-        self._sent = await self._answered.reply_text(text, do_quote=self._parts == 0)
-        self._text = text
-        self._parts += 1
-
-    async def _edit(self, text: str, **limits: object) -> None:
-        assert self._sent is not None
+    async def _edit(self, sent: Message, text: str, *, final: bool) -> bool:
+        # growing, an edit may be skipped under the flood limits; the final one waits for its turn
+        limits = {} if final else {"rate_limit_args": BEST_EFFORT}
         edited = await self._bot.edit_message_text(
             text=text,
-            chat_id=self._sent.chat_id,
-            message_id=self._sent.message_id,
+            chat_id=sent.chat_id,
+            message_id=sent.message_id,
             **limits,  # type: ignore[arg-type]
         )
-        if isinstance(edited, Message):  # not a best-effort edit skipped under the flood limits
-            self._text = text
+        return isinstance(edited, Message)  # not a best-effort edit skipped under the flood limits
