@@ -168,7 +168,7 @@ class Forgetting:
     def _find(self, scope: Scope, what: str) -> ForgetPlan:
         target = ForgetTarget.of_phrase(what)
         memories = memories_about(self._knowledge, scope, what, target, min_similarity=self.similarity)
-        return ForgetPlan(scope, what, memories, messages_about(self._history, scope, target))
+        return ForgetPlan(scope, what, memories, messages_about(self._history.messages(scope), target))
 
     def _forget_plan(self, plan: ForgetPlan, actor: str) -> ForgetReport:
         again = self._find(plan.scope, plan.what)
@@ -208,8 +208,8 @@ class Forgetting:
         actor: str,
         keep: Collection[str] = (),
     ) -> ForgetReport:
-        groups = self._groups_of(scope)
         with self.fence.forgetting(scope):
+            stored = self._history.messages(scope)
             records = self._knowledge.get(scope, memory_ids)
             named = self._history.messages_by_id(scope, message_ids)
             # The text of what was named by id is forgotten wherever else it is quoted (an episode, a dead letter).
@@ -220,34 +220,31 @@ class Forgetting:
                 if target.matches(record.content) and record.id not in {known.id for known in records}
             ]
             messages = {message.id for message in named}
-            messages.update(message.id for message in messages_about(self._history, scope, target))
+            messages.update(message.id for message in messages_about(stored, target))
             messages.update(_sources(records))
             messages.difference_update(keep)
             forgotten = self._editor.forget(scope, [record.id for record in records], actor=actor)
             deleted = self._history.forget_messages(scope, messages)
             journal_rows = self._journal.erase(scope, {record.id for record in records}, target)
-        self._forget_echoes(scope, groups, target, actor)
+        self._forget_echoes(scope, _groups(stored), target, actor)
         files = self._erase_files(scope, target)
         log.info("forgot %d memories and %d messages of one scope", forgotten, deleted)
         return ForgetReport(forgotten, deleted, journal_rows, files, target, tuple(record.id for record in records))
 
     def _forget_everything(self, scope: Scope) -> ForgetReport:
-        in_groups = [message for message in self._history.messages(scope) if message.in_group]
-        groups = {message.conversation_id for message in in_groups}
-        said = ForgetTarget.of_texts(message.content for message in in_groups if message.role == "user")
+        stored = self._history.messages(scope)
+        said = ForgetTarget.of_texts(
+            message.content for message in stored if message.role == "user" and message.in_group
+        )
         with self.fence.forgetting(scope):
             memories = self._knowledge.forget_all(scope)
             messages = self._history.forget(scope)
             journal_rows = self._journal.forget(scope)
             self._user_settings.forget(scope)  # choices such as /share read as their defaults again
-        self._forget_echoes(scope, groups, said, "user")
+        self._forget_echoes(scope, _groups(stored), said, "user")
         files = self._erase_files(scope, None)
         log.info("forgot %d memories, %d messages and %d journal rows of one scope", memories, messages, journal_rows)
         return ForgetReport(memories, messages, journal_rows, files)
-
-    def _groups_of(self, scope: Scope) -> set[str]:
-        """The group conversations the user spoke in."""
-        return {message.conversation_id for message in self._history.messages(scope) if message.in_group}
 
     def _forget_echoes(self, scope: Scope, groups: set[str], target: ForgetTarget, actor: str) -> None:
         """What was said to others of what the user forgets, in the groups where the user spoke: the
@@ -282,6 +279,11 @@ class Forgetting:
         self._history.checkpoint()
         self._journal.checkpoint()
         return files
+
+
+def _groups(messages: Iterable[StoredMessage]) -> set[str]:
+    """The group conversations of these messages."""
+    return {message.conversation_id for message in messages if message.in_group}
 
 
 def _sources(records: Iterable[MemoryRecord]) -> set[str]:

@@ -4,6 +4,7 @@ how hits are ordered in a prompt is `ranking.py`."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .forget_target import ForgetTarget
@@ -62,6 +63,6 @@ def memories_about(
     return list(found.values())
 
 
-def messages_about(history: ConversationHistory, scope: Scope, target: ForgetTarget) -> list[StoredMessage]:
-    """The past messages of `scope` that carry what `target` matches, oldest first."""
-    return [message for message in history.messages(scope) if target.matches(message.content)]
+def messages_about(messages: Iterable[StoredMessage], target: ForgetTarget) -> list[StoredMessage]:
+    """The past messages (of one scope, oldest first) that carry what `target` matches, in their order."""
+    return [message for message in messages if target.matches(message.content)]
