@@ -95,7 +95,8 @@ def test_both_lanes_embed_at_once_and_are_metered(embedder: embedding.Embedder) 
 
 
 def test_e5_on_onnx_runtime_gives_the_vectors_of_nanoes_own_engine(embedder: embedding.Embedder) -> None:
-    """Same weights, same activation quantization: a store indexed by either engine serves the other."""
+    """Same weights, activations quantized per token instead of per block of 32: a store indexed by either
+    engine serves the other (on LoCoMo, within 0.005 recall@10 in every category)."""
     if not isinstance(embedder, embedding.OnnxE5Embedder):
         pytest.skip("e5 is not available on this machine")
     texts = [
@@ -111,4 +112,4 @@ def test_e5_on_onnx_runtime_gives_the_vectors_of_nanoes_own_engine(embedder: emb
         (embedder.embed_passages(texts), reference.embed_passages(texts)),
     ]:
         assert ours.shape == theirs.shape == (len(texts), embedder.dim)
-        assert np.all(np.sum(ours * theirs, axis=1) > 0.9995)
+        assert np.all(np.sum(ours * theirs, axis=1) > 0.998)
