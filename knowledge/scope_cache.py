@@ -51,6 +51,11 @@ class ScopeSnapshot:
             wanted = set(categories)
             return [record for record in self._records.values() if record.category in wanted]
 
+    def records_with(self, ids: Iterable[str]) -> list[MemoryRecord]:
+        """The records with these ids (in their order; unknown ids are skipped)."""
+        with self._lock:
+            return [record for record in map(self._records.get, ids) if record is not None]
+
     def search(
         self,
         query: Query,

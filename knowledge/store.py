@@ -386,6 +386,8 @@ class ChromaKnowledgeBase:
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return []
+        if self._cache is not None:  # the monitor's reads of what a turn showed: chromadb's grow with the scope
+            return self._current(self._cache.get(scope).records_with(wanted))
         return self._current(self._fetch(ids=wanted, where=_scope_filter(scope)))
 
     def list(self, scope: Scope, *, categories: Iterable[Category] | None = None) -> list[MemoryRecord]:

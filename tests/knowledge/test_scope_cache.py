@@ -72,6 +72,22 @@ def test_snapshots_follow_every_write(stores, alice: Scope, bob: Scope) -> None:
     assert cached.list(bob)[0].content == "Bob lives in Lyon"
 
 
+def test_reads_by_id_follow_the_writes_and_keep_to_the_scope(stores, alice: Scope, bob: Scope) -> None:  # type: ignore[no-untyped-def]
+    cached, direct = stores
+    ids = [cached.add(alice, fact, category="fact", source="user").id for fact in FACTS]
+    bobs = cached.add(bob, "Bob's PIN is 1234", category="fact", source="user")
+    cached.list(alice)  # loads the snapshot
+
+    def read(store: ChromaKnowledgeBase, scope: Scope, wanted: list[str]) -> set[tuple[str, str]]:
+        return {(record.id, record.content) for record in store.get(scope, wanted)}
+
+    assert read(cached, alice, ids) == read(direct, alice, ids) == {(i, fact) for i, fact in zip(ids, FACTS)}
+    assert cached.get(alice, [bobs.id]) == [] and cached.get(alice, ["no-such-id"]) == []
+    cached.update(alice, ids[0], content="Alice loves shoyu ramen")
+    cached.delete(alice, [ids[1]])
+    assert read(cached, alice, ids[:2]) == read(direct, alice, ids[:2]) == {(ids[0], "Alice loves shoyu ramen")}
+
+
 @pytest.mark.parametrize("cache_scopes", [True, False])
 def test_every_read_gives_the_importance_of_the_moment(  # type: ignore[no-untyped-def]
     stores, clock: FakeClock, alice: Scope, cache_scopes: bool
