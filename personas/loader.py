@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import math
 import re
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -162,10 +165,17 @@ class PersonaRegistry:
     persona with a bundled id replaces the bundled one without touching the installed files.
     """
 
-    def __init__(self, *directories: Path) -> None:
+    def __init__(
+        self, *directories: Path, recheck_after: float = 1.0, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        """`recheck_after`: seconds a persona is served without looking at its file again (a turn asks
+        several times; each look is a few `stat` calls)."""
         self.directories = directories or (PERSONA_DIR,)
         self._cache: dict[str, tuple[tuple[Path, float] | None, Persona]] = {}
         self._broken: dict[str, tuple[Path, float] | None] = {}  # the broken version last warned about
+        self._recheck_after = recheck_after
+        self._monotonic = monotonic
+        self._checked: dict[str, float] = {}  # when each persona's file was last looked at
 
     @property
     def directory(self) -> Path:
@@ -191,14 +201,18 @@ class PersonaRegistry:
         return load_persona(path)
 
     def get(self, persona_id: str) -> Persona:
-        """Like `load`, but re-reads the file only when it changed.
+        """Like `load`, but re-reads the file only when it changed (looking at most every `recheck_after` s).
 
         A file that breaks while in use (a half-saved edit, a bad paste) does not stop the persona: the
         version loaded last keeps serving, with a warning, until the file is fixed.
         """
+        cached = self._cache.get(persona_id)
+        now = self._monotonic()
+        if cached is not None and now - self._checked.get(persona_id, -math.inf) < self._recheck_after:
+            return cached[1]
+        self._checked[persona_id] = now
         path = self.path(persona_id)
         version = (path, path.stat().st_mtime) if path is not None else None
-        cached = self._cache.get(persona_id)
         if cached is not None and cached[0] == version:
             return cached[1]
         try:
