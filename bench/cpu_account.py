@@ -7,8 +7,9 @@ goes through `knowledge.sqlite.SQLiteDatabase`) and chromadb (its `Collection`).
 with `time.thread_time()` in the thread that runs it, exclusive of the seams it calls (a search's
 SQLite reads count as SQLite), so nothing is counted twice. The event loop is the main thread's CPU
 less the seams it ran itself (storing a message, building the prompt). What no seam covers is
-"other threads": the background roles' own logic in worker threads, HTTP clients and the benchmark's
-fake servers, chromadb's internal threads.
+"other threads": the background roles' own logic in worker threads, HTTP clients, chromadb's internal
+threads. The benchmark's fake servers (the LLM, the Bot API) run in the same process but are not the
+companion: their request handlers (http.server's) are a seam of their own, shown apart and left out of "total".
 
 With the default of one OpenMP thread per embedding call the embedder's figure is exact; with more,
 the extra threads' CPU lands in "other threads".
@@ -21,6 +22,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from chromadb.api.models.Collection import Collection
@@ -41,6 +43,7 @@ COMPONENTS = (
     "event loop",
     "other threads",
 )
+FAKES = "fake servers"  # the benchmark's, not the companion's: outside "total"
 _SEAMS: list[tuple[type, str, str]] = [
     (ChromaKnowledgeBase, "search", "search"),
     (ConversationHistory, "search", "search"),
@@ -54,6 +57,8 @@ _SEAMS: list[tuple[type, str, str]] = [
     # counted by the embedder's own meter; a seam here only so that an embedder computing in the caller's
     # thread (the numpy fallback) is not counted again in the seam that called it
     (CPUMeter, "timed", "embedding"),
+    # only the fakes serve with http.server; a request at a time, as a keep-alive connection lasts the whole run
+    (BaseHTTPRequestHandler, "handle_one_request", FAKES),
 ]
 
 
@@ -92,7 +97,8 @@ class CPUAccount:
                 setattr(owner, name, original)
 
     def snapshot(self) -> dict[str, float]:
-        """CPU seconds so far by component, plus `total` (the whole process). Call it from the main thread."""
+        """CPU seconds so far by component, `total` (the whole process but the fake servers) and the fake servers'.
+        Call it from the main thread."""
         embedding = self._embedding.seconds()
         with self._lock:
             seams = dict(self._seconds)
@@ -101,9 +107,11 @@ class CPUAccount:
         figures["query embedding"] = embedding["query"]
         figures["passage embeddings"] = embedding["passage"]
         figures["event loop"] = time.thread_time() - main_seams
-        total = time.process_time()
+        fakes = seams.get(FAKES, 0.0)
+        total = time.process_time() - fakes
         figures["other threads"] = total - sum(figures[component] for component in COMPONENTS[:-1])
         figures["total"] = total
+        figures[FAKES] = fakes
         return figures
 
     def _timed(self, method: Callable[..., Any], component: str) -> Callable[..., Any]:
@@ -152,13 +160,13 @@ class CPUAccount:
 
 def per_turn_ms(before: dict[str, float], after: dict[str, float], turns: int) -> dict[str, float]:
     """Milliseconds of CPU per turn by component between two snapshots."""
-    return {name: round((after[name] - before[name]) * 1000 / turns, 2) for name in (*COMPONENTS, "total")}
+    return {name: round((after[name] - before[name]) * 1000 / turns, 2) for name in (*COMPONENTS, "total", FAKES)}
 
 
 def print_account(title: str, figures: dict[str, dict[str, float]] | dict[str, float]) -> None:
     """One line per component: a value, or p50 / mean when `figures` holds summaries."""
     print(title)
-    for name in (*COMPONENTS, "total"):
+    for name in (*COMPONENTS, "total", FAKES):
         value = figures[name]
         if isinstance(value, dict):
             print(f"  {name:<20} p50 {value['p50']:7.2f}   p95 {value['p95']:7.2f}   mean {value['mean']:7.2f}")
