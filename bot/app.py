@@ -367,6 +367,7 @@ def build_app(
         fence=fence,
         now=clock.now,
         files=data_dir,
+        queries=queries,
     )
 
     responses = ResponseHandler(

@@ -13,8 +13,9 @@ Memories (`scope_cache.py`, `store.py`) and conversation history (`history.py`) 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,26 +50,38 @@ class Query:
 class QueryEncoder:
     """Prepares texts for search, remembering the most recent ones, so each is embedded once: a turn
     searches memories and history with one message, the background roles often search the same text
-    again, and a memory checked for duplicates is stored with the vector it was checked with."""
+    again, and a memory checked for duplicates is stored with the vector it was checked with.
 
-    def __init__(self, embedder: Embedder, *, cache_size: int = 256) -> None:
+    A text is remembered for `max_age` seconds at most (long enough for a turn's background work), and
+    `forget` drops them all at once: what a user forgets must not linger in a process's memory."""
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        *,
+        cache_size: int = 256,
+        max_age: float = 300.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.embedder = embedder
         self._cache_size = cache_size
-        self._cache: OrderedDict[tuple[str, bool], Query] = OrderedDict()
+        self._max_age = max_age
+        self._monotonic = monotonic
+        self._cache: OrderedDict[tuple[str, bool], tuple[float, Query]] = OrderedDict()  # oldest first
         self._lock = threading.Lock()
 
     def encode(self, text: str, *, as_passage: bool = False) -> Query:
         """The prepared query for `text`; `as_passage`: embedded as a passage (a memory's own text)."""
         key = (text, as_passage)
         with self._lock:
-            query = self._cache.get(key)
-            if query is not None:
-                self._cache.move_to_end(key)
-                return query
+            self._drop_expired()
+            remembered = self._cache.get(key)
+            if remembered is not None:
+                return remembered[1]
         embed = self.embedder.embed_passages if as_passage else self.embedder.embed_queries
         query = Query(text, embed([text])[0], tuple(tokenize(text)))
         with self._lock:
-            self._cache[key] = query
+            self._cache[key] = (self._monotonic(), query)
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return query
@@ -76,6 +89,22 @@ class QueryEncoder:
     def passage_vector(self, text: str) -> np.ndarray:
         """The passage embedding of `text`, computed once for a duplicate check and for storing it."""
         return self.encode(text, as_passage=True).vector
+
+    def texts(self) -> list[str]:
+        """The texts remembered now, oldest first."""
+        with self._lock:
+            self._drop_expired()
+            return [text for text, _ in self._cache]
+
+    def forget(self) -> None:
+        """Drop every remembered text (after a forget: it may have been one of them)."""
+        with self._lock:
+            self._cache.clear()
+
+    def _drop_expired(self) -> None:
+        oldest = self._monotonic() - self._max_age
+        while self._cache and next(iter(self._cache.values()))[0] < oldest:
+            self._cache.popitem(last=False)
 
 
 @dataclass(frozen=True, slots=True)

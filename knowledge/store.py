@@ -269,7 +269,7 @@ class ChromaKnowledgeBase:
         `files`: the embedded store's directory, where forgetting erases what chromadb leaves behind."""
         self._client = client
         self._embedder = embedder
-        self._queries = queries or QueryEncoder(embedder)
+        self.queries = queries or QueryEncoder(embedder)  # shared with the history, and emptied by a forget
         self._now = now
         self.policy_for = policy_for
         self._cache = ScopeCache(self._load_scope, versions=versions) if cache_scopes else None
@@ -336,7 +336,7 @@ class ChromaKnowledgeBase:
             about=about,
             until=until,
         )
-        vector = self._queries.passage_vector(content)[np.newaxis]
+        vector = self.queries.passage_vector(content)[np.newaxis]
         metadata = _metadata(record, self.policy_for(scope.persona_id))
         write = self._collection.add if memory_id is None else self._collection.upsert
         with fenced_write(scope):
@@ -363,7 +363,7 @@ class ChromaKnowledgeBase:
         vector is kept for storing it."""
         if not query.strip() or limit <= 0:
             return []
-        prepared = self._queries.encode(query, as_passage=as_passage)
+        prepared = self.queries.encode(query, as_passage=as_passage)
         wanted = None if categories is None else _known(categories)
         if self._cache is not None:
             snapshot = self._cache.get(scope)
@@ -454,7 +454,7 @@ class ChromaKnowledgeBase:
             changes["review_pending"] = review_pending or None
         record = replace(found[0], **changes)
         metadata = _metadata(record, self.policy_for(scope.persona_id))
-        vector = None if content is None else self._queries.passage_vector(record.content)[np.newaxis]
+        vector = None if content is None else self.queries.passage_vector(record.content)[np.newaxis]
         with fenced_write(scope):
             if vector is None:
                 # documents without embeddings would make chromadb embed them with its own (downloaded) model

@@ -74,6 +74,20 @@ def test_the_encoder_embeds_a_repeated_query_once(embedder: Embedder) -> None:
     assert first.terms == tuple(tokenize("主人喜欢什么?"))
 
 
+def test_the_encoder_keeps_a_text_five_minutes_at_most_and_drops_all_on_forget(embedder: Embedder) -> None:
+    seconds = [0.0]
+    encoder = QueryEncoder(embedder, monotonic=lambda: seconds[0])
+    first = encoder.encode("my locker code is 4711")
+    seconds[0] = 200.0
+    assert encoder.encode("my locker code is 4711") is first
+    encoder.encode("something else")
+    seconds[0] = 301.0
+    assert encoder.texts() == ["something else"]
+    assert encoder.encode("my locker code is 4711") is not first  # embedded again
+    encoder.forget()
+    assert encoder.texts() == []
+
+
 def test_similarity_search_runs_blas_on_one_thread() -> None:
     # Two BLAS threads made a 10k-item search ~10x slower whenever the other core was busy.
     from threadpoolctl import threadpool_info
