@@ -14,7 +14,6 @@ from knowledge.records import MemoryRecord, Scope, ScoredMemory
 from knowledge.retrieval import FORGETTABLE, SearchResults, search_scope
 from knowledge.storage_errors import storage_problem
 from knowledge.store import KnowledgeBase
-from knowledge.temporal import within
 from knowledge.time_windows import TimeWindow
 from knowledge.user_settings import UserSettings, find_time_zone
 from personas.loader import Persona, PersonaError, PersonaRegistry
@@ -223,9 +222,8 @@ class Companion:
     ) -> list[ScoredMemory]:
         """The memories of this scope that a message like `query` would recall, in prompt order (given
         `during`, only those from that stretch of time)."""
-        matching = None if during is None else within(during)
         hits = await asyncio.to_thread(
-            self.knowledge.search, scope, query, limit=limit, categories=FORGETTABLE, matching=matching
+            self.knowledge.search, scope, query, limit=limit, categories=FORGETTABLE, during=during
         )
         return rank_for_prompt(hits, self.clock.now())
 

@@ -20,7 +20,7 @@ from knowledge.ranking import rank_for_prompt
 from knowledge.records import Category, MemoryRecord, Scope
 from knowledge.storage_errors import storage_problem
 from knowledge.store import KnowledgeBase
-from knowledge.temporal import episode_moment, in_prompt, in_window, within
+from knowledge.temporal import episode_moment, in_prompt, in_window
 from knowledge.time_windows import TimeWindow, find_window
 from knowledge.working_memory import WorkingMemory
 from personas.loader import Persona
@@ -270,7 +270,7 @@ class ResponseHandler:
             limit=self._retrieval_limit,
             categories=[category],
             audience=audience,
-            matching=within(window),
+            during=window,
         )
         return [hit.record for hit in hits]
 

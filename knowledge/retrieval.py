@@ -12,7 +12,6 @@ from .history import ConversationHistory, HistoryHit
 from .message_log import StoredMessage
 from .records import Category, MemoryRecord, Scope, ScoredMemory
 from .store import KnowledgeBase
-from .temporal import within
 from .time_windows import TimeWindow
 
 
@@ -36,8 +35,7 @@ def search_scope(
     """Search everything remembered about `scope`, memories (every category) and past messages alike;
     given `during`, only what is from that stretch of time."""
     messages = [] if history is None else history.search(scope, query, limit=limit, during=during)
-    matching = None if during is None else within(during)
-    return SearchResults(knowledge.search(scope, query, limit=limit, matching=matching), messages)
+    return SearchResults(knowledge.search(scope, query, limit=limit, during=during), messages)
 
 
 # With multilingual-e5-small a short phrase scores up to ~0.87 against unrelated memories ("忘掉前男友":

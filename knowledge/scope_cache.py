@@ -25,6 +25,8 @@ from .lexical import terms_of
 from .records import CATEGORIES, Category, MemoryRecord, Scope, ScoredMemory
 from .scope_versions import ScopeVersions
 from .search_index import Query, SearchIndex
+from .temporal import window_moments
+from .time_windows import TimeWindow
 
 _CODE = {category: code for code, category in enumerate(CATEGORIES)}
 
@@ -62,8 +64,10 @@ class ScopeSnapshot:
         limit: int,
         categories: Iterable[Category] | None = None,
         allowed: Callable[[MemoryRecord], bool] | None = None,
+        during: TimeWindow | None = None,
     ) -> list[ScoredMemory]:
-        """The most relevant records (of `categories`, and only those `allowed`) by fused score, best first."""
+        """The most relevant records (of `categories`, only those `allowed` and, given `during`, only those
+        of that stretch of time) by fused score, best first."""
         wanted = None if categories is None else set(categories)
         groups = None if wanted is None else [_CODE[category] for category in wanted]
         with self._lock:
@@ -76,7 +80,7 @@ class ScopeSnapshot:
                 ]
             return [
                 ScoredMemory(self._records[match.key], similarity=match.similarity, relevance=match.relevance)
-                for match in self._index.search(query, limit, groups, only)
+                for match in self._index.search(query, limit, groups, only, between=_seconds(during))
             ]
 
     def put(self, record: MemoryRecord, vector: np.ndarray | None) -> None:
@@ -94,8 +98,18 @@ class ScopeSnapshot:
         known = self._records.get(record.id)
         # A metadata change keeps the BM25 document; only new content is tokenized again.
         terms = None if known is not None and known.content == record.content else terms_of(record.content)
-        self._index.put(record.id, vector=vector, terms=terms, group=_CODE[record.category])
+        moments = [np.nan if moment is None else moment.timestamp() for moment in window_moments(record)]
+        self._index.put(record.id, vector=vector, terms=terms, group=_CODE[record.category], moments=moments)
         self._records[record.id] = record
+
+
+def _seconds(window: TimeWindow | None) -> tuple[float, float] | None:
+    """A window's bounds as seconds since the epoch (a window's searches compare every memory of a scope:
+    in numpy, thousands at a time, rather than datetimes one by one)."""
+    if window is None:
+        return None
+    utc = window.utc()
+    return utc.start.timestamp(), utc.end.timestamp()
 
 
 class Sized(Protocol):

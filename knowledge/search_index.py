@@ -130,8 +130,13 @@ def fuse(similarity: np.ndarray, lexical: np.ndarray, weights: FusionWeights = F
     return weights.dense * normalized(similarity) + weights.lexical * normalized(lexical)
 
 
+MOMENTS = 3  # the most moments an item may have, for searches within a stretch of time
+
+
 class SearchIndex:
-    """Vectors and BM25 documents of one scope's items, by key, each in a group (e.g. a memory category).
+    """Vectors and BM25 documents of one scope's items, by key, each in a group (e.g. a memory category)
+    and with up to `MOMENTS` moments (seconds since the epoch), so that a search may keep to a stretch
+    of time.
 
     Not thread-safe: its owner locks around it.
     """
@@ -141,7 +146,9 @@ class SearchIndex:
         self._keys: list[str] = []
         self._row: dict[str, int] = {}
         self._vectors = np.zeros((16, dim), dtype=np.float32)
-        self._groups = np.zeros(16, dtype=np.int8)  # beside the vectors, so filtering costs no Python loop
+        # beside the vectors, so filtering costs no Python loop (a NaN moment is in no stretch of time)
+        self._groups = np.zeros(16, dtype=np.int8)
+        self._moments = np.full((16, MOMENTS), np.nan)
         self._lexical = LexicalIndex()
 
     @property
@@ -152,7 +159,13 @@ class SearchIndex:
         return key in self._row
 
     def put(
-        self, key: str, *, vector: np.ndarray | None = None, terms: Terms | None = None, group: int | None = None
+        self,
+        key: str,
+        *,
+        vector: np.ndarray | None = None,
+        terms: Terms | None = None,
+        group: int | None = None,
+        moments: Sequence[float] | None = None,
     ) -> None:
         """Add an item (vector and terms needed) or change the parts given of an existing one."""
         row = self._row.get(key)
@@ -167,6 +180,9 @@ class SearchIndex:
             self._vectors[row] = vector
         if group is not None:
             self._groups[row] = group
+        if moments is not None:
+            self._moments[row] = np.nan
+            self._moments[row, : len(moments)] = moments
 
     def remove(self, keys: Sequence[str]) -> None:
         """Drop items by key (moving the last row into each hole); unknown keys are ignored."""
@@ -180,6 +196,7 @@ class SearchIndex:
                 self._keys[row] = moved
                 self._vectors[row] = self._vectors[last]
                 self._groups[row] = self._groups[last]
+                self._moments[row] = self._moments[last]
                 self._row[moved] = row
             self._keys.pop()
             self._lexical.swap_remove(row)
@@ -192,9 +209,11 @@ class SearchIndex:
         only: Collection[str] | None = None,
         favoured: Collection[str] = (),
         bonus: float = 0.0,
+        between: tuple[float, float] | None = None,
     ) -> list[Match]:
-        """The `limit` most relevant items (of some groups; with `only`, among those keys), best first;
-        the `favoured` keys count `bonus` more relevant than their words and meaning make them."""
+        """The `limit` most relevant items (of some groups; with `only`, among those keys; with `between`,
+        those with a moment from its start up to its end), best first; the `favoured` keys count `bonus`
+        more relevant than their words and meaning make them."""
         count = len(self._keys)
         if count == 0 or limit <= 0:
             return []
@@ -203,6 +222,9 @@ class SearchIndex:
         kept = np.ones(count, dtype=bool)
         if groups is not None:
             kept &= np.isin(self._groups[:count], list(groups))
+        if between is not None:
+            moments = self._moments[:count]
+            kept &= ((moments >= between[0]) & (moments < between[1])).any(axis=1)
         if only is not None:
             listed = np.zeros(count, dtype=bool)
             listed[[self._row[key] for key in only if key in self._row]] = True
@@ -230,6 +252,7 @@ class SearchIndex:
         if row == len(self._vectors):
             self._vectors = np.concatenate([self._vectors, np.zeros_like(self._vectors)])
             self._groups = np.concatenate([self._groups, np.zeros_like(self._groups)])
+            self._moments = np.concatenate([self._moments, np.full_like(self._moments, np.nan)])
         self._keys.append(key)
         self._row[key] = row
         return row

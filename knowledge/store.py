@@ -31,6 +31,7 @@ from .records import CATEGORIES, Category, MemoryRecord, ReviewKind, Scope, Scor
 from .scope_cache import ScopeCache, ScopeSnapshot
 from .scope_versions import ScopeVersions
 from .search_index import QueryEncoder
+from .time_windows import TimeWindow
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class KnowledgeBase(Protocol):
         categories: Iterable[Category] | None = None,
         audience: Audience = PRIVATE,
         as_passage: bool = False,
-        matching: Callable[[MemoryRecord], bool] | None = None,
+        during: TimeWindow | None = None,
     ) -> list[ScoredMemory]: ...
 
     def get(self, scope: Scope, ids: Iterable[str]) -> list[MemoryRecord]: ...
@@ -354,11 +355,11 @@ class ChromaKnowledgeBase:
         categories: Iterable[Category] | None = None,
         audience: Audience = PRIVATE,
         as_passage: bool = False,
-        matching: Callable[[MemoryRecord], bool] | None = None,
+        during: TimeWindow | None = None,
     ) -> list[ScoredMemory]:
         """The memories of `scope` most relevant to `query` (meaning and words together), best first;
-        only those `audience` may hear of and, given `matching`, only those it accepts (even with no
-        word or meaning in common: "what did we talk about yesterday?" finds yesterday's episodes).
+        only those `audience` may hear of and, given `during`, only those of that stretch of time (even
+        with no word or meaning in common: "what did we talk about yesterday?" finds yesterday's episodes).
         `as_passage`: `query` is a memory's text (a duplicate check), compared memory to memory, and its
         vector is kept for storing it."""
         if not query.strip() or limit <= 0:
@@ -377,7 +378,8 @@ class ChromaKnowledgeBase:
             found = zip(result["ids"][0], result["documents"][0], result["metadatas"][0])
             records = [_record(memory_id, content, meta) for memory_id, content, meta in found]
             snapshot = ScopeSnapshot(records, np.asarray(result["embeddings"][0]), self._embedder.dim)
-        hits = snapshot.search(prepared, limit, wanted, _allowed(audience, matching))
+        allowed = None if audience.sees_everything else audience.may_use
+        hits = snapshot.search(prepared, limit, wanted, allowed, during)
         current = self._current(hit.record for hit in hits)
         return [replace(hit, record=record) for hit, record in zip(hits, current)]
 
@@ -644,17 +646,6 @@ class ChromaKnowledgeBase:
             self._collection.delete(ids=[memory_id for _, memory_id in wanted[start : start + MAINTENANCE_PAGE]])
         self._deleted()
         self._drop_snapshots(scope for scope, _ in wanted)
-
-
-def _allowed(
-    audience: Audience, matching: Callable[[MemoryRecord], bool] | None
-) -> Callable[[MemoryRecord], bool] | None:
-    """One filter for a snapshot search: what the audience may hear of, and what `matching` accepts."""
-    if matching is None:
-        return None if audience.sees_everything else audience.may_use
-    if audience.sees_everything:
-        return matching
-    return lambda record: audience.may_use(record) and matching(record)
 
 
 _WRITES = frozenset({"add", "upsert", "update", "delete"})  # collection calls that change records, all by ids=

@@ -15,7 +15,6 @@ A memory may be about a moment (`about`: a plan or an event) and may hold only u
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
@@ -76,20 +75,14 @@ def without_stamp(content: str) -> str:
     return _EPISODE_STAMP.sub("", content, count=1)
 
 
-def in_window(record: MemoryRecord, window: TimeWindow) -> bool:
-    """Whether a memory belongs to a window of time: an episode by when it took place; a fact by when it
-    was learned or changed, or by the moment it is about."""
+def window_moments(record: MemoryRecord) -> tuple[datetime | None, ...]:
+    """The moments by which a memory belongs to a window of time: an episode's, when it took place; a
+    fact's, when it was learned or changed, and the moment it is about."""
     if record.category == "episode":
-        return episode_moment(record) in window
-    # written out rather than looped: a window filters every memory of a scope, thousands at a time
-    return (
-        record.created_at in window
-        or (record.changed_at is not None and record.changed_at in window)
-        or (record.about is not None and record.about in window)
-    )
+        return (episode_moment(record),)
+    return record.created_at, record.changed_at, record.about
 
 
-def within(window: TimeWindow) -> Callable[[MemoryRecord], bool]:
-    """`in_window` as a filter for many memories at once: the window's bounds are made UTC, as stored, once."""
-    utc = window.utc()
-    return lambda record: in_window(record, utc)
+def in_window(record: MemoryRecord, window: TimeWindow) -> bool:
+    """Whether a memory belongs to a window of time (by one of its `window_moments`)."""
+    return any(moment is not None and moment in window for moment in window_moments(record))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,8 @@ from knowledge.discretion import PRIVATE, Audience
 from knowledge.embedding import Embedder
 from knowledge.records import MemoryRecord, Scope
 from knowledge.store import COLLECTION, ChromaKnowledgeBase, _metadata, open_chroma_client
+from knowledge.temporal import in_window
+from knowledge.time_windows import TimeWindow
 from tests.fakes.clock import FakeClock
 
 
@@ -262,15 +264,31 @@ def test_dates_are_kept_changed_and_taken_away(store: ChromaKnowledgeBase, alice
     assert hit.record == ended
 
 
-def test_a_search_may_keep_to_what_a_condition_accepts_even_with_nothing_in_common(
-    store: ChromaKnowledgeBase, alice: Scope
+@pytest.mark.parametrize("cache_scopes", [True, False], ids=["snapshots", "chromadb query"])
+def test_a_search_within_a_stretch_of_time_keeps_to_its_memories_even_with_nothing_in_common(
+    tmp_path: Path, embedder: Embedder, clock: FakeClock, alice: Scope, cache_scopes: bool
 ) -> None:
-    ramen = store.add(alice, "Alice loves ramen", category="fact", source="user")
-    store.add(alice, "Alice hates coriander", category="fact", source="user")
-    found = store.search(alice, "what did we talk about?", matching=lambda record: record.id == ramen.id)
-    assert [hit.record.id for hit in found] == [ramen.id]
-    group = store.search(alice, "ramen", audience=Audience(group_id=GROUP_A), matching=lambda record: True)
-    assert group == []  # the audience still holds
+    client = open_chroma_client(path=tmp_path / "chroma")
+    store = ChromaKnowledgeBase(client, embedder, now=clock.now, cache_scopes=cache_scopes)
+    monday = clock.now()
+    window = TimeWindow(monday - timedelta(hours=1), monday + timedelta(days=1), "on Monday")
+    learned_then = store.add(alice, "Alice loves ramen", category="fact", source="user")
+    changed_then = store.add(alice, "Alice hates coriander", category="fact", source="user")
+    clock.advance(days=3)
+    store.add(alice, "Alice plays the cello", category="fact", source="user")
+    about_then = store.add(alice, "Alice saw the dentist", category="fact", source="user", about=monday)
+    told_later = store.add(
+        alice, f"[{monday:%Y-%m-%d %H:%M}] We talked about trains", category="episode", source="user"
+    )
+    store.add(alice, "We talked about the weather", category="episode", source="user")  # took place now
+    store.update(alice, changed_then.id, content="Alice hates coriander and parsley")  # changed now...
+    [changed_then] = store.get(alice, [changed_then.id])  # ...though learned on Monday, which still counts
+
+    found = store.search(alice, "what did we talk about?", during=window)
+    expected = {learned_then.id, changed_then.id, about_then.id, told_later.id}
+    assert {hit.record.id for hit in found} == expected
+    assert {record.id for record in store.list(alice) if in_window(record, window)} == expected
+    assert store.search(alice, "ramen", audience=Audience(group_id=GROUP_A), during=window) == []  # the audience holds
 
 
 @pytest.mark.parametrize("cache_scopes", [True, False], ids=["snapshots", "chromadb query"])
