@@ -38,6 +38,11 @@ log = logging.getLogger(__name__)
 COLLECTION = "memories"
 # Without snapshots (a shared Chroma server) the hybrid search ranks chromadb's closest memories by meaning.
 SERVER_CANDIDATES = 50
+# chromadb logs every write made since its vector index was last saved, and reads that log again on each
+# write: at 10,000 memories, with the index saved every 1,000 writes (its default) a memory written (an
+# upsert and an update) cost 27 ms of CPU; every 50, 9 ms (`python -m bench.chroma_writes`).
+INDEX_SAVED_EVERY = 50
+DEFAULT_SYNC_THRESHOLD = 1000  # chromadb's
 MAINTENANCE_PAGE = 5000  # records per chromadb call in maintenance passes; embedded chromadb caps a batch at 5,461
 NEVER_DUE = 1e15  # the `due_at` of a memory the decay pass never has to act on (about 31 million years away)
 Now = Callable[[], datetime]
@@ -126,6 +131,18 @@ def open_chroma_client(*, path: Path | None = None, host: str | None = None, por
         raise ValueError("an embedded chromadb store needs a path")
     path.mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=str(path), settings=settings)
+
+
+def saving_index_often(client: Any, name: str) -> Any:
+    """The collection `name`, its vector index saved at least every `INDEX_SAVED_EVERY` writes (a store
+    made with chromadb's default, or a rebuilt copy of one, is set so)."""
+    collection = client.get_collection(name, embedding_function=None)
+    hnsw = (getattr(collection, "configuration", None) or {}).get("hnsw") or {}
+    if hnsw.get("sync_threshold", DEFAULT_SYNC_THRESHOLD) > INDEX_SAVED_EVERY:
+        collection.modify(configuration={"hnsw": {"sync_threshold": INDEX_SAVED_EVERY}})
+        # read again, as stored: the modified copy names a "legacy" embedding function, though none is stored
+        collection = client.get_collection(name, embedding_function=None)
+    return collection
 
 
 def _known(categories: Iterable[Category]) -> list[Category]:
@@ -278,12 +295,12 @@ class ChromaKnowledgeBase:
         self._chroma = threading.RLock()  # erasing rewrites chromadb's database: no call of ours may run meanwhile
         chroma_erasure.finish_rebuild(client, COLLECTION)
         # embedding_function=None: vectors always come from our offline embedder, never chromadb's default.
-        collection = client.get_or_create_collection(
+        client.get_or_create_collection(
             COLLECTION,
             embedding_function=None,
             metadata={"hnsw:space": "cosine", "embedder": embedder.name},
         )
-        self._collection = _Serialized(collection, self._chroma)
+        self._collection = _Serialized(saving_index_often(client, COLLECTION), self._chroma)
         stored_embedder = (self._collection.metadata or {}).get("embedder")
         if stored_embedder and stored_embedder != embedder.name:
             log.warning(
@@ -510,7 +527,8 @@ class ChromaKnowledgeBase:
                 with self._chroma:  # a page at a time, between other calls on the store
                     rebuild.take(page)
             with self._chroma:
-                self._collection.collection = rebuild.finish(self._collection.written)
+                rebuild.finish(self._collection.written)
+                self._collection.collection = saving_index_often(self._client, COLLECTION)
                 chroma_erasure.erase_remnants(self._files / chroma_erasure.DATABASE, NOTHING)
                 (self._files / chroma_erasure.COMPACTION_DUE).unlink()
         finally:

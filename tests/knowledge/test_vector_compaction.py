@@ -16,7 +16,13 @@ from knowledge import chroma_erasure
 from knowledge.embedding import Embedder
 from knowledge.forget_target import NOTHING
 from knowledge.records import Scope
-from knowledge.store import COLLECTION, ChromaKnowledgeBase, open_chroma_client
+from knowledge.store import (
+    COLLECTION,
+    DEFAULT_SYNC_THRESHOLD,
+    INDEX_SAVED_EVERY,
+    ChromaKnowledgeBase,
+    open_chroma_client,
+)
 from knowledge.store_guard import MemoryStoreGuard
 from tests.fakes.clock import FakeClock
 
@@ -161,3 +167,22 @@ def test_writes_made_while_the_rebuild_copies_are_all_in_the_rebuilt_store(
         assert {record.id for record in current.list(alice)} == expected
         assert current.get(alice, [memories[0].id])[0].content == "Alice's note number 0: tonkotsu ramen"
         assert current.search(alice, "a new kitten", limit=1)[0].record.id == meanwhile[0]
+
+
+def test_the_vector_index_is_saved_every_50_writes_in_an_older_store_and_its_rebuilt_copy(
+    tmp_path: Path, embedder: Embedder, clock: FakeClock, alice: Scope
+) -> None:
+    directory = tmp_path / "chroma"
+    open_chroma_client(path=directory).create_collection(  # as an earlier version made it: chromadb's default
+        COLLECTION, embedding_function=None, metadata={"hnsw:space": "cosine", "embedder": embedder.name}
+    )
+
+    def saved_every() -> int:
+        return open_chroma_client(path=directory).get_collection(COLLECTION).configuration["hnsw"]["sync_threshold"]
+
+    assert saved_every() == DEFAULT_SYNC_THRESHOLD
+    store = open_store(directory, embedder, clock)
+    assert saved_every() == INDEX_SAVED_EVERY
+    store.delete(alice, [store.add(alice, "Alice loves ramen", category="fact", source="user").id])
+    assert store.compact() is True
+    assert saved_every() == INDEX_SAVED_EVERY
