@@ -81,6 +81,7 @@ class QueryEncoder:
         embed = self.embedder.embed_passages if as_passage else self.embedder.embed_queries
         query = Query(text, embed([text])[0], tuple(tokenize(text)))
         with self._lock:
+            self._cache.pop(key, None)  # embedded twice at once: kept in the order it was last embedded
             self._cache[key] = (self._monotonic(), query)
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
