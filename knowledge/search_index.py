@@ -218,8 +218,6 @@ class SearchIndex:
         count = len(self._keys)
         if count == 0 or limit <= 0:
             return []
-        similarity = self._vectors[:count] @ query.vector.astype(np.float32)
-        lexical = self._lexical.scores(query.terms)
         kept = np.ones(count, dtype=bool)
         if groups is not None:
             kept &= np.isin(self._groups[:count], list(groups))
@@ -231,10 +229,15 @@ class SearchIndex:
             listed[[self._row[key] for key in only if key in self._row]] = True
             kept &= listed
         rows = np.flatnonzero(kept)
-        if rows.size < count:
-            if rows.size == 0:
-                return []
-            similarity, lexical = similarity[rows], lexical[rows]
+        if rows.size == 0:
+            return []
+        vector, lexical = query.vector.astype(np.float32), self._lexical.scores(query.terms)
+        if rows.size < count // 2:  # a few kept (a stretch of time, a category): only their vectors are read
+            similarity, lexical = self._vectors[rows] @ vector, lexical[rows]
+        else:
+            similarity = self._vectors[:count] @ vector
+            if rows.size < count:
+                similarity, lexical = similarity[rows], lexical[rows]
         relevance = fuse(similarity, lexical, self.weights)
         if favoured and bonus:
             in_favour = np.zeros(count, dtype=bool)
