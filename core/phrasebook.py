@@ -160,17 +160,22 @@ def forget_question(found: Sequence[MemoryRecord | StoredMessage]) -> str:
     """`/forget <what>`: the question after what was found, counted as what it is."""
     memories = sum(isinstance(item, MemoryRecord) for item in found)
     counts = [(memories, "memory", "memories"), (len(found) - memories, "past message", "past messages")]
-    return "Forget " + " and ".join(f"{n} {one if n == 1 else many}" for n, one, many in counts if n) + "?"
+    return "Forget " + " and ".join(_counted(n, one, many) for n, one, many in counts if n) + "?"
 
 
 def forgot(count: int) -> str:
     """`/forget <what>`, once confirmed."""
-    return f"Done. I forgot {count} memories."
+    return f"Done. I forgot {_counted(count, 'memory', 'memories')}."
 
 
 def forgot_everything(memories: int, messages: int, about: str = "you") -> str:
     """`/forget`, once confirmed; `about` is how the user is named (in a group, by name)."""
-    return f"Done. I forgot {memories} memories and {messages} messages about {about}."
+    counted = f"{_counted(memories, 'memory', 'memories')} and {_counted(messages, 'message', 'messages')}"
+    return f"Done. I forgot {counted} about {about}."
+
+
+def _counted(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
 
 
 def forget_everything_question(name: str | None = None) -> str:

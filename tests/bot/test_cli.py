@@ -91,7 +91,7 @@ def test_forget_what_shows_the_matches_then_deletes_only_them(runner: CliRunner)
     assert "I remember this:\n- Alice's ex is called Tom\n" in declined.output
     assert "Bob" not in declined.output and "Okay, I won't forget anything." in declined.output
     confirmed = runner.invoke(cli, ["chat", "--user", "alice"], input="/forget Tom\nyes\n/forget spiders\n")
-    assert "Done. I forgot 1 memories." in confirmed.output
+    assert "Done. I forgot 1 memory." in confirmed.output
     assert "I don't remember anything about 'spiders'." in confirmed.output
 
     after = build_app(load_settings())

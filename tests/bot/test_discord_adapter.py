@@ -262,7 +262,7 @@ async def test_forget_asks_first_and_then_deletes_only_the_callers_memories(cog:
 
     alice_presses = FakeInteraction(alice, channel())
     await press(confirm, confirm.yes, alice_presses)
-    assert (alice_presses.log[-1].content or "").startswith("Done. I forgot 1 memories")
+    assert (alice_presses.log[-1].content or "").startswith("Done. I forgot 1 memory")
     assert kb.list(scope_of(alice)) == [] and kb.search(scope_of(alice), "ramen") == []
     assert [record.content for record in kb.list(scope_of(bob))] == ["Bob plays the cello"]
 

@@ -227,7 +227,7 @@ async def test_in_a_shared_group_each_user_sees_and_forgets_only_their_own_memor
 
     await feed(telegram, button(buttons[0], user=ALICE, sent=asked))
     edited = fake_telegram.calls_to("editMessageText")[-1].params
-    assert edited["text"].startswith("Done. I forgot 1 memories")
+    assert edited["text"].startswith("Done. I forgot 1 memory")
     assert kb.search(ALICE_SCOPE, "ramen") == [] and kb.list(ALICE_SCOPE) == []
     assert app.working_memory.log.count(ALICE_SCOPE) == 0
     assert [record.content for record in kb.list(BOB_SCOPE)] == ["Bob plays the cello"]
@@ -353,7 +353,7 @@ async def test_forget_what_deletes_only_the_callers_matching_memories(
     await feed(telegram, button(yes, user=BOB, sent=asked))
     assert fake_telegram.calls_to("answerCallbackQuery")[-1].params["text"] == NOT_YOUR_BUTTON
     await feed(telegram, button(yes, user=ALICE, sent=asked))
-    assert fake_telegram.calls_to("editMessageText")[-1].params["text"] == "Done. I forgot 1 memories."
+    assert fake_telegram.calls_to("editMessageText")[-1].params["text"] == "Done. I forgot 1 memory."
     assert [record.content for record in kb.list(ALICE_SCOPE)] == ["Alice has a cat called Mochi"]
     assert [record.content for record in kb.list(BOB_SCOPE)] == ["Bob loves ramen too"]
 

@@ -65,6 +65,12 @@ def test_the_forget_everything_question_names_the_user_only_when_asked_to() -> N
     )
 
 
+def test_what_was_forgotten_is_counted_in_the_singular_too() -> None:
+    assert phrasebook.forgot(1) == "Done. I forgot 1 memory."
+    assert phrasebook.forgot(0) == "Done. I forgot 0 memories."
+    assert phrasebook.forgot_everything(1, 1) == "Done. I forgot 1 memory and 1 message about you."
+
+
 def test_the_memory_listing_says_where_each_memory_may_come_up() -> None:
     learned_there = replace(memory("sings in a choir", "fact", 1.0), learned_in="telegram:chat:-1001")
     shared = replace(memory("sister is Mei", "fact", 1.0), shared=True, learned_in="telegram:chat:-1001")
