@@ -367,7 +367,6 @@ def build_app(
         fence=fence,
         now=clock.now,
         files=data_dir,
-        queries=queries,
     )
 
     responses = ResponseHandler(

@@ -36,7 +36,6 @@ from knowledge.memory_file import erase_memory_files
 from knowledge.message_log import StoredMessage
 from knowledge.records import MemoryRecord, Scope
 from knowledge.retrieval import DEFAULT_FORGET_SIMILARITY, memories_about, messages_about
-from knowledge.search_index import QueryEncoder
 from knowledge.store import ChromaKnowledgeBase
 from knowledge.user_settings import UserSettings
 
@@ -89,11 +88,9 @@ class Forgetting:
         fence: ForgetFence,
         now: Callable[[], datetime],
         files: Path | None = None,
-        queries: QueryEncoder | None = None,
         similarity: float = DEFAULT_FORGET_SIMILARITY,
     ) -> None:
-        """`files`: the data directory, whose memory files (exports, `.bak`) of a forgotten scope go too;
-        `queries`: the encoder the stores share, whose remembered texts go too."""
+        """`files`: the data directory, whose memory files (exports, `.bak`) of a forgotten scope go too."""
         self._knowledge = knowledge
         self._history = history
         self._journal = journal
@@ -102,7 +99,6 @@ class Forgetting:
         self.fence = fence
         self._now = now
         self._files = files
-        self._queries = queries
         self.similarity = similarity
 
     # -- routes --------------------------------------------------------------------------------
@@ -279,8 +275,8 @@ class Forgetting:
     def _erase_files(self, scope: Scope, target: ForgetTarget | None) -> tuple[Path, ...]:
         """What the files keep after the deletes: memory files, chromadb's remnants, SQLite's WAL (and the
         texts this process embedded lately, kept in memory)."""
-        if self._queries is not None:
-            self._queries.forget()
+        self._knowledge.queries.forget()
+        self._history.queries.forget()  # the same encoder when the app shares one; forgetting twice is free
         files = () if self._files is None else tuple(erase_memory_files(self._files, scope, target))
         self._knowledge.erase_remnants(target or NOTHING)
         self._history.checkpoint()

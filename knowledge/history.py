@@ -190,7 +190,7 @@ class ConversationHistory:
         messages. `locks` and `versions`: where other processes share the database (server mode)."""
         self._log = log
         self._embedder = embedder
-        self._queries = queries or QueryEncoder(embedder)
+        self.queries = queries or QueryEncoder(embedder)  # shared with the memory store, and emptied by a forget
         self._db = opened(where, _SCHEMA)
         self._locks = locks or SingleProcess()
         self._cache: ScopeCache[_ScopeHistory] = ScopeCache(self._load_scope, versions=versions)
@@ -223,7 +223,7 @@ class ConversationHistory:
         and, given `during`, only those said in that window, even with no word in common."""
         if not query.strip() or limit <= 0:
             return []
-        return self._cache.get(scope).search(self._queries.encode(query), limit, set(exclude), audience, during)
+        return self._cache.get(scope).search(self.queries.encode(query), limit, set(exclude), audience, during)
 
     def recall(
         self,
@@ -241,7 +241,7 @@ class ConversationHistory:
             return []
         favour = None if window is None or window.last_time else window
         snapshot = self._cache.get(scope)
-        return snapshot.search(self._queries.encode(query), limit, set(exclude), audience, None, favour)
+        return snapshot.search(self.queries.encode(query), limit, set(exclude), audience, None, favour)
 
     def messages(self, scope: Scope) -> list[StoredMessage]:
         """Every stored message of the scope, oldest first."""
