@@ -27,7 +27,7 @@ Two targets of the memory-lifecycle issue are measured on a scripted conversatio
    by a few percent between runs (a ~10-20 ms difference on a ~260 ms turn): run it more than once.
 
 2. **background tokens per user turn** (target ≤ 1,500 on average): every prompt and completion of
-   the monitor, summarizer and reviewer, counted with ``core.llm.count_tokens`` (each prompt message
+   the monitor, summarizer and reviewer, counted with ``core.llm.client.count_tokens`` (each prompt message
    also costs ``MESSAGE_OVERHEAD_TOKENS`` of framing, as in the roles' own ``tokens`` fields), summed
    over the run after ``companion.tasks.drain()`` and divided by the number of user turns. Prompts are
    read from the fake server's recorded requests, completions are the scripted answers as recorded
@@ -87,10 +87,10 @@ from bench import templates
 from bench.stats import summarize
 from bot.app import App, build_app
 from bot.config import Settings
-from core.llm import MESSAGE_OVERHEAD_TOKENS, count_tokens
+from core.llm.client import MESSAGE_OVERHEAD_TOKENS, count_tokens
 from core.types import IncomingMessage
-from knowledge.embedding import Embedder, load_embedder
 from knowledge.records import Scope
+from knowledge.search.embedding import Embedder, load_embedder
 from tests.fakes.openai_server import FakeOpenAIServer
 
 SEED = 20240612

@@ -37,9 +37,9 @@ from bench.decay import RandomUnitEmbedder
 from bot.app import App, build_app
 from bot.config import Settings
 from core.checkins import PlanReport
-from knowledge.database import iso
 from knowledge.records import MemoryRecord, Scope, new_memory_id
-from knowledge.sqlite import SQLiteDatabase
+from knowledge.sql.database import iso
+from knowledge.sql.sqlite import SQLiteDatabase
 from tests.fakes.clock import FakeClock
 from tests.fakes.openai_server import FakeOpenAIServer
 

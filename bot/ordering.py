@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from knowledge.cluster import ClusterLocks, SingleProcess
+from knowledge.sql.cluster import ClusterLocks, SingleProcess
 
 
 @dataclass

@@ -53,7 +53,7 @@ class PlaceRules(BaseModel):
 
 class ChosenPersonas(Protocol):
     """Personas chosen at runtime with `/persona`, per place: a JSON file, or the shared database in server mode
-    (`knowledge/place_personas.py`)."""
+    (`knowledge/journal/place_personas.py`)."""
 
     def get(self, places: Sequence[int]) -> str | None: ...
 

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from core.errors import UserFacingError
-from knowledge.storage_errors import storage_problem
+from knowledge.errors import storage_problem
 
 DEBUG_HINT = "(companion --debug ... shows the traceback)"
 FREE_SPACE = "free some space on that disk and start again"

@@ -2,7 +2,7 @@
 
 Consent first: nobody gets a check-in unless they said `/checkins on`, or the operator turned them on
 by default for a platform's private chats and they did not say `/checkins off`. The rules of what is
-worth a check-in and the manners are pure functions in `knowledge/checkin_rules.py`; this module
+worth a check-in and the manners are pure functions in `knowledge/rules/checkins.py`; this module
 plans by them, and carries each one out exactly once:
 
 1. **Planning** (the scheduler's `checkins:plan`, once per slot across processes, and at start-up):
@@ -32,8 +32,21 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, tzinfo
 from typing import Protocol
 
-from knowledge.checkin_log import Checkin, CheckinLog, Contact, checkin_id
-from knowledge.checkin_rules import (
+from core import phrasebook
+from core.background.tasks import BackgroundTasks
+from core.clock import Clock
+from core.errors import CompanionError
+from core.llm.client import LLMClient
+from core.reply.prompt import persona_prompt
+from core.reply.time_context import TurnTime, duration, memory_line, now_section
+from core.types import ChatMessage
+from knowledge.conversations.message_log import StoredMessage
+from knowledge.conversations.working_memory import WorkingMemory
+from knowledge.journal.checkin_log import Checkin, CheckinLog, Contact, checkin_id
+from knowledge.journal.job_queue import Job
+from knowledge.journal.user_settings import UserSettings
+from knowledge.records import Category, MemoryRecord, Scope
+from knowledge.rules.checkins import (
     CheckinPolicy,
     Due,
     Standing,
@@ -45,22 +58,8 @@ from knowledge.checkin_rules import (
     silence_bounds,
     verdict,
 )
-from knowledge.decay import MemoryPolicy, PolicyFor, default_policy
-from knowledge.job_queue import Job
-from knowledge.message_log import StoredMessage
-from knowledge.records import Category, MemoryRecord, Scope
-from knowledge.user_settings import UserSettings
-from knowledge.working_memory import WorkingMemory
+from knowledge.rules.decay import MemoryPolicy, PolicyFor, default_policy
 from personas.loader import Persona
-
-from . import phrasebook
-from .clock import Clock
-from .errors import CompanionError
-from .llm import LLMClient
-from .memory_injector import persona_prompt
-from .tasks import BackgroundTasks
-from .time_context import TurnTime, duration, memory_line, now_section
-from .types import ChatMessage
 
 log = logging.getLogger(__name__)
 

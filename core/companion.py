@@ -6,31 +6,30 @@ import asyncio
 import logging
 import random
 
-from knowledge.history import ConversationHistory
-from knowledge.journal import Journal
-from knowledge.message_log import new_message_id
-from knowledge.ranking import rank_for_prompt
+from core import phrasebook
+from core.background.lifecycle import MemoryLifecycle
+from core.background.tasks import BackgroundTasks
+from core.checkins import CheckIns
+from core.clock import Clock
+from core.errors import UserFacingError
+from core.forgetting import Forgetting
+from core.memory_editor import MemoryEditor
+from core.rate_limit import RateLimiter
+from core.reply.response_handler import ResponseHandler
+from core.sharing import Sharing
+from core.types import IncomingMessage, TurnResult, clean_text
+from core.unsaved_messages import UnsavedMessages
+from knowledge.conversations.history import ConversationHistory
+from knowledge.conversations.message_log import new_message_id
+from knowledge.dates.windows import TimeWindow
+from knowledge.errors import storage_problem
+from knowledge.journal.journal import Journal
+from knowledge.journal.user_settings import UserSettings, find_time_zone
+from knowledge.memory.lookup import FORGETTABLE, SearchResults, search_scope
+from knowledge.memory.store import KnowledgeBase
 from knowledge.records import MemoryRecord, Scope, ScoredMemory
-from knowledge.retrieval import FORGETTABLE, SearchResults, search_scope
-from knowledge.storage_errors import storage_problem
-from knowledge.store import KnowledgeBase
-from knowledge.time_windows import TimeWindow
-from knowledge.user_settings import UserSettings, find_time_zone
+from knowledge.rules.ranking import rank_for_prompt
 from personas.loader import Persona, PersonaError, PersonaRegistry
-
-from . import phrasebook
-from .checkins import CheckIns
-from .clock import Clock
-from .errors import UserFacingError
-from .forgetting import Forgetting
-from .memory_editor import MemoryEditor
-from .memory_lifecycle import MemoryLifecycle
-from .rate_limit import RateLimiter
-from .response_handler import ResponseHandler
-from .sharing import Sharing
-from .tasks import BackgroundTasks
-from .types import IncomingMessage, TurnResult, clean_text
-from .unsaved_messages import UnsavedMessages
 
 log = logging.getLogger(__name__)
 

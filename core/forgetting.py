@@ -28,19 +28,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from knowledge.forget_fence import ForgetFence
-from knowledge.forget_target import NOTHING, ForgetTarget
-from knowledge.history import ConversationHistory
-from knowledge.journal import Journal
-from knowledge.memory_file import erase_memory_files
-from knowledge.message_log import StoredMessage
+from core.memory_editor import MemoryEditor
+from core.types import clean_text
+from knowledge.conversations.history import ConversationHistory
+from knowledge.conversations.message_log import StoredMessage
+from knowledge.forget.fence import ForgetFence
+from knowledge.forget.target import NOTHING, ForgetTarget
+from knowledge.journal.journal import Journal
+from knowledge.journal.user_settings import UserSettings
+from knowledge.memory.lookup import DEFAULT_FORGET_SIMILARITY, memories_about, messages_about
+from knowledge.memory.memory_file import erase_memory_files
+from knowledge.memory.store import ChromaKnowledgeBase
 from knowledge.records import MemoryRecord, Scope
-from knowledge.retrieval import DEFAULT_FORGET_SIMILARITY, memories_about, messages_about
-from knowledge.store import ChromaKnowledgeBase
-from knowledge.user_settings import UserSettings
-
-from .memory_editor import MemoryEditor
-from .types import clean_text
 
 log = logging.getLogger(__name__)
 

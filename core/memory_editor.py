@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from knowledge.change_log import ChangeLog, MemoryChange
-from knowledge.memory_file import ImportPlan, MemoryEdit
+from core.clock import Clock
+from knowledge.journal.change_log import ChangeLog, MemoryChange
+from knowledge.memory.memory_file import ImportPlan, MemoryEdit
+from knowledge.memory.store import KnowledgeBase
 from knowledge.records import MemoryRecord, Scope
-from knowledge.store import KnowledgeBase
-
-from .clock import Clock
 
 
 class MemoryEditor:

@@ -8,10 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from knowledge.message_log import StoredMessage
+from core.errors import LLMError
+from knowledge.conversations.message_log import StoredMessage
 from knowledge.records import MemoryRecord
-
-from .errors import LLMError
 
 NOT_ALLOWED = "Sorry, I can't talk with you here: the person who runs me hasn't allowed it."
 SOMETHING_BROKE = "Sorry, something went wrong on my side. Please try again in a moment."

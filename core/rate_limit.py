@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from datetime import timedelta
 
-from .clock import Clock
+from core.clock import Clock
 
 WINDOW = timedelta(minutes=1)
 

@@ -7,13 +7,12 @@ of the memory, so it goes to the memory's history like any other.
 
 from __future__ import annotations
 
-from knowledge.memory_file import MemoryEdit
+from core import phrasebook
+from core.memory_editor import MemoryEditor
+from knowledge.journal.user_settings import UserSettings
+from knowledge.memory.memory_file import MemoryEdit
+from knowledge.memory.store import KnowledgeBase
 from knowledge.records import Scope
-from knowledge.store import KnowledgeBase
-from knowledge.user_settings import UserSettings
-
-from . import phrasebook
-from .memory_editor import MemoryEditor
 
 _SWITCH = {"on": True, "yes": True, "off": False, "no": False}
 

@@ -14,11 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from core.clock import Clock
+from core.types import IncomingMessage
+from knowledge.errors import storage_problem
 from knowledge.records import Scope
-from knowledge.storage_errors import storage_problem
-
-from .clock import Clock
-from .types import IncomingMessage
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .database import Database
-from .store import COLLECTION
+from knowledge.memory.store import COLLECTION
+from knowledge.sql.database import Database
 
 BATCH = 1000  # rows per insert batch; memories per chromadb call
 # table -> the columns copied (the embedded schema's, as the stores upgraded it on open)

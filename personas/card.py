@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .loader import Persona, PersonaError, describe_errors
+from personas.loader import Persona, PersonaError, describe_errors
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CARD_CHUNKS = ("ccv3", "chara")  # in order of preference

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from .lorebook import Lorebook
+from personas.lorebook import Lorebook
 
 log = logging.getLogger(__name__)
 

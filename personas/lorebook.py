@@ -2,7 +2,7 @@
 
 Field names are the card spec's, so an imported book round-trips. Unknown fields are kept as they
 are: card editors add their own, and losing them on import would break the card for its next user.
-Which entries fire, and how they fit the prompt, is decided in core/lore_selection.py.
+Which entries fire, and how they fit the prompt, is decided in core/reply/lore.py.
 """
 
 from __future__ import annotations

@@ -13,12 +13,12 @@ import pytest
 
 from bot.app import App, build_app
 from bot.config import Settings
-from knowledge.database import Database
-from knowledge.embedding import Embedder, load_embedder
-from knowledge.journal import Journal
-from knowledge.postgres import PostgresDatabase, migrate
+from knowledge.journal.journal import Journal
 from knowledge.records import Scope
-from knowledge.sqlite import SQLiteDatabase
+from knowledge.search.embedding import Embedder, load_embedder
+from knowledge.sql.database import Database
+from knowledge.sql.postgres import PostgresDatabase, migrate
+from knowledge.sql.sqlite import SQLiteDatabase
 from personas.loader import Persona
 from tests.fakes.clock import FakeClock
 from tests.fakes.openai_server import FakeOpenAIServer

@@ -37,7 +37,7 @@ def test_packages_only_import_downstream(package: str) -> None:
 
 def test_core_does_not_know_which_backend_it_runs_on() -> None:
     """The SQLite and PostgreSQL backends are chosen in the composition root; core/ sees only the seams."""
-    backends = {"knowledge.sqlite", "knowledge.postgres"}
+    backends = {"knowledge.sql.sqlite", "knowledge.sql.postgres"}
     offenders = {
         str(path.relative_to(ROOT)): sorted(imported_modules(path, full=True) & backends)
         for path in (ROOT / "core").rglob("*.py")

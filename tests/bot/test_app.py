@@ -9,8 +9,8 @@ from pathlib import Path
 
 from bot.app import build_app, model_settings
 from bot.config import Settings
-from knowledge.embedding import Embedder
 from knowledge.records import Scope
+from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock
 from tests.fakes.messages import make_message
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -78,7 +78,7 @@ async def test_quiet_conversations_are_summarised_at_shutdown_and_at_start(
 async def test_messages_held_while_storage_failed_are_stored_by_the_idle_pass_without_waiting_for_a_turn(
     settings: Settings, clock: FakeClock, embedder: Embedder
 ) -> None:
-    from core.scheduler import IDLE_JOB
+    from core.background.scheduler import IDLE_JOB
 
     app = build_app(settings, clock=clock, embedder=embedder)
     alice = Scope("xiaoxiang", "cli:alice")

@@ -54,7 +54,7 @@ def test_keys_in_messages_exceptions_and_other_loggers_are_redacted(logged: io.S
     try:
         raise ConnectionError(f"cannot reach https://api.telegram.org/bot{TOKEN}/getMe with key {API_KEY}")
     except ConnectionError:
-        logging.getLogger("bot.telegram_adapter").exception("polling failed")
+        logging.getLogger("bot.platforms.telegram.adapter").exception("polling failed")
     logging.getLogger().warning("the discord token MTAx.discord-token-value was refused")
     output = logged.getvalue()
     for secret in (TOKEN, API_KEY, "ZYXWVUTSRQPONMLKJIHGFEDCBA", "MTAx.discord-token-value"):
@@ -63,8 +63,10 @@ def test_keys_in_messages_exceptions_and_other_loggers_are_redacted(logged: io.S
 
 
 def test_ordinary_text_is_left_alone(logged: io.StringIO) -> None:
-    logging.getLogger("core.tasks").info("monitor job %s failed (%s); retrying in %.0fs", "job_1", "timeout", 2.0)
-    assert logged.getvalue() == "INFO core.tasks: monitor job job_1 failed (timeout); retrying in 2s\n"
+    logging.getLogger("core.background.tasks").info(
+        "monitor job %s failed (%s); retrying in %.0fs", "job_1", "timeout", 2.0
+    )
+    assert logged.getvalue() == "INFO core.background.tasks: monitor job job_1 failed (timeout); retrying in 2s\n"
 
 
 def test_httpx_itself_logs_no_token(logged: io.StringIO, fake_openai: FakeOpenAIServer) -> None:

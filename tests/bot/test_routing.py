@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from bot.cli import cli
+from bot.cli.main import cli
 from bot.routing import PersonaChoices, PlaceRules, Router
 
 SERVER, CHANNEL, THREAD = 1, 2, 3

@@ -10,8 +10,8 @@ import pytest
 from chromadb.api.shared_system_client import SharedSystemClient
 from click.testing import CliRunner
 
-from bot.cli import cli
-from knowledge.store import open_chroma_client
+from bot.cli.main import cli
+from knowledge.memory.store import open_chroma_client
 
 LIST = ["memory", "list", "--user", "alice"]
 

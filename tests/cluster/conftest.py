@@ -12,8 +12,8 @@ from pydantic import SecretStr
 
 from bot.app import App, build_app
 from bot.config import Settings
-from knowledge.embedding import Embedder
-from knowledge.store import COLLECTION
+from knowledge.memory.store import COLLECTION
+from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock
 from tests.servers import ChromaServer
 

@@ -13,12 +13,12 @@ from pydantic import SecretStr
 
 from bench.locomo import DEFAULT_DATA, REPO_ROOT, Sample, ask, ingest, load_samples, open_history, report_of
 from bot.app import build_app
-from bot.cli import cli
+from bot.cli.main import cli
 from bot.config import Settings
 from bot.routing import PersonaChoices
-from knowledge.embedding import Embedder
-from knowledge.postgres import PostgresDatabase
 from knowledge.records import Scope
+from knowledge.search.embedding import Embedder
+from knowledge.sql.postgres import PostgresDatabase
 from tests.bench.test_locomo import TOY
 from tests.fakes.clock import FakeClock
 from tests.servers import ChromaServer

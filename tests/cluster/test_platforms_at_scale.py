@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from discord.ext import commands
 
 from bot.app import App
-from bot.cli import cli
-from bot.discord_adapter import Shards, build_discord_bot
-from bot.telegram_adapter import Webhook, run_telegram
+from bot.cli.main import cli
+from bot.platforms.discord.adapter import Shards, build_discord_bot
+from bot.platforms.telegram.adapter import Webhook, run_telegram
 from tests.cluster.conftest import OpenApp
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.scenario import CHAT, MONITOR, chat_history, wait_until

@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from bot.app import App
-from bot.cli import cli
+from bot.cli.main import cli
 from bot.config import Settings
 from bot.ordering import TurnOrder
-from core.scheduler import DECAY_JOB
+from core.background.scheduler import DECAY_JOB
 from knowledge.records import Scope
 from tests.cluster.conftest import OpenApp
 from tests.fakes.clock import FakeClock
@@ -125,7 +125,7 @@ async def test_the_decay_pass_runs_once_when_both_schedulers_fire(
     for app in (first, second):
         await app.start(schedule=True)
     schedulers = [app.scheduler for app in (first, second) if app.scheduler is not None]
-    caplog.set_level(logging.INFO, logger="core.memory_lifecycle")
+    caplog.set_level(logging.INFO, logger="core.background.lifecycle")
 
     def passes() -> int:
         return sum(record.getMessage().startswith("decay pass:") for record in caplog.records)

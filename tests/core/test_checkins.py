@@ -16,8 +16,8 @@ from bot.config import CheckinSettings, Settings
 from core import phrasebook
 from core.checkins import CHECKIN_JOB, RecipientRefusedError
 from core.types import IncomingMessage
-from knowledge.embedding import Embedder
 from knowledge.records import Scope
+from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock
 from tests.fakes.crash import CrashAt
 from tests.fakes.openai_server import FakeError, FakeOpenAIServer

@@ -12,9 +12,9 @@ from bot.app import App, build_app
 from bot.config import Settings
 from core.companion import MAX_MESSAGE_CHARS, Companion, UnknownPersonaError
 from core.phrasebook import EMPTY_MESSAGE, too_long
-from knowledge.embedding import Embedder
+from knowledge.memory.store import ChromaKnowledgeBase
 from knowledge.records import Scope
-from knowledge.store import ChromaKnowledgeBase
+from knowledge.search.embedding import Embedder
 from personas.loader import PERSONA_DIR
 from tests.fakes.clock import FakeClock
 from tests.fakes.messages import make_message

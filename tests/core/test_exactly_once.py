@@ -19,9 +19,9 @@ from typing import Any
 
 from bot.app import App, build_app
 from bot.config import Settings
-from core.checkpoint import CrashPoint, no_crash
-from knowledge.embedding import Embedder
+from core.background.checkpoint import CrashPoint, no_crash
 from knowledge.records import Scope
+from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock
 from tests.fakes.crash import CrashAt
 from tests.fakes.openai_server import FakeOpenAIServer

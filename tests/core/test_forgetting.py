@@ -18,14 +18,14 @@ import pytest
 from click.testing import CliRunner
 
 from bot.app import App, build_app
-from bot.cli import cli
+from bot.cli.main import cli
 from bot.config import Settings
-from bot.terminal import TerminalChat
+from bot.platforms.terminal import TerminalChat
 from core.companion import Companion
-from knowledge.embedding import Embedder
-from knowledge.forget_target import ForgetTarget
-from knowledge.privacy_scan import scan_directory
+from knowledge.forget.privacy_scan import scan_directory
+from knowledge.forget.target import ForgetTarget
 from knowledge.records import Scope
+from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.scenario import CHAT, MONITOR, SUMMARIZER, Body, monitor_rules, turn_user_text, update

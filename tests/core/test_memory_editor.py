@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from core.companion import Companion
-from knowledge.journal import Journal
-from knowledge.memory_file import ImportPlan, MemoryEdit
+from knowledge.journal.journal import Journal
+from knowledge.memory.memory_file import ImportPlan, MemoryEdit
+from knowledge.memory.store import ChromaKnowledgeBase
 from knowledge.records import MemoryRecord, Scope
-from knowledge.store import ChromaKnowledgeBase
 from tests.fakes.clock import FakeClock
 
 

@@ -19,13 +19,13 @@ import pytest
 from bot.app import build_app
 from bot.config import Settings
 from core import phrasebook
+from core.background.knowledge_monitor import NO_REPLY
 from core.companion import Companion
-from core.knowledge_monitor import NO_REPLY
-from knowledge.decay import MemoryPolicy
-from knowledge.embedding import Embedder
+from knowledge.memory.store import ChromaKnowledgeBase
 from knowledge.records import Scope
-from knowledge.store import ChromaKnowledgeBase
-from knowledge.temporal import without_stamp
+from knowledge.rules.decay import MemoryPolicy
+from knowledge.rules.temporal import without_stamp
+from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock
 from tests.fakes.openai_server import FakeCut, FakeError, FakeOpenAIServer
 from tests.fakes.scenario import (

@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from core import phrasebook
-from knowledge.message_log import StoredMessage
+from knowledge.conversations.message_log import StoredMessage
 from knowledge.records import MemoryRecord, Scope
 
 AT = datetime(2026, 1, 3, 18, 0, tzinfo=UTC)

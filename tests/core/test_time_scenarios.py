@@ -13,8 +13,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from core.companion import Companion
+from knowledge.memory.store import ChromaKnowledgeBase
 from knowledge.records import Scope
-from knowledge.store import ChromaKnowledgeBase
 from tests.fakes.clock import FakeClock
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.scenario import (

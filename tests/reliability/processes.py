@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from bot.control_socket import socket_path
+from bot.cli.control_socket import socket_path
 
 ROOT = Path(__file__).resolve().parents[2]
-COMPANION = [sys.executable, "-c", "from bot.cli import main; main()"]
+COMPANION = [sys.executable, "-c", "from bot.cli.main import main; main()"]
 START_TIMEOUT = 60.0
 
 

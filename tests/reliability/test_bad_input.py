@@ -6,7 +6,7 @@ from pathlib import Path
 
 from bot.app import build_app
 from bot.config import Settings
-from knowledge.embedding import Embedder
+from knowledge.search.embedding import Embedder
 from tests.fakes.messages import make_message
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.reliability.processes import companion, on_a_full_disk

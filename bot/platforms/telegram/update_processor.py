@@ -1,0 +1,88 @@
+"""PerChatUpdateProcessor: many chats answered at once, each chat's updates one at a time, in order.
+
+python-telegram-bot processes updates one after another by default, so with many users every reply
+waits for every earlier one. This processor runs the updates of different chats concurrently (at most
+`max_running` handlers at once) and those of one chat strictly in the order they arrived, so a
+conversation's messages are stored and answered in the order they were sent. A button press (callback
+query) belongs to the chat of the message carrying the buttons, so it queues behind that chat's
+messages. Updates without a chat (inline queries, polls) have no order to keep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any
+
+from telegram import Update
+from telegram.ext import BaseUpdateProcessor
+
+from bot.ordering import TurnOrder
+
+# PTB's bot keeps 256 Bot API connections and gives up on a request that waits a second for one; a
+# running update uses at most one at a time (typing, then the reply), so none of them ever waits.
+DEFAULT_MAX_RUNNING = 256
+# PTB takes a slot of its own bound *before* an update waits for its chat. Were that the running
+# limit, one busy chat's backlog could fill every slot waiting for itself and stall all other chats,
+# so PTB's bound only caps the updates held in memory and `max_running` is enforced after the wait.
+MAX_HELD_UPDATES = 100_000
+
+
+def chat_of(update: object) -> int | None:
+    """The id of the chat whose order `update` keeps: a message's chat, or the chat of a button's message."""
+    if isinstance(update, Update) and update.effective_chat is not None:
+        return update.effective_chat.id
+    return None
+
+
+class PerChatUpdateProcessor(BaseUpdateProcessor):
+    """Concurrent across chats, in arrival order within a chat; install with `concurrent_updates(...)`."""
+
+    def __init__(self, max_running: int = DEFAULT_MAX_RUNNING, *, order: TurnOrder | None = None) -> None:
+        """`order`: the chats' turn order (by default this process's only; in server mode, cluster-wide)."""
+        super().__init__(max_concurrent_updates=MAX_HELD_UPDATES)
+        if max_running < 1:
+            raise ValueError("max_running must be a positive integer")
+        self._running = asyncio.Semaphore(max_running)
+        self._order = TurnOrder() if order is None else order  # only chats with a turn running or waiting
+        self._in_progress: set[asyncio.Task[Any]] = set()
+
+    @property
+    def busy_chats(self) -> int:
+        """How many chats have an update running or waiting."""
+        return len(self._order)
+
+    def abandon(self) -> int:
+        """Cancel every update running or waiting (at shutdown: a hung model must not hold the process).
+
+        A message is stored before its reply is generated, so an abandoned turn loses only the reply.
+        Returns how many were abandoned.
+        """
+        for task in self._in_progress:
+            task.cancel()
+        return len(self._in_progress)
+
+    async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._in_progress.add(task)
+        try:
+            await self._process_in_order(update, coroutine)
+        finally:
+            self._in_progress.discard(task)
+
+    async def _process_in_order(self, update: object, coroutine: Awaitable[Any]) -> None:
+        chat_id = chat_of(update)
+        if chat_id is None:
+            async with self._running:
+                await coroutine
+            return
+        # Turns are taken in the order PTB started the updates' tasks: the order they arrived.
+        async with self._order.turn(chat_id), self._running:
+            await coroutine
+
+    async def initialize(self) -> None:
+        """Nothing to set up."""
+
+    async def shutdown(self) -> None:
+        """Nothing to release: PTB awaits the updates in progress when the application stops."""

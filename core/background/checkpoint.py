@@ -1,0 +1,52 @@
+"""Checkpoint: what one background job has decided and done so far, kept with the job.
+
+A job's writes go to chromadb and SQLite, which share no transaction, and a process can die between
+any two of them. So a job never repeats a decision on a re-run: it saves what it decided (a model's
+verdict, the writes it planned) before acting on it, and counts the writes it has applied; a re-run
+after a crash reads that back and carries on where the first run stopped. Each write is idempotent
+(`core/background/effects.py`), so the one write that may have landed just before the crash lands once.
+
+`reached(point)` marks the moments between two writes. It does nothing in the product; tests hand
+the job runner a hook that raises at a named point, which is what a kill at that moment leaves behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+CrashPoint = Callable[[str], None]  # told the name of each point between two writes of a job
+
+
+def no_crash(point: str) -> None:
+    """The product's crash-point hook: every point passes."""
+
+
+class Checkpoint:
+    """One job's saved progress: named values, each saved durably the moment it is put."""
+
+    def __init__(
+        self,
+        saved: dict[str, Any] | None = None,
+        save: Callable[[dict[str, Any]], None] | None = None,
+        crash_point: CrashPoint = no_crash,
+    ) -> None:
+        """`saved`: what earlier runs kept; `save`: keeps the whole progress durably (None: kept in memory only,
+        for a role run outside a job)."""
+        self._values = dict(saved or {})
+        self._save = save
+        self._crash_point = crash_point
+
+    def get(self, name: str) -> Any | None:
+        """What a run of this job saved under `name`, if any."""
+        return self._values.get(name)
+
+    def put(self, name: str, value: Any) -> None:
+        """Save `value` under `name` (JSON-serialisable), durably before returning."""
+        self._values[name] = value
+        if self._save is not None:
+            self._save(self._values)
+
+    def reached(self, point: str) -> None:
+        """The job stands between two writes at `point` (a crash here must not change the outcome)."""
+        self._crash_point(point)

@@ -1,0 +1,147 @@
+"""The writes a background job makes to memory, as data: planned first, saved with the job, then applied.
+
+A role decides everything a job will write before writing any of it (reads only), saves that plan in
+the job's checkpoint, and only then applies it, one effect at a time, counting the effects applied.
+Every effect is idempotent: a new memory has the id it was planned with (applied twice, it is
+written once), a change sets values instead of adding to them, a deletion of what is gone does
+nothing, and a change-log row recorded twice is kept once. So a job that dies anywhere and runs again
+applies each effect exactly once: no duplicate memory, no double boost, no lost op.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeAlias
+
+from core.background.checkpoint import Checkpoint
+from knowledge.journal.change_log import ChangeLog, MemoryChange
+from knowledge.memory.store import KnowledgeBase
+from knowledge.records import Category, Scope, Source
+
+__all__ = ["AddMemory", "ChangeMemory", "DeleteMemory", "Effect", "MemoryWriter"]
+
+
+@dataclass(frozen=True)
+class AddMemory:
+    """A new memory, under the id chosen when it was planned."""
+
+    memory_id: str
+    content: str
+    category: Category
+    source: Source
+    importance: float
+    verified: bool = False
+    conversation_id: str | None = None
+    message_ids: tuple[str, ...] = ()
+    learned_in: str | None = None  # the group it was learned in; None: a private chat
+    about: datetime | None = None  # the moment a plan or event refers to
+    until: datetime | None = None  # when a state ends
+
+
+@dataclass(frozen=True)
+class ChangeMemory:
+    """New values for some fields of a memory (keyword arguments of `KnowledgeBase.update`), and its history row."""
+
+    memory_id: str
+    values: dict[str, Any]
+    logged: MemoryChange | None = None
+
+
+@dataclass(frozen=True)
+class DeleteMemory:
+    """A memory deleted, and its history row."""
+
+    memory_id: str
+    logged: MemoryChange | None = None
+
+
+Effect: TypeAlias = AddMemory | ChangeMemory | DeleteMemory
+_KINDS: dict[str, type[Effect]] = {kind.__name__: kind for kind in (AddMemory, ChangeMemory, DeleteMemory)}
+
+
+class MemoryWriter:
+    """Applies a job's planned effects in order, each exactly once across re-runs."""
+
+    def __init__(self, knowledge: KnowledgeBase, changes: ChangeLog) -> None:
+        self._knowledge = knowledge
+        self._changes = changes
+
+    def apply(self, scope: Scope, effects: Sequence[Effect], checkpoint: Checkpoint, *, stage: str) -> None:
+        """Apply the effects of `stage` that no earlier run of the job finished (sync: run in a worker thread)."""
+        counter = f"{stage}:applied"
+        for index in range(checkpoint.get(counter) or 0, len(effects)):
+            self._apply(scope, effects[index])
+            checkpoint.reached(f"{stage}: effect {index + 1} of {len(effects)} written")
+            checkpoint.put(counter, index + 1)
+
+    def _apply(self, scope: Scope, effect: Effect) -> None:
+        match effect:
+            case AddMemory():
+                self._knowledge.add(
+                    scope,
+                    effect.content,
+                    category=effect.category,
+                    source=effect.source,
+                    importance=effect.importance,
+                    verified=effect.verified,
+                    conversation_id=effect.conversation_id,
+                    message_ids=effect.message_ids,
+                    learned_in=effect.learned_in,
+                    about=effect.about,
+                    until=effect.until,
+                    memory_id=effect.memory_id,
+                )
+            case ChangeMemory():
+                self._log(scope, effect.logged)  # first: a change that then fails keeps the old content
+                self._knowledge.update(scope, effect.memory_id, **effect.values)
+            case DeleteMemory():
+                self._log(scope, effect.logged)
+                self._knowledge.delete(scope, [effect.memory_id])
+
+    def _log(self, scope: Scope, change: MemoryChange | None) -> None:
+        if change is not None:
+            self._changes.record_changes([(scope, change)])
+
+
+# -- saving plans in a checkpoint (JSON) ---------------------------------------------------------
+
+
+def effects_to_json(effects: Sequence[Effect]) -> list[dict[str, Any]]:
+    """Effects as JSON-ready dicts, for a checkpoint."""
+    return [{"effect": type(effect).__name__, **_plain(dataclasses.asdict(effect))} for effect in effects]
+
+
+def effects_from_json(saved: Sequence[dict[str, Any]]) -> list[Effect]:
+    """The effects `effects_to_json` saved."""
+    effects: list[Effect] = []
+    for item in saved:
+        fields = {name: _revived(name, value) for name, value in item.items() if name != "effect"}
+        effects.append(_KINDS[item["effect"]](**fields))
+    return effects
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return {"datetime": value.isoformat()}
+    if isinstance(value, dict):
+        return {name: _plain(item) for name, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _revived(name: str, value: Any) -> Any:
+    if name == "logged" and value is not None:
+        return MemoryChange(**{key: _moment(item) for key, item in value.items()})
+    if name == "values":
+        return {key: _moment(item) for key, item in value.items()}
+    if name == "message_ids":
+        return tuple(value)
+    return _moment(value)  # `about`, `until`
+
+
+def _moment(value: Any) -> Any:
+    return datetime.fromisoformat(value["datetime"]) if isinstance(value, dict) and "datetime" in value else value

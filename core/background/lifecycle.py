@@ -1,0 +1,222 @@
+"""MemoryLifecycle: the background half of the companion.
+
+It turns events of the reply path (a message arriving, its turn ending, a closed conversation) and of the scheduler
+(daily decay, idle conversations) into durable jobs, and runs each job with the right role:
+KnowledgeMonitor, ConversationSummarizer or MemoryReviewer. Nothing here runs on the reply path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from core.background.conversation_summarizer import ConversationSummarizer
+from core.background.knowledge_monitor import KnowledgeMonitor, Turn
+from core.background.memory_reviewer import MemoryReviewer
+from core.background.tasks import BackgroundTasks
+from core.clock import Clock
+from core.types import StoredTurn
+from knowledge.conversations.history import ConversationHistory
+from knowledge.conversations.working_memory import WorkingMemory
+from knowledge.journal.job_queue import Job
+from knowledge.memory.decay_pass import DecayPass, DecayReport
+from knowledge.records import ReviewKind, Scope
+from knowledge.search.embedding import background_lane
+from personas.loader import Persona
+
+log = logging.getLogger(__name__)
+
+MONITOR_JOB = "monitor"
+SUMMARIZE_JOB = "summarize"
+REVIEW_JOB = "review"
+
+
+class MemoryLifecycle:
+    """Schedules and runs the monitor, summarizer and reviewer; owns the decay and idle passes."""
+
+    def __init__(
+        self,
+        *,
+        tasks: BackgroundTasks,
+        monitor: KnowledgeMonitor,
+        summarizer: ConversationSummarizer,
+        reviewer: MemoryReviewer,
+        decay_pass: DecayPass,
+        working_memory: WorkingMemory,
+        history: ConversationHistory,
+        persona: Callable[[str], Persona],
+        clock: Clock,
+        idle_timeout: timedelta = timedelta(minutes=30),
+        dead_letter_retention: timedelta = timedelta(days=7),
+        enabled: bool = True,
+        keep_open: Callable[[], set[tuple[str, str]]] = set,
+    ) -> None:
+        """`enabled=False` turns the background off: events submit no job (for measuring what it costs).
+        `dead_letter_retention`: how long a dead letter keeps the text of the work that failed.
+        `keep_open`: (persona, conversation) pairs the idle pass leaves open however quiet (a check-in
+        waiting for its answer, which must continue the conversation)."""
+        self._keep_open = keep_open
+        self.tasks = tasks
+        self.enabled = enabled
+        self._history = history
+        self._monitor = monitor
+        self._summarizer = summarizer
+        self._reviewer = reviewer
+        self._decay_pass = decay_pass
+        self._working_memory = working_memory
+        self._persona = persona
+        self._clock = clock
+        self.idle_timeout = idle_timeout
+        self.dead_letter_retention = dead_letter_retention
+        tasks.register(MONITOR_JOB, self._run_monitor)
+        tasks.register(SUMMARIZE_JOB, self._run_summarizer)
+        tasks.register(REVIEW_JOB, self._run_reviewer)
+
+    # -- events ------------------------------------------------------------------------------
+
+    def turn_started(self, scope: Scope, conversation_id: str, message_id: str, *, group: bool) -> TurnEnd:
+        """A user message is about to be stored as `message_id`: its monitor job is written first.
+
+        The job holds until the turn ends, which the returned callable is told once: with what was
+        stored, or None when no reply was (refused, the model failed, the reply was abandoned). Either
+        way the monitor then looks at the message, so what the user said never depends on the reply;
+        a process that dies first leaves the job pending, and the next start runs it without a reply.
+        The job carries message ids, never text: it reads the messages when it runs.
+        """
+        if not self.enabled:
+            return _ignore_end
+        payload = {"conversation_id": conversation_id, "message_id": message_id, "group": group}
+        job = self.tasks.hold(MONITOR_JOB, scope, payload)
+        ended = False
+
+        def end(stored: StoredTurn | None) -> None:
+            nonlocal ended
+            if ended:
+                return
+            ended = True
+            answered = None if stored is None else {"reply_id": stored.reply_id, "shown_ids": list(stored.shown_ids)}
+            self.tasks.release(job, None if answered is None else {**payload, **answered})
+            if self._working_memory.archived(scope.persona_id, conversation_id):
+                self.conversation_overflowed(scope, conversation_id)
+
+        return end
+
+    def conversation_overflowed(self, scope: Scope, conversation_id: str) -> None:
+        """Messages left the window (overflow, `/new`, idle): turn them into episodes."""
+        if not self.enabled:
+            return
+        self.tasks.submit(SUMMARIZE_JOB, scope, {"conversation_id": conversation_id})
+
+    def review(self, scope: Scope, memory_id: str, kind: ReviewKind) -> None:
+        """Queue a promote or decay review of one memory."""
+        if not self.enabled:
+            return
+        self.tasks.submit(REVIEW_JOB, scope, {"memory_id": memory_id, "kind": kind})
+
+    # -- scheduled passes ----------------------------------------------------------------------
+
+    async def run_decay(self) -> DecayReport:
+        """The decay pass over every scope, then a review job for each review it requested (or asked again)."""
+        report = await asyncio.to_thread(self._decay_pass.apply_decay)
+        for scope, memory_id, kind in report.reviews:
+            self.review(scope, memory_id, kind)
+        log.info(
+            "decay pass: %d due, %d deleted, %d reviews%s, %d rescheduled in %.2fs",
+            report.scanned,
+            report.deleted,
+            len(report.reviews),
+            " (the most a pass asks: more wait for later passes)" if report.capped else "",
+            report.rescheduled,
+            report.seconds,
+        )
+        return report
+
+    async def summarize_idle(self) -> int:
+        """Close and summarise conversations quiet for longer than the idle timeout.
+
+        The same pass catches up the history index, for messages stored before a restart or while no
+        reply could be given (every turn indexes its own messages).
+        """
+        quiet = self._working_memory.idle_conversations(before=self._clock.now() - self.idle_timeout)
+        waiting = self._keep_open() if quiet else set()
+        idle = [conversation for conversation in quiet if conversation not in waiting]
+        for persona_id, conversation_id in idle:
+            last = self._working_memory.window(persona_id, conversation_id)[-1]
+            self._working_memory.close_window(persona_id, conversation_id)
+            self.conversation_overflowed(Scope(persona_id, last.user_id), conversation_id)
+        await self.index_history()
+        return len(idle)
+
+    async def prune_finished_work(self) -> int:
+        """Delete finished jobs and the dead letters past their retention; returns how many rows went."""
+        before = self._clock.now() - self.dead_letter_retention
+        pruned = await asyncio.to_thread(self.tasks.prune, dead_letters_before=before)
+        if pruned:
+            log.info("pruned %d finished jobs and expired dead letters", pruned)
+        return pruned
+
+    async def index_history(self) -> int:
+        """Index the messages stored since the last time (background work); returns how many."""
+        with background_lane():
+            return await asyncio.to_thread(self._history.index_pending)
+
+    # -- job handlers --------------------------------------------------------------------------
+
+    async def _run_monitor(self, job: Job) -> None:
+        # The turn's messages become searchable history first; catching up is idempotent: a retry costs nothing.
+        await self.index_history()
+        persona = self._persona(job.scope.persona_id)
+        turn = await asyncio.to_thread(self._turn_of, persona, job.payload)
+        if turn is None:
+            return  # the message is gone (forgotten or deleted) or was never stored: nothing to learn
+        report = await self._monitor.review_turn(persona, job.scope, turn, self.tasks.checkpoint(job))
+        for memory_id, kind in report.reviews:
+            self.review(job.scope, memory_id, kind)
+
+    def _turn_of(self, persona: Persona, payload: dict[str, Any]) -> Turn | None:
+        """The turn a monitor job names, as its messages read now."""
+        if "turn" in payload:  # a job written before jobs carried message ids (JSON made its tuples lists)
+            fields = payload["turn"].items()
+            return Turn(**{name: tuple(value) if isinstance(value, list) else value for name, value in fields})
+        ids = [payload["message_id"], *([payload["reply_id"]] if payload.get("reply_id") else [])]
+        found = {message.id: message for message in self._working_memory.log.get(ids)}
+        said = found.get(payload["message_id"])
+        if said is None:
+            return None
+        reply = found.get(payload.get("reply_id") or "")
+        return Turn(
+            user_text=said.content,
+            reply_text=None if reply is None else reply.content,
+            speaker_name=said.speaker_name,
+            persona_name=persona.name,
+            user_title=persona.title_for(said.speaker_name),
+            shown_ids=tuple(payload.get("shown_ids", ())),
+            conversation_id=said.conversation_id,
+            message_ids=tuple(found),
+            group=payload["group"],
+            sent_at=said.sent_at.isoformat(),
+        )
+
+    async def _run_summarizer(self, job: Job) -> None:
+        await self._summarizer.summarize(
+            self._persona(job.scope.persona_id), job.payload["conversation_id"], self.tasks.checkpoint(job)
+        )
+
+    async def _run_reviewer(self, job: Job) -> None:
+        await self._reviewer.review(
+            self._persona(job.scope.persona_id),
+            job.scope,
+            job.payload["memory_id"],
+            job.payload["kind"],
+            self.tasks.checkpoint(job),
+        )
+
+
+TurnEnd = Callable[[StoredTurn | None], None]  # told once how a turn ended: what it stored, or None
+
+
+def _ignore_end(stored: StoredTurn | None) -> None:
+    """The end of a turn when the background is off."""

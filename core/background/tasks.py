@@ -1,0 +1,219 @@
+"""BackgroundTasks: post-turn work that never blocks a reply and is never lost.
+
+Every job is written to the job queue before it runs, so a restart resumes it. Jobs of one scope
+run one at a time in the order they were written (two turns of one user never apply memory
+operations concurrently), even where several processes share the queue: a worker takes the scope's
+cluster-wide lock (`ClusterLocks`; nothing to wait for with one process) and runs its oldest job,
+then the next, reading each from the queue. A process that finds the scope taken leaves the job to
+the holder, which looks for more once it lets go. Different scopes run side by side up to a limit.
+A job that raises is retried with backoff; when it runs out of attempts it becomes a visible dead
+letter. A job may be held (written, not started) until what it waits for is over; a process that
+dies first leaves it held by a worker that is gone, and `resume` (at the next start, or in another
+process: `watch`) releases and runs it. A re-run continues from the job's checkpoint.
+
+Each job is read again from the queue right before it runs, and runs with a forget-fence ticket: a
+forget that erased it (or the text it carried) meanwhile wins, and a job whose scope is forgotten
+while it runs is run again from what the forget left of it, instead of writing back what it read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any
+
+from core.background.checkpoint import Checkpoint, CrashPoint, no_crash
+from core.clock import Clock
+from knowledge.forget.fence import ForgetFence, ScopeForgottenError
+from knowledge.journal.job_queue import Job, JobQueue
+from knowledge.records import Scope
+from knowledge.search.embedding import background_lane
+from knowledge.sql.cluster import ClusterLocks, SingleProcess
+
+log = logging.getLogger(__name__)
+
+JobHandler = Callable[[Job], Awaitable[None]]
+DEFAULT_BACKOFF = (2.0, 15.0, 60.0)  # seconds before the 2nd, 3rd and 4th attempt
+
+
+class BackgroundTasks:
+    """Durable, per-scope ordered job runner."""
+
+    def __init__(
+        self,
+        jobs: JobQueue,
+        clock: Clock,
+        *,
+        backoff: Sequence[float] = DEFAULT_BACKOFF,
+        concurrency: int = 4,
+        fence: ForgetFence | None = None,
+        crash_point: CrashPoint = no_crash,
+        cluster: ClusterLocks | None = None,
+    ) -> None:
+        """`fence`: the forget fence shared with the forgetting service. `crash_point`: told of every point
+        between two writes of a job (a test may raise there). `cluster`: the processes sharing the queue."""
+        self._jobs = jobs
+        self._fence = fence or ForgetFence()
+        self._crash_point = crash_point
+        self._cluster = cluster or SingleProcess()
+        self._clock = clock
+        self._backoff = tuple(backoff)
+        self._handlers: dict[str, JobHandler] = {}
+        self._workers: dict[Scope, asyncio.Task[None]] = {}
+        self._slots = asyncio.Semaphore(concurrency)
+        self._closing = False
+        self._watching: asyncio.Task[None] | None = None
+
+    @property
+    def max_attempts(self) -> int:
+        return len(self._backoff) + 1
+
+    def register(self, kind: str, handler: JobHandler) -> None:
+        """Say which coroutine runs jobs of `kind`."""
+        self._handlers[kind] = handler
+
+    def submit(self, kind: str, scope: Scope, payload: dict[str, Any]) -> Job:
+        """Store a job and start it in the background; returns at once."""
+        if kind not in self._handlers:
+            raise ValueError(f"no handler registered for {kind!r} jobs")
+        job = self._jobs.enqueue(kind, scope, payload, at=self._clock.now())
+        self._schedule(scope)
+        return job
+
+    def hold(self, kind: str, scope: Scope, payload: dict[str, Any]) -> Job:
+        """Store a job that must not start yet; `release` starts it. Returns at once."""
+        if kind not in self._handlers:
+            raise ValueError(f"no handler registered for {kind!r} jobs")
+        return self._jobs.enqueue(kind, scope, payload, at=self._clock.now(), held_by=self._cluster.worker_id)
+
+    def release(self, job: Job, payload: dict[str, Any] | None = None) -> None:
+        """Start a held job, with the payload it learned while held, if any."""
+        self._jobs.release(job.id, payload)
+        self._schedule(job.scope)
+
+    def checkpoint(self, job: Job) -> Checkpoint:
+        """What earlier runs of `job` saved; what this run puts in it is saved with the job at once."""
+        return Checkpoint(self._jobs.progress(job.id), partial(self._jobs.save_progress, job), self._crash_point)
+
+    def resume(self) -> int:
+        """Schedule the jobs left pending by processes that are gone (or still waiting for their scope's
+        turn); returns how many jobs wait to run."""
+        released = self._jobs.release_orphans(alive=self._cluster.alive)
+        waiting = self._jobs.scopes_with_work()
+        for scope in waiting:
+            self._schedule(scope)
+        if released or waiting:
+            log.info("resuming %d pending background jobs (%d held by a process gone)", sum(waiting.values()), released)
+        return sum(waiting.values())
+
+    def watch(self, every: float) -> None:
+        """Look for work other processes left (one that died mid-job or mid-turn) every `every` seconds,
+        until `aclose`; needed only where several processes share the queue."""
+        self._watching = asyncio.create_task(self._watch(every), name="jobs:watch")
+
+    async def _watch(self, every: float) -> None:
+        while not self._closing:
+            await asyncio.sleep(every)
+            try:
+                await asyncio.to_thread(self._jobs.release_orphans, self._cluster.alive)
+                for scope in self._jobs.scopes_with_work():
+                    self._schedule(scope)
+            except Exception:  # the database may be away for a moment: look again later
+                log.exception("looking for background work left by other processes failed; trying again")
+
+    def prune(self, *, dead_letters_before: datetime) -> int:
+        """Finished work keeps no text: delete finished jobs, and dead letters older than the cutoff."""
+        return self._jobs.prune(dead_letters_before=dead_letters_before)
+
+    async def drain(self) -> None:
+        """Wait until every scheduled job has finished (or been dead-lettered)."""
+        while self._workers:
+            await asyncio.gather(*list(self._workers.values()), return_exceptions=True)
+
+    async def drain_scope(self, scope: Scope) -> None:
+        """Wait until the scope's scheduled jobs have finished (or been dead-lettered)."""
+        while (worker := self._workers.get(scope)) is not None:
+            await asyncio.gather(worker, return_exceptions=True)
+
+    async def aclose(self, *, grace: float = 10.0) -> None:
+        """Let running work finish for up to `grace` seconds; what is left stays pending in the job queue."""
+        self._closing = True
+        if self._watching is not None:
+            self._watching.cancel()
+            await asyncio.gather(self._watching, return_exceptions=True)
+        try:
+            await asyncio.wait_for(self.drain(), timeout=grace)
+        except TimeoutError:
+            for worker in self._workers.values():
+                worker.cancel()
+            await asyncio.gather(*self._workers.values(), return_exceptions=True)
+            log.warning("stopped with background jobs still pending; they resume at the next start")
+
+    def _schedule(self, scope: Scope) -> None:
+        """Make sure a worker runs the scope's jobs (a running one takes each next job from the queue)."""
+        if self._closing:
+            return  # stays pending in the job queue
+        if scope not in self._workers:
+            self._workers[scope] = asyncio.create_task(self._work(scope), name=f"jobs:{scope}")
+
+    async def _work(self, scope: Scope) -> None:
+        try:
+            while True:
+                async with self._cluster.try_acquire(f"jobs:{scope}") as ours:
+                    if not ours:
+                        return  # another process runs the scope's jobs, and looks for more once it lets go
+                    while (job := self._jobs.next_job(scope)) is not None:
+                        await self._run(job)
+                # Let go, then look once more: a job written meanwhile by a process that found the scope
+                # taken is ours to run. (No await from here to leaving `_workers`: a job submitted here
+                # after this look starts a new worker.)
+                if self._jobs.next_job(scope) is None:
+                    return
+        finally:
+            self._workers.pop(scope, None)
+
+    async def _run(self, job: Job) -> None:
+        handler = self._handlers.get(job.kind)
+        attempts = job.attempts
+        while (current := self._jobs.job(job.id)) is not None:  # None: a forget erased it, or it is done
+            try:
+                if handler is None:
+                    raise LookupError(f"no handler registered for {job.kind!r} jobs")
+                async with self._slots:
+                    await self._admitted(handler, current)
+            except asyncio.CancelledError:
+                raise
+            except ScopeForgottenError:
+                log.info("%s job %s: its scope was forgotten while it ran; running it again", job.kind, job.id)
+            except Exception as error:  # noqa: BLE001 - any failure is retried, then dead-lettered: never lost
+                attempts += 1
+                if not await self._retry_or_give_up(current, attempts, error):
+                    return
+            else:
+                self._crash_point(f"{job.kind}: finished, not yet marked done")
+                self._jobs.complete(job.id)
+                return
+
+    async def _admitted(self, handler: JobHandler, job: Job) -> None:
+        token = self._fence.admit()
+        try:
+            with background_lane():  # its embeddings yield the CPU to replies: a backlog waits, replies don't
+                await handler(job)
+        finally:
+            self._fence.leave(token)
+
+    async def _retry_or_give_up(self, job: Job, attempts: int, error: Exception) -> bool:
+        reason = f"{type(error).__name__}: {error}"
+        now = self._clock.now()
+        if attempts >= self.max_attempts:
+            letter = self._jobs.give_up(job, error=reason, at=now)
+            log.error("%s job %s failed %d times; dead letter %s", job.kind, job.id, attempts, letter.id)
+            return False
+        delay = self._backoff[attempts - 1]
+        log.warning("%s job %s failed (%s); retrying in %.0fs", job.kind, job.id, reason, delay)
+        self._jobs.retry_later(job.id, error=reason, not_before=now + timedelta(seconds=delay))
+        await asyncio.sleep(delay)
+        return True

@@ -1,0 +1,400 @@
+"""ResponseHandler: one reply, from the stored user message to the stored answer.
+
+The user's message is written to working memory before anything can fail, so an LLM error, a
+crash or a restart never loses it; the reply is stored once it has been generated completely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, tzinfo
+
+from core import phrasebook
+from core.clock import Clock
+from core.errors import LLMError
+from core.llm.client import LLMClient
+from core.reply.images import ImageError, ImageLimits, clean_description, description_request, photo_text, prepare_image
+from core.reply.prompt import MemoryInjector, MessageTooLongError, Prompt
+from core.reply.system_memories import system_records
+from core.reply.time_context import TurnTime
+from core.types import IncomingMessage, StoredTurn, TurnResult
+from knowledge.conversations.history import ConversationHistory
+from knowledge.conversations.message_log import StoredMessage, new_message_id
+from knowledge.conversations.working_memory import WorkingMemory
+from knowledge.dates.windows import TimeWindow, find_window
+from knowledge.errors import storage_problem
+from knowledge.memory.store import KnowledgeBase
+from knowledge.records import Category, MemoryRecord, Scope
+from knowledge.rules.decay import MemoryPolicy, PolicyFor, default_policy
+from knowledge.rules.discretion import Audience
+from knowledge.rules.ranking import rank_for_prompt
+from knowledge.rules.temporal import episode_moment, in_prompt, in_window
+from personas.loader import Persona
+
+log = logging.getLogger(__name__)
+
+# The embedder reads about 512 tokens; a longer query only costs time.
+MAX_QUERY_CHARS = 2000
+# "What did we talk about last time?": the latest episodes before this conversation, whatever their words.
+LAST_TIME_EPISODES = 2
+
+
+class ResponseHandler:
+    """Keeps working memory and produces the reply to each message."""
+
+    def __init__(
+        self,
+        *,
+        working_memory: WorkingMemory,
+        knowledge: KnowledgeBase,
+        history: ConversationHistory,
+        llm: LLMClient,
+        injector: MemoryInjector,
+        clock: Clock,
+        retrieval_limit: int = 8,
+        excerpt_limit: int = 3,
+        image_limits: ImageLimits | None = None,
+        policy_for: PolicyFor = default_policy,
+    ) -> None:
+        """`excerpt_limit`: past messages from `history` quoted at most, when memories do not cover them;
+        `image_limits`: the largest photo accepted, and the size it is scaled to for the model;
+        `policy_for`: a persona's memory rules (when a past plan leaves the prompt)."""
+        self.working_memory = working_memory
+        self._image_limits = image_limits or ImageLimits()
+        self._knowledge = knowledge
+        self._llm = llm
+        self._injector = injector
+        self._clock = clock
+        self._retrieval_limit = retrieval_limit
+        self._history = history
+        self._excerpt_limit = excerpt_limit
+        self._policy_for = policy_for
+
+    async def reply(
+        self,
+        persona: Persona,
+        scope: Scope,
+        message: IncomingMessage,
+        *,
+        group: bool,
+        audience: Audience | None = None,
+        zone: tzinfo = UTC,
+        message_id: str | None = None,
+        on_end: Callable[[StoredTurn | None], None] = lambda stored: None,
+    ) -> TurnResult:
+        """Store the message (as `message_id`, if given), build the prompt, and return the streamed reply.
+
+        The prompt holds only the memories and past messages `audience` may hear of (None: in a group,
+        what was learned there or marked shared); its time is the user's, in `zone`, and a time the
+        message names ("yesterday") is where memories and past messages come from. `on_end` is told once
+        that the turn is over: with what it stored once the stream has been consumed and the answer stored
+        (also kept as `TurnResult.stored`), or with None when no answer was stored (the message was refused, the model
+        failed or said nothing, the stream was dropped, the reply could not be written).
+        """
+        audience = audience if audience is not None else Audience.of(message.conversation_id, group=group)
+        try:
+            return await self._reply(
+                persona, scope, message, group, audience, zone, message_id or new_message_id(), on_end
+            )
+        except BaseException:
+            on_end(None)
+            raise
+
+    async def _reply(
+        self,
+        persona: Persona,
+        scope: Scope,
+        message: IncomingMessage,
+        group: bool,
+        audience: Audience,
+        zone: tzinfo,
+        message_id: str,
+        on_end: Callable[[StoredTurn | None], None],
+    ) -> TurnResult:
+        try:
+            photo = await self._photo_of(persona, message)
+        except ImageError as error:
+            on_end(None)
+            return _refused(message, str(error))
+        # a photo the model cannot see: the caption is still answered, after saying so
+        preface = phrasebook.CANT_SEE_IMAGES_READ_CAPTION if message.image is not None and photo is None else None
+        incoming = StoredMessage(
+            id=message_id,
+            persona_id=persona.id,
+            conversation_id=message.conversation_id,
+            user_id=scope.user_id,
+            role="user",
+            speaker_name=message.speaker_name,
+            content=stored_text(message),
+            sent_at=message.sent_at,
+            in_group=group,
+        )
+        try:
+            self._injector.check_fits(persona, incoming, group=group, image_url=photo.url if photo else None)
+        except MessageTooLongError as error:
+            on_end(None)
+            return _refused(message, str(error))
+        stored = self.store_message(persona.id, scope, message, group=group, message_id=incoming.id)
+        window = self.working_memory.window(persona.id, message.conversation_id)
+        when = self._turn_time(scope, message, stored, window, zone)
+        policy = self._policy_for(persona.id)
+        always, retrieved = await self._recall(persona, scope, message.text, audience, when, policy)
+        excerpts = await self._excerpts(scope, message.text, window, [*always, *retrieved], audience, when.window)
+        try:
+            prompt = self._injector.build(
+                persona,
+                window=window,
+                always=always,
+                retrieved=retrieved,
+                excerpts=excerpts,
+                group=group,
+                image_url=photo.url if photo else None,
+                when=when,
+                policy=policy,
+            )
+        except MessageTooLongError as error:  # lore the earlier messages bring in left no room: refused after all
+            await asyncio.to_thread(self.working_memory.log.forget_messages, scope, [stored.id])
+            on_end(None)
+            return _refused(message, str(error))
+        dropped = {record.id for record in prompt.dropped_memories}
+        # what the chat model actually saw, so the monitor can judge which memories were used
+        shown_ids = tuple(
+            record.id for record in [*always, *retrieved] if record.category != "system" and record.id not in dropped
+        )
+        result = TurnResult(message.conversation_id, reply="", notice=preface)
+        result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_end, photo)
+        return result
+
+    def store_message(
+        self, persona_id: str, scope: Scope, message: IncomingMessage, *, group: bool, message_id: str | None = None
+    ) -> StoredMessage:
+        """Write a user's message to working memory (before anything else can fail), as `message_id` if given."""
+        return self.working_memory.append(
+            persona_id,
+            message.conversation_id,
+            role="user",
+            user_id=scope.user_id,
+            speaker_name=message.speaker_name,
+            content=stored_text(message),
+            sent_at=message.sent_at,
+            source_id=message.source_id,
+            in_group=group,
+            message_id=message_id,
+        )
+
+    def _turn_time(
+        self, scope: Scope, message: IncomingMessage, stored: StoredMessage, window: list[StoredMessage], zone: tzinfo
+    ) -> TurnTime:
+        """The turn's time in the user's zone: now, their previous message, and the time the message names."""
+        now = message.sent_at.astimezone(zone)
+        previous = self.working_memory.log.previous_from_user(scope, stored.id)
+        return TurnTime(
+            now=now,
+            previous=None if previous is None else previous.sent_at,
+            new_conversation=all(earlier.id == stored.id for earlier in window),
+            conversation_start=window[0].sent_at if window else stored.sent_at,
+            window=find_window(message.text[:MAX_QUERY_CHARS], now),
+        )
+
+    async def _photo_of(self, persona: Persona, message: IncomingMessage) -> _Photo | None:
+        """The message's photo bounded and ready for the chat model; None when there is none or the model
+        cannot see images (then a photo without a caption is refused with a clear answer)."""
+        if message.image is None:
+            return None
+        if not self._llm.settings("chat").chosen(persona.models.get("chat")).vision:
+            if not message.text.strip():
+                raise ImageError(phrasebook.CANT_SEE_IMAGES)
+            return None
+        url = await asyncio.to_thread(prepare_image, message.image, self._image_limits)
+        return _Photo(url, message.text)
+
+    async def _recall(
+        self, persona: Persona, scope: Scope, text: str, audience: Audience, when: TurnTime, policy: MemoryPolicy
+    ) -> tuple[list[MemoryRecord], list[MemoryRecord]]:
+        """System and core memories (always shown) and the facts and episodes relevant to `text`, of those
+        `audience` may hear of and the prompt may show now; a time the message names comes first."""
+        query = text[:MAX_QUERY_CHARS]
+        try:
+            core = await asyncio.to_thread(self._knowledge.list, scope, categories=["core"])
+            hits = await asyncio.to_thread(
+                self._knowledge.search,
+                scope,
+                query,
+                limit=self._retrieval_limit,
+                categories=["fact", "episode"],
+                audience=audience,
+            )
+            found = [hit.record for hit in rank_for_prompt(hits, self._clock.now())]
+            if when.window is not None:
+                found = await asyncio.to_thread(self._from_window, scope, query, audience, when, found)
+        except Exception:  # a broken store must not cost the user their reply
+            log.exception("memory retrieval failed for %s; replying without memories", scope)
+            return system_records(persona), []
+
+        def shown(record: MemoryRecord) -> bool:
+            asked = when.window is not None and not when.window.last_time and in_window(record, when.window)
+            return audience.may_use(record) and (asked or in_prompt(record, when.now, policy))
+
+        return system_records(persona) + [record for record in core if shown(record)], list(filter(shown, found))
+
+    def _from_window(
+        self, scope: Scope, query: str, audience: Audience, when: TurnTime, found: list[MemoryRecord]
+    ) -> list[MemoryRecord]:
+        """`found` with the time the message names put first: that window's episodes instead of any other
+        (for "last time", the latest before this conversation), then the facts learned or dated in it."""
+        window = when.window
+        assert window is not None
+        if window.last_time:
+            episodes = self._last_episodes(scope, audience, when)
+            facts: list[MemoryRecord] = []
+        else:
+            episodes = self._searched(scope, query, audience, "episode", window)
+            facts = self._searched(scope, query, audience, "fact", window)
+        first = [*episodes, *facts]
+        chosen = {record.id for record in first}
+        rest = [
+            record for record in found if record.id not in chosen and not (episodes and record.category == "episode")
+        ]
+        return [*first, *rest][: self._retrieval_limit]
+
+    def _searched(
+        self, scope: Scope, query: str, audience: Audience, category: Category, window: TimeWindow
+    ) -> list[MemoryRecord]:
+        hits = self._knowledge.search(
+            scope,
+            query,
+            limit=self._retrieval_limit,
+            categories=[category],
+            audience=audience,
+            during=window,
+        )
+        return [hit.record for hit in hits]
+
+    def _last_episodes(self, scope: Scope, audience: Audience, when: TurnTime) -> list[MemoryRecord]:
+        episodes = [
+            record
+            for record in self._knowledge.list(scope, categories=["episode"])
+            if audience.may_use(record) and episode_moment(record) < when.conversation_start
+        ]
+        return sorted(episodes, key=episode_moment, reverse=True)[:LAST_TIME_EPISODES]
+
+    async def _excerpts(
+        self,
+        scope: Scope,
+        text: str,
+        window: list[StoredMessage],
+        memories: list[MemoryRecord],
+        audience: Audience,
+        time_window: TimeWindow | None,
+    ) -> list[StoredMessage]:
+        """Past messages relevant to `text` that the prompt does not already cover: neither in the window
+        nor the source of a memory shown (an episode or fact made from them)."""
+        if self._excerpt_limit <= 0:
+            return []
+        covered = {message.id for message in window}
+        covered.update(message_id for memory in memories for message_id in memory.message_ids)
+        try:
+            hits = await asyncio.to_thread(
+                self._history.recall,
+                scope,
+                text[:MAX_QUERY_CHARS],
+                window=time_window,
+                limit=self._excerpt_limit,
+                exclude=covered,
+                audience=audience,
+            )
+        except Exception:  # a broken history must not cost the user their reply
+            log.exception("history search failed for %s; replying without past messages", scope)
+            return []
+        return [hit.message for hit in hits]
+
+    async def _stream(
+        self,
+        persona: Persona,
+        scope: Scope,
+        stored: StoredMessage,
+        prompt: Prompt,
+        shown_ids: tuple[str, ...],
+        result: TurnResult,
+        on_end: Callable[[StoredTurn | None], None],
+        photo: _Photo | None,
+    ) -> AsyncIterator[str]:
+        parts: list[str] = []
+        # the photo is described beside the reply, by a task this stream owns
+        description = asyncio.create_task(self._describe(persona, photo)) if photo is not None else None
+        try:
+            try:
+                if result.notice:
+                    yield result.notice + "\n\n"
+                async for piece in self._llm.stream(prompt.messages, role="chat", choice=persona.models.get("chat")):
+                    parts.append(piece)
+                    yield piece
+            except LLMError as error:
+                result.completed = False
+                result.notice = phrasebook.apology(error)
+                yield ("\n\n" if parts else "") + result.notice
+                return
+            text = "".join(parts).strip()
+            if not text:
+                result.completed = False
+                result.notice = phrasebook.LOST_WORDS
+                yield result.notice
+                return
+            if description is not None and photo is not None:
+                await self._record_photo(stored, photo, await description)
+            reply = self.working_memory.append(
+                persona.id,
+                stored.conversation_id,
+                role="assistant",
+                user_id=scope.user_id,
+                speaker_name=persona.name,
+                content=text,
+                sent_at=self._clock.now(),
+                in_group=stored.in_group,
+            )
+            result.stored = StoredTurn(message_id=stored.id, reply_id=reply.id, reply_text=text, shown_ids=shown_ids)
+        except Exception as error:
+            if storage_problem(error) is None:
+                raise
+            log.error("storage unavailable (%s): a reply was sent but could not be stored", storage_problem(error))
+        finally:  # answered, failed, or dropped by the caller (the stream closed before its end)
+            if description is not None and not description.done():
+                description.cancel()  # no answer to keep the photo's description with
+            on_end(result.stored)
+
+    async def _describe(self, persona: Persona, photo: _Photo) -> str | None:
+        """What the photo shows in a sentence, asked of the chat model beside the reply; None if it cannot say."""
+        request = description_request(photo.url, photo.caption, persona.language)
+        try:
+            answer = await self._llm.complete(request, role="chat", choice=persona.models.get("chat"))
+        except LLMError:
+            log.warning("describing a photo failed; it is kept as [photo] and its caption")
+            return None
+        return clean_description(answer)
+
+    async def _record_photo(self, stored: StoredMessage, photo: _Photo, description: str | None) -> None:
+        """Keep the photo in the conversation, its history and what the monitor reads as its description
+        (the image itself is not kept)."""
+        if description:
+            await asyncio.to_thread(self._history.rewrite, stored.id, photo_text(photo.caption, description))
+
+
+@dataclass(frozen=True, slots=True)
+class _Photo:
+    """The photo of the message being answered, as the model sees it, and the words sent with it."""
+
+    url: str  # a JPEG data URL, bounded and downscaled
+    caption: str
+
+
+def stored_text(message: IncomingMessage) -> str:
+    """How a message is first stored: its text, or for a photo `[photo]` and its caption until it is described."""
+    return message.text if message.image is None else photo_text(message.text, None)
+
+
+def _refused(message: IncomingMessage, text: str) -> TurnResult:
+    """A message answered with `text` instead of the model (too long, an image it cannot take): not stored."""
+    return TurnResult(message.conversation_id, reply=text, notice=text, completed=False)

@@ -1,0 +1,5 @@
+"""The memory rules as pure functions of (record, now, policy): nothing here stores or searches.
+
+`decay.py` (importance over time, review triggers), `temporal.py` (plans, states, changed facts), `ranking.py`
+(the order of memories in a prompt), `discretion.py` (what may be said where), `checkins.py` (when to write first).
+"""

@@ -1,0 +1,298 @@
+"""The `companion` command: scripted chat, memory inspection, settings and clear errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bot.app import App, build_app
+from bot.cli.main import cli
+from bot.config import load_settings
+from core import phrasebook
+from core.checkins import PlanReport
+from knowledge.journal.journal import Journal
+from knowledge.records import MemoryRecord, Scope
+from tests.fakes.clock import FakeClock
+from tests.fakes.openai_server import FakeOpenAIServer
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_piped_chat_answers_each_line_and_handles_commands(
+    runner: CliRunner, fake_openai: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMPANION_TIMEZONE", "Asia/Shanghai")
+    fake_openai.script("chat-model", "Hi Alice!", "Ramen, of course.")
+    lines_in = (
+        "hello\nwhat should I eat?\n/memory\n/timezone Mars/Base\n/timezone berlin\n/share on\n/share\n/share off\n"
+        "/bogus\n"
+    )
+    result = runner.invoke(cli, ["chat", "--user", "alice"], input=lines_in)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    # the clock is the real one: the local time of day in the answers is checked by pattern
+    assert re.fullmatch(
+        r"Your time zone is Asia/Shanghai, the default here: it is \d\d:\d\d on \w+ for you\. .+", lines[4]
+    )
+    assert re.fullmatch(r"Okay: your time zone is now Europe/Berlin, where it is \d\d:\d\d on \w+\.", lines[7])
+    del lines[7], lines[4]
+    assert lines == [
+        "Hi Alice!",
+        "Ramen, of course.",
+        "I don't remember anything about you yet.",
+        "",
+        phrasebook.checkins_status(False),
+        phrasebook.unknown_time_zone("Mars/Base"),
+        phrasebook.sharing_switched(True),
+        phrasebook.sharing_status(True),
+        phrasebook.sharing_switched(False),
+        (
+            "Unknown command /bogus. Commands: /new (start afresh), /memory (what I remember), "
+            "/forget (forget everything), /forget <what> (forget memories about it), /share [on|off|<memory id> "
+            "[on|off]] (what I may bring up in group chats), /timezone [Area/City] (your time zone), /checkins "
+            "[on|off] (whether I may write first: shown when you start a chat), /quit"
+        ),
+    ]
+
+
+def test_quit_stops_reading(runner: CliRunner, fake_openai: FakeOpenAIServer) -> None:
+    result = runner.invoke(cli, ["chat", "--user", "alice"], input="/quit\nhello\n")
+    assert result.exit_code == 0
+    assert fake_openai.requests_for("chat-model") == []
+
+
+def test_forget_asks_first_then_deletes(runner: CliRunner, fake_openai: FakeOpenAIServer) -> None:
+    result = runner.invoke(cli, ["chat", "--user", "alice"], input="I love cats\n/forget\nno\n/forget\nyes\n")
+    assert result.exit_code == 0, result.output
+    assert "Okay, I won't forget anything." in result.output
+    assert "Done. I forgot 0 memories and 2 messages about you." in result.output
+
+
+def test_forget_what_shows_the_matches_then_deletes_only_them(runner: CliRunner) -> None:
+    app = build_app(load_settings())
+    alice, bob = Scope("xiaoxiang", "cli:alice"), Scope("xiaoxiang", "cli:bob")
+    kb = app.companion.knowledge
+    kb.add(alice, "Alice's ex is called Tom", category="fact", source="user")
+    kb.add(alice, "Alice loves ramen", category="fact", source="user")
+    kb.add(bob, "Bob's brother is called Tom", category="fact", source="user")
+    app.working_memory.close()
+    app.journal.close()
+
+    declined = runner.invoke(cli, ["chat", "--user", "alice"], input="/forget Tom\nno\n")
+    assert "I remember this:\n- Alice's ex is called Tom\n" in declined.output
+    assert "Bob" not in declined.output and "Okay, I won't forget anything." in declined.output
+    confirmed = runner.invoke(cli, ["chat", "--user", "alice"], input="/forget Tom\nyes\n/forget spiders\n")
+    assert "Done. I forgot 1 memory." in confirmed.output
+    assert "I don't remember anything about 'spiders'." in confirmed.output
+
+    after = build_app(load_settings())
+    assert [record.content for record in after.companion.knowledge.list(alice)] == ["Alice loves ramen"]
+    assert [record.content for record in after.companion.knowledge.list(bob)] == ["Bob's brother is called Tom"]
+    [entry] = after.journal.changes.changes(alice)
+    assert (entry.action, entry.actor, entry.old_content) == ("delete", "user", None)
+
+
+def test_memory_list_prints_one_scope_as_json(runner: CliRunner) -> None:
+    app = build_app(load_settings())
+    kb = app.companion.knowledge
+    kb.add(Scope("xiaoxiang", "cli:alice"), "Alice loves ramen", category="fact", source="user", topic="preference")
+    kb.add(Scope("xiaoxiang", "cli:bob"), "Bob loves jazz", category="fact", source="user")
+    app.working_memory.close()
+
+    result = runner.invoke(cli, ["memory", "list", "--persona", "xiaoxiang", "--user", "alice", "--json"])
+    assert result.exit_code == 0, result.output
+    [record] = json.loads(result.output)
+    assert record["content"] == "Alice loves ramen"
+    assert record["user_id"] == "cli:alice"
+    assert {"importance", "category", "created_at", "last_access", "source", "verified", "topic"} <= set(record)
+
+
+def test_help_lists_every_setting() -> None:
+    result = CliRunner().invoke(cli, ["--help"])
+    for name in (
+        "COMPANION_DATA_DIR",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+        "COMPANION_CHAT_MODEL",
+        "COMPANION_MONITOR_MODEL",
+        "COMPANION_SUMMARIZER_MODEL",
+        "COMPANION_REVIEWER_MODEL",
+        "COMPANION_CHROMA_HOST",
+        "COMPANION_CHROMA_PORT",
+    ):
+        assert name in result.output
+
+
+def test_an_unwritable_data_directory_is_a_clear_error(runner: CliRunner, tmp_path: Path) -> None:
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where a directory should be")
+    result = runner.invoke(cli, ["--data-dir", str(blocked / "data"), "chat"], input="hi\n")
+    assert result.exit_code == 1
+    assert "is not writable" in result.output and "COMPANION_DATA_DIR" in result.output
+
+
+def test_an_unknown_persona_is_a_clear_error(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["chat", "--persona", "nobody"], input="hi\n")
+    assert result.exit_code == 1
+    assert "unknown persona 'nobody' (known: xiaoxiang)" in result.output
+
+
+def test_the_config_file_sets_values_and_refuses_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "companion.toml"
+    config.write_text('chat_model = "from-file"\nmonitor_model = "cheap"\n')
+    monkeypatch.setenv("COMPANION_CONFIG", str(config))
+    monkeypatch.setenv("COMPANION_MONITOR_MODEL", "from-env")
+    settings = load_settings()
+    assert (settings.chat_model, settings.monitor_model) == ("from-file", "from-env")
+
+    config.write_text('openai_api_key = "sk-leaked"\n')
+    result = CliRunner().invoke(cli, ["chat"], input="")
+    assert result.exit_code == 1
+    assert "must not be in the config file" in result.output
+
+
+def test_an_unreachable_llm_gets_an_apology_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("COMPANION_LLM_MAX_RETRIES", "0")
+    result = CliRunner().invoke(cli, ["chat", "--user", "alice"], input="hello\n")
+    assert result.exit_code == 0
+    assert "Sorry" in result.output and "saved" in result.output
+
+
+def test_the_console_script_reads_a_pipe_until_its_end(fake_openai: FakeOpenAIServer, isolated: Path) -> None:
+    fake_openai.script("chat-model", "one", "two")
+    env = {
+        **os.environ,
+        "OPENAI_BASE_URL": fake_openai.url,
+        "COMPANION_CHAT_MODEL": "chat-model",
+        "COMPANION_MONITOR_MODEL": "monitor-model",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", "from bot.cli.main import main; main()", "chat", "--user", "alice"],
+        input="first\nsecond\n",
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["one", "two"]
+    # it exited only after the monitor had looked at both turns
+    monitor_prompts = [str(request.messages) for request in fake_openai.requests_for("monitor-model")]
+    assert any("first" in prompt for prompt in monitor_prompts) and any(
+        "second" in prompt for prompt in monitor_prompts
+    )
+    assert Journal(isolated / "data" / "companion.sqlite3").jobs.pending_jobs() == []
+
+
+def test_history_and_dead_letters_are_listable(runner: CliRunner) -> None:
+    app = build_app(load_settings())
+    alice = Scope("xiaoxiang", "cli:alice")
+    at = app.companion.clock.now()
+    app.journal.changes.record_change(
+        alice, "mem_1", action="update", actor="background_ai", old_content="Beijing", new_content="Shanghai", at=at
+    )
+    app.journal.jobs.dead_letter("monitor", alice, {"output": "{not ops}"}, "unreadable monitor output", at=at)
+    app.journal.jobs.dead_letter("monitor", Scope("xiaoxiang", "cli:bob"), {}, "bob's problem", at=at)
+    app.working_memory.close()
+    app.journal.close()
+
+    history = runner.invoke(cli, ["memory", "history", "--persona", "xiaoxiang", "--user", "alice", "--json"])
+    [entry] = json.loads(history.output)
+    assert (entry["old_content"], entry["new_content"], entry["actor"]) == ("Beijing", "Shanghai", "background_ai")
+
+    mine = runner.invoke(cli, ["memory", "dead-letters", "--persona", "xiaoxiang", "--user", "alice"])
+    assert "unreadable monitor output" in mine.output and "bob's problem" not in mine.output
+    every = runner.invoke(cli, ["memory", "dead-letters", "--json"])
+    assert {row["scope"] for row in json.loads(every.output)} == {"xiaoxiang/cli:alice", "xiaoxiang/cli:bob"}
+    half = runner.invoke(cli, ["memory", "dead-letters", "--persona", "xiaoxiang"])
+    assert half.exit_code == 2 and "--persona needs --user" in half.output
+    by_default = runner.invoke(cli, ["memory", "dead-letters", "--user", "alice"])  # the default persona
+    assert by_default.output == mine.output
+
+
+def test_maintenance_runs_the_decay_pass_once(runner: CliRunner) -> None:
+    app = build_app(load_settings())
+    alice, long_ago = Scope("xiaoxiang", "cli:alice"), datetime.now(UTC) - timedelta(days=15)
+    app.companion.knowledge.add(alice, "Alice likes tea", category="fact", source="user")
+    old_episode = MemoryRecord(
+        "mem_old", alice, "[long ago] talked about tea", "episode", 1.0, long_ago, long_ago, "user"
+    )
+    app.companion.knowledge.add_records([old_episode])
+    app.working_memory.close()
+    app.journal.close()
+    result = runner.invoke(cli, ["maintenance"])
+    assert result.exit_code == 0, result.output
+    assert "decay: 1 due, 1 deleted, 0 reviewed, 0 rescheduled; 0 idle conversations summarised" in result.output
+
+
+def test_the_readme_documents_every_setting() -> None:
+    from pydantic import AliasChoices
+
+    from bot.config import Settings
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for name, field in Settings.model_fields.items():
+        alias = field.validation_alias
+        if isinstance(alias, AliasChoices):
+            assert f"`{alias.choices[0]}`" in readme
+        else:  # a config-file table: each of its keys is documented under its heading
+            assert f"[{name}]" in readme
+            for key in field.annotation.model_fields:  # type: ignore[union-attr]
+                assert f"`{key}`" in readme, f"[{name}] {key}"
+
+
+def test_inspection_leaves_pending_background_work_alone(runner: CliRunner, fake_openai: FakeOpenAIServer) -> None:
+    app = build_app(load_settings())
+    job = app.journal.jobs.enqueue(
+        "monitor", Scope("xiaoxiang", "cli:alice"), {"turn": {}}, at=app.companion.clock.now()
+    )
+    app.working_memory.close()
+    app.journal.close()
+    result = runner.invoke(cli, ["memory", "list", "--persona", "xiaoxiang", "--user", "alice"])
+    assert result.exit_code == 0
+    journal = Journal(load_settings().data_dir / "companion.sqlite3")
+    assert [pending.id for pending in journal.jobs.pending_jobs()] == [job.id]
+    assert fake_openai.requests_for("monitor-model") == []
+
+
+def test_checkins_list_shows_the_planned_ones_per_user_for_the_operator(
+    runner: CliRunner, fake_openai: FakeOpenAIServer
+) -> None:
+    clock = FakeClock(datetime.now(UTC) - timedelta(hours=3))  # the exam was three hours ago
+    app = build_app(load_settings(), clock=clock)
+    alice = Scope("xiaoxiang", "telegram:101")
+    app.journal.checkins.user_wrote(alice, "telegram:chat:101", clock.now() - timedelta(days=2))
+    app.companion.user_settings.set_checkins(alice, True)
+    for plan, hours in (("Alice has an exam", 1), ("Alice has a party", 2)):
+        app.companion.knowledge.add(
+            alice, plan, category="fact", source="user", about=clock.now() + timedelta(hours=hours)
+        )
+    clock.advance(hours=3)
+    report = asyncio.run(_planned_then_closed(app))
+    assert report.planned == 2
+    result = runner.invoke(cli, ["checkins", "list", "--json"])
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.output)
+    assert {(each["user_id"], each["rule"], each["state"]) for each in listed} == {
+        ("telegram:101", "plan_passed", "planned")
+    }
+    assert "xiaoxiang/telegram:101  planned   plan_passed" in runner.invoke(cli, ["checkins", "list"]).output
+
+
+async def _planned_then_closed(app: App) -> PlanReport:
+    """The planning pass of a process with no platform to send on (so nothing is sent), then the app closed."""
+    try:
+        return await app.companion.checkins.plan()
+    finally:
+        await app.aclose()

@@ -1,0 +1,142 @@
+"""MemoryLifecycle: which events become which durable jobs, and what the scheduled passes hand on."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from bot.app import App, build_app
+from bot.config import Settings
+from core.background.knowledge_monitor import Turn
+from core.background.lifecycle import MONITOR_JOB, REVIEW_JOB, SUMMARIZE_JOB
+from core.types import StoredTurn
+from knowledge.memory.store import ChromaKnowledgeBase
+from knowledge.records import Scope
+from knowledge.search.embedding import Embedder
+from tests.fakes.clock import FakeClock
+from tests.fakes.messages import make_message
+from tests.fakes.openai_server import FakeOpenAIServer
+
+
+def turn(conversation_id: str = "dm:cli:alice") -> Turn:
+    return Turn(
+        user_text="I adopted a cat",
+        reply_text="What is its name?",
+        speaker_name="Alice",
+        persona_name="小祥",
+        user_title="主人",
+        shown_ids=("mem_1",),
+        conversation_id=conversation_id,
+        message_ids=("msg_1", "msg_2"),
+        group=False,
+    )
+
+
+def pending(app: App) -> list[tuple[str, Scope, dict[str, object]]]:
+    return [(job.kind, job.scope, job.payload) for job in app.journal.jobs.pending_jobs()]
+
+
+def say(app: App, scope: Scope, text: str, conversation_id: str = "dm:cli:alice") -> None:
+    app.working_memory.append(
+        scope.persona_id,
+        conversation_id,
+        role="user",
+        user_id=scope.user_id,
+        speaker_name="Alice",
+        content=text,
+        sent_at=app.companion.clock.now(),
+    )
+
+
+async def test_a_started_turn_writes_its_monitor_job_at_once_and_holds_it_until_the_turn_ends(
+    app: App, alice: Scope
+) -> None:
+    end = app.lifecycle.turn_started(alice, "dm:cli:alice", "msg_1", group=False)
+    held = {"conversation_id": "dm:cli:alice", "message_id": "msg_1", "group": False}  # ids, never text
+    assert pending(app) == [(MONITOR_JOB, alice, held)]
+    await app.companion.tasks.drain()
+    assert pending(app) == [(MONITOR_JOB, alice, held)]  # not started while the turn goes on
+
+    end(StoredTurn(message_id="msg_1", reply_id="msg_2", reply_text="What is its name?", shown_ids=("mem_1",)))
+    assert pending(app) == [(MONITOR_JOB, alice, {**held, "reply_id": "msg_2", "shown_ids": ["mem_1"]})]
+    await app.companion.tasks.drain()
+    assert pending(app) == []
+
+
+async def test_a_turn_whose_conversation_overflowed_also_queues_a_summary_reply_or_not(app: App, alice: Scope) -> None:
+    end = app.lifecycle.turn_started(alice, "dm:cli:alice", "msg_1", group=False)
+    say(app, alice, "hello")
+    app.working_memory.close_window(alice.persona_id, "dm:cli:alice")  # as an overflow leaves it: archived
+    end(None)
+    assert [kind for kind, _, _ in pending(app)] == [MONITOR_JOB, SUMMARIZE_JOB]
+    assert pending(app)[1] == (SUMMARIZE_JOB, alice, {"conversation_id": "dm:cli:alice"})
+    await app.companion.tasks.drain()
+
+
+async def test_a_monitor_job_written_before_jobs_carried_message_ids_still_runs(
+    app: App, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    fake_openai.set_default("monitor-model", "[SKIP]")
+    app.journal.jobs.enqueue(MONITOR_JOB, alice, {"turn": asdict(turn())}, at=app.companion.clock.now())
+    app.companion.tasks.resume()
+    await app.companion.tasks.drain()
+    [request] = fake_openai.requests_for("monitor-model")
+    assert "I adopted a cat" in request.messages[1]["content"] and pending(app) == []
+
+
+async def test_the_decay_pass_queues_a_decay_review_for_each_memory_that_asks_for_one(
+    app: App, kb: ChromaKnowledgeBase, fake_openai: FakeOpenAIServer, clock: FakeClock, alice: Scope
+) -> None:
+    fading = kb.add(alice, "Alice once tried Vue", category="fact", source="user", importance=0.6)
+    kb.add(alice, "Alice loves ramen", category="fact", source="user", importance=2.0)
+    fake_openai.script("reviewer-model", "Still true. [KEEP]")
+    clock.advance(days=12)  # 0.6 x 0.95^5 < 0.5: the first asks for a review, the second still far above
+
+    report = await app.lifecycle.run_decay()
+    await app.companion.tasks.drain()
+
+    assert report.reviews == [(alice, fading.id, "decay")]
+    [request] = fake_openai.requests_for("reviewer-model")
+    assert "Alice once tried Vue" in request.messages[1]["content"]
+    assert [(change.memory_id, change.action) for change in app.journal.changes.changes(alice)] == [(fading.id, "keep")]
+
+
+async def test_the_idle_pass_closes_quiet_conversations_and_queues_their_summary(
+    app: App, fake_openai: FakeOpenAIServer, clock: FakeClock, kb: ChromaKnowledgeBase, alice: Scope
+) -> None:
+    say(app, alice, "I start my new job on Monday")
+    say(app, alice, "still here", conversation_id="dm:other")
+    clock.advance(minutes=20)
+    say(app, alice, "and this one is still going", conversation_id="dm:other")
+    clock.advance(minutes=15)  # the first conversation is 35 minutes quiet, the second 15
+    fake_openai.script("summarizer-model", "Alice starts a new job on Monday.")
+
+    assert await app.lifecycle.summarize_idle() == 1
+    await app.companion.tasks.drain()
+
+    assert app.working_memory.window(alice.persona_id, "dm:cli:alice") == []
+    assert len(app.working_memory.window(alice.persona_id, "dm:other")) == 2
+    [episode] = kb.list(alice, categories=["episode"])
+    assert episode.content.endswith("Alice starts a new job on Monday.")
+
+
+async def test_with_the_background_off_no_event_becomes_a_job(
+    settings: Settings, clock: FakeClock, embedder: Embedder, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    app = build_app(settings, clock=clock, embedder=embedder, background=False)
+    try:
+        fake_openai.script("chat-model", "What is its name?")
+        reply = await app.companion.handle(make_message("I adopted a cat", user_id=alice.user_id))
+        assert await reply.text() == "What is its name?"
+        app.lifecycle.conversation_overflowed(alice, "dm:cli:alice")
+        app.lifecycle.review(alice, "mem_1", "promote")
+        await app.companion.tasks.drain()
+        assert pending(app) == [] and fake_openai.requests_for("monitor-model") == []
+        assert app.journal.jobs.dead_letters() == []
+    finally:
+        await app.aclose()
+
+
+async def test_review_requests_are_jobs_with_the_memory_and_the_kind(app: App, alice: Scope) -> None:
+    app.lifecycle.review(alice, "mem_1", "promote")
+    assert pending(app) == [(REVIEW_JOB, alice, {"memory_id": "mem_1", "kind": "promote"})]
+    await app.companion.tasks.drain()  # the memory is gone: the review ends without a model call

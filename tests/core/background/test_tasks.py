@@ -1,0 +1,190 @@
+"""BackgroundTasks: durable, ordered per scope, retried, dead-lettered, resumed exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from core.background.tasks import BackgroundTasks
+from knowledge.forget.fence import ForgetFence
+from knowledge.forget.target import REDACTED, ForgetTarget
+from knowledge.journal.job_queue import Job
+from knowledge.journal.journal import Journal
+from knowledge.records import Scope
+from tests.fakes.clock import FakeClock
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> Journal:
+    return Journal(tmp_path / "journal.sqlite3")
+
+
+def runner(journal: Journal, clock: FakeClock, **options: object) -> BackgroundTasks:
+    return BackgroundTasks(journal.jobs, clock, backoff=options.pop("backoff", (0, 0)), **options)  # type: ignore[arg-type]
+
+
+async def test_jobs_of_one_scope_run_one_at_a_time_in_order(journal: Journal, clock: FakeClock, alice: Scope) -> None:
+    events: list[str] = []
+
+    async def slow(job: Job) -> None:
+        events.append(f"start {job.payload['n']}")
+        await asyncio.sleep(0.01)
+        events.append(f"end {job.payload['n']}")
+
+    tasks = runner(journal, clock)
+    tasks.register("work", slow)
+    for n in range(3):
+        tasks.submit("work", alice, {"n": n})
+    await tasks.drain()
+    assert events == ["start 0", "end 0", "start 1", "end 1", "start 2", "end 2"]
+    assert journal.jobs.pending_jobs() == []
+
+
+async def test_different_scopes_run_side_by_side(journal: Journal, clock: FakeClock, alice: Scope, bob: Scope) -> None:
+    both_running = asyncio.Event()
+    running: set[str] = set()
+
+    async def meet(job: Job) -> None:
+        running.add(job.scope.user_id)
+        if len(running) == 2:
+            both_running.set()
+        await asyncio.wait_for(both_running.wait(), timeout=2)
+
+    tasks = runner(journal, clock)
+    tasks.register("work", meet)
+    tasks.submit("work", alice, {})
+    tasks.submit("work", bob, {})
+    await tasks.drain()
+    assert both_running.is_set()
+
+
+async def test_a_failing_job_is_retried_then_dead_lettered(journal: Journal, clock: FakeClock, alice: Scope) -> None:
+    calls: list[int] = []
+
+    async def broken(job: Job) -> None:
+        calls.append(1)
+        raise RuntimeError("model said nonsense")
+
+    tasks = runner(journal, clock, backoff=(0, 0))
+    tasks.register("work", broken)
+    tasks.submit("work", alice, {"turn": "hello"})
+    await tasks.drain()
+    assert len(calls) == 3
+    [letter] = journal.jobs.dead_letters(alice)
+    assert letter.kind == "work" and "model said nonsense" in letter.error
+    assert letter.payload["turn"] == "hello"
+    assert journal.jobs.pending_jobs() == []
+
+
+async def test_a_job_that_fails_once_succeeds_on_retry(journal: Journal, clock: FakeClock, alice: Scope) -> None:
+    outcomes = iter([RuntimeError("flaky"), None])
+
+    async def flaky(job: Job) -> None:
+        error = next(outcomes)
+        if error:
+            raise error
+
+    tasks = runner(journal, clock)
+    tasks.register("work", flaky)
+    tasks.submit("work", alice, {})
+    await tasks.drain()
+    assert journal.jobs.dead_letters() == [] and journal.jobs.pending_jobs() == []
+
+
+async def test_pending_jobs_run_after_a_restart_exactly_once(tmp_path: Path, clock: FakeClock, alice: Scope) -> None:
+    path = tmp_path / "journal.sqlite3"
+    first = Journal(path)
+    first.jobs.enqueue("work", alice, {"n": 1}, at=clock.now())
+    done = first.jobs.enqueue("work", alice, {"n": 2}, at=clock.now())
+    first.jobs.complete(done.id)
+    first.close()
+
+    ran: list[int] = []
+
+    async def record(job: Job) -> None:
+        ran.append(job.payload["n"])
+
+    journal = Journal(path)
+    tasks = runner(journal, clock)
+    tasks.register("work", record)
+    assert tasks.resume() == 1
+    await tasks.drain()
+    assert tasks.resume() == 0
+    await tasks.drain()
+    assert ran == [1]
+
+
+async def test_closing_leaves_unfinished_work_pending(journal: Journal, clock: FakeClock, alice: Scope) -> None:
+    async def forever(job: Job) -> None:
+        await asyncio.sleep(3600)
+
+    tasks = runner(journal, clock)
+    tasks.register("work", forever)
+    job = tasks.submit("work", alice, {})
+    await asyncio.sleep(0)
+    await tasks.aclose(grace=0.05)
+    assert [pending.id for pending in journal.jobs.pending_jobs()] == [job.id]
+
+
+async def test_queued_jobs_a_forget_erased_do_not_run(
+    journal: Journal, clock: FakeClock, alice: Scope, bob: Scope
+) -> None:
+    ran: list[str] = []
+
+    async def record(job: Job) -> None:
+        await asyncio.sleep(0.01)
+        ran.append(f"{job.scope.user_id} {job.payload['n']}")
+
+    tasks = runner(journal, clock)
+    tasks.register("work", record)
+    for n in range(3):
+        tasks.submit("work", alice, {"n": n})
+        tasks.submit("work", bob, {"n": n})
+    await asyncio.sleep(0)  # each scope's first job is running
+    journal.jobs.forget(alice)  # as `/forget` does
+    await tasks.drain()
+    assert [entry for entry in ran if entry.startswith("cli:alice")] == ["cli:alice 0"]
+    assert len([entry for entry in ran if entry.startswith("cli:bob")]) == 3
+
+
+def test_unknown_job_kinds_are_refused(journal: Journal, clock: FakeClock, alice: Scope) -> None:
+    with pytest.raises(ValueError, match="no handler"):
+        runner(journal, clock).submit("mystery", alice, {})
+
+
+async def test_a_job_whose_scope_is_forgotten_while_it_runs_writes_nothing_it_read_before(
+    journal: Journal, clock: FakeClock, alice: Scope
+) -> None:
+    fence = ForgetFence()
+    started, release = asyncio.Event(), asyncio.Event()
+    seen: list[str] = []
+
+    async def learn(job: Job) -> None:
+        seen.append(job.payload["text"])
+        started.set()
+        await release.wait()  # the forced race: the forget lands exactly here
+        await asyncio.to_thread(
+            journal.changes.record_change,
+            alice,
+            "mem_1",
+            action="add",
+            actor="background_ai",
+            old_content=None,
+            new_content=job.payload["text"],
+            at=clock.now(),
+        )
+
+    tasks = BackgroundTasks(journal.jobs, clock, backoff=(0, 0), fence=fence)
+    tasks.register("learn", learn)
+    tasks.submit("learn", alice, {"text": "my PIN is 4471"})
+    await started.wait()
+    with fence.forgetting(alice):
+        journal.erase(alice, set(), ForgetTarget.of_phrase("my PIN 4471"))
+    release.set()
+    await tasks.drain()
+
+    assert seen == ["my PIN is 4471", REDACTED]  # run again, from what the forget left of the job
+    assert [change.new_content for change in journal.changes.changes(alice)] == [REDACTED]
+    assert journal.jobs.pending_jobs() == []
