@@ -2,7 +2,7 @@
 
 The seams are wrapped while a benchmark runs, never the pipeline's steps: the embedder (which counts
 the CPU of its own lane threads, `knowledge.search.embedding.CPUMeter`), the hybrid search (memories and
-past messages, and keeping the history index), the prompt (`MemoryInjector`), SQLite (every statement
+past messages, and keeping the history index), the prompt (`PromptBuilder`), SQLite (every statement
 goes through `knowledge.sql.sqlite.SQLiteDatabase`) and chromadb (its `Collection`). Each seam is timed
 with `time.thread_time()` in the thread that runs it, exclusive of the seams it calls (a search's
 SQLite reads count as SQLite), so nothing is counted twice. The event loop is the main thread's CPU
@@ -27,9 +27,9 @@ from typing import Any
 
 from chromadb.api.models.Collection import Collection
 
-from core.reply.prompt import MemoryInjector
+from core.reply.prompt import PromptBuilder
 from knowledge.conversations.history import ConversationHistory
-from knowledge.memory.store import ChromaKnowledgeBase
+from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.search.embedding import CPUMeter
 from knowledge.sql.sqlite import SQLiteDatabase
 
@@ -48,8 +48,8 @@ _SEAMS: list[tuple[type, str, str]] = [
     (ChromaKnowledgeBase, "search", "search"),
     (ConversationHistory, "search", "search"),
     (ConversationHistory, "index_pending", "search"),
-    (MemoryInjector, "build", "prompt"),
-    (MemoryInjector, "check_fits", "prompt"),
+    (PromptBuilder, "build", "prompt"),
+    (PromptBuilder, "check_fits", "prompt"),
     (SQLiteDatabase, "query", "SQLite"),
     (SQLiteDatabase, "checkpoint", "SQLite"),
     (SQLiteDatabase, "create", "SQLite"),

@@ -43,8 +43,8 @@ from pathlib import Path
 import numpy as np
 
 from knowledge.journal.journal import Journal
+from knowledge.memory.chroma_store import ChromaKnowledgeBase, open_chroma_client
 from knowledge.memory.decay_pass import DecayPass, DecayReport
-from knowledge.memory.store import ChromaKnowledgeBase, open_chroma_client
 from knowledge.records import Category, MemoryRecord, Scope
 from tests.fakes.clock import FakeClock
 

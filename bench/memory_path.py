@@ -78,7 +78,7 @@ from bot.config import Settings
 from core.llm.client import LLMClient, ModelSettings, count_tokens
 from core.types import ChatMessage, IncomingMessage, Role
 from knowledge.dates.windows import find_window
-from knowledge.memory.store import ChromaKnowledgeBase
+from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.records import MemoryRecord, Scope
 from knowledge.search.embedding import Embedder, load_embedder
 from personas.loader import ModelChoice

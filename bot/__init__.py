@@ -1,4 +1,8 @@
-"""Platform adapters (Discord, Telegram, the terminal), the command line and the composition root (`app.py`).
+"""The composition root and every surface: platforms, the command line.
+
+- `app.py`: builds the app from the settings (`config.py`); `startup.py`: start-up failures as one line.
+- `platforms/`: Telegram, Discord and the terminal; `cli/`: the `companion` command line.
+- `routing.py`: which persona speaks where; `ordering.py`: turns in order; `log_redaction.py`: no user text in logs.
 
 Modules are imported by their own path (`from bot.app import build_app`); this file re-exports nothing.
 """

@@ -28,7 +28,7 @@ from core.llm.client import LLMClient, ModelSettings, OpenAIClient, UsageSink
 from core.llm.embedded import EMBEDDED_MODEL_NAME, LlamaCppClient
 from core.memory_editor import MemoryEditor
 from core.rate_limit import RateLimiter
-from core.reply.prompt import Budget, MemoryInjector
+from core.reply.prompt import Budget, PromptBuilder
 from core.reply.response_handler import ResponseHandler
 from core.types import ROLES, Role
 from knowledge.conversations.history import ConversationHistory
@@ -38,8 +38,8 @@ from knowledge.forget.fence import ForgetFence
 from knowledge.journal.journal import Journal
 from knowledge.journal.place_personas import PlacePersonas
 from knowledge.journal.user_settings import UserSettings
+from knowledge.memory.chroma_store import COLLECTION, ChromaKnowledgeBase, open_chroma_client
 from knowledge.memory.decay_pass import DecayPass
-from knowledge.memory.store import COLLECTION, ChromaKnowledgeBase, open_chroma_client
 from knowledge.memory.store_guard import MemoryStoreGuard, MemoryStoreMissingError
 from knowledge.rules.decay import MemoryPolicy, PolicyFor
 from knowledge.search.embedding import Embedder, load_embedder
@@ -373,7 +373,7 @@ def build_app(
         knowledge=knowledge,
         history=history,
         llm=llm,
-        injector=MemoryInjector(Budget(chat.context_window, chat.max_tokens)),
+        prompt_builder=PromptBuilder(Budget(chat.context_window, chat.max_tokens)),
         clock=clock,
         retrieval_limit=settings.retrieval_limit,
         policy_for=policy_for,

@@ -40,12 +40,11 @@ from core.llm.client import LLMClient
 from core.reply.prompt import persona_prompt
 from core.reply.time_context import TurnTime, duration, memory_line, now_section
 from core.types import ChatMessage
-from knowledge.conversations.message_log import StoredMessage
 from knowledge.conversations.working_memory import WorkingMemory
 from knowledge.journal.checkin_log import Checkin, CheckinLog, Contact, checkin_id
 from knowledge.journal.job_queue import Job
 from knowledge.journal.user_settings import UserSettings
-from knowledge.records import Category, MemoryRecord, Scope
+from knowledge.records import Category, MemoryRecord, Scope, StoredMessage
 from knowledge.rules.checkins import (
     CheckinPolicy,
     Due,

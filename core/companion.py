@@ -20,14 +20,13 @@ from core.sharing import Sharing
 from core.types import IncomingMessage, TurnResult, clean_text
 from core.unsaved_messages import UnsavedMessages
 from knowledge.conversations.history import ConversationHistory
-from knowledge.conversations.message_log import new_message_id
 from knowledge.dates.windows import TimeWindow
 from knowledge.errors import storage_problem
 from knowledge.journal.journal import Journal
 from knowledge.journal.user_settings import UserSettings, find_time_zone
 from knowledge.memory.lookup import FORGETTABLE, SearchResults, search_scope
 from knowledge.memory.store import KnowledgeBase
-from knowledge.records import MemoryRecord, Scope, ScoredMemory
+from knowledge.records import MemoryRecord, Scope, ScoredMemory, new_message_id
 from knowledge.rules.ranking import rank_for_prompt
 from personas.loader import Persona, PersonaError, PersonaRegistry
 

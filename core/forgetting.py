@@ -31,15 +31,14 @@ from pathlib import Path
 from core.memory_editor import MemoryEditor
 from core.types import clean_text
 from knowledge.conversations.history import ConversationHistory
-from knowledge.conversations.message_log import StoredMessage
 from knowledge.forget.fence import ForgetFence
 from knowledge.forget.target import NOTHING, ForgetTarget
 from knowledge.journal.journal import Journal
 from knowledge.journal.user_settings import UserSettings
+from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.memory.lookup import DEFAULT_FORGET_SIMILARITY, memories_about, messages_about
 from knowledge.memory.memory_file import erase_memory_files
-from knowledge.memory.store import ChromaKnowledgeBase
-from knowledge.records import MemoryRecord, Scope
+from knowledge.records import MemoryRecord, Scope, StoredMessage
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from core.errors import LLMError
-from knowledge.conversations.message_log import StoredMessage
-from knowledge.records import MemoryRecord
+from knowledge.records import MemoryRecord, StoredMessage
 
 NOT_ALLOWED = "Sorry, I can't talk with you here: the person who runs me hasn't allowed it."
 SOMETHING_BROKE = "Sorry, something went wrong on my side. Please try again in a moment."

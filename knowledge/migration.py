@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from knowledge.memory.store import COLLECTION
+from knowledge.memory.chroma_store import COLLECTION
 from knowledge.sql.database import Database
 
 BATCH = 1000  # rows per insert batch; memories per chromadb call

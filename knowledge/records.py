@@ -11,6 +11,7 @@ from typing import Literal, get_args
 Category = Literal["system", "core", "fact", "episode"]
 Source = Literal["user", "background_ai", "system"]
 ReviewKind = Literal["promote", "decay"]
+MessageRole = Literal["user", "assistant"]
 CATEGORIES: tuple[str, ...] = get_args(Category)
 SOURCES: tuple[str, ...] = get_args(Source)
 
@@ -125,3 +126,23 @@ class ScoredMemory:
     record: MemoryRecord
     similarity: float  # cosine similarity of the embeddings: what duplicate and "about" thresholds compare
     relevance: float = 0.0  # the hybrid engine's fused score, 0..1 relative to the other hits: hits come in its order
+
+
+def new_message_id() -> str:
+    """A fresh message id, `msg_<hex>`."""
+    return f"msg_{uuid.uuid4().hex[:16]}"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """One message of a conversation as working memory keeps it."""
+
+    id: str
+    persona_id: str
+    conversation_id: str
+    user_id: str
+    role: MessageRole
+    speaker_name: str
+    content: str
+    sent_at: datetime
+    in_group: bool = False  # said in a group chat (the conversation), not in private

@@ -51,7 +51,7 @@ def migrate(ctx: click.Context, url: str, chroma_host: str | None, chroma_port: 
 def _copy(app: App, url: str, host: str, port: int) -> MigrationReport:
     from bot.routing import PersonaChoices
     from knowledge.journal.place_personas import PlacePersonas
-    from knowledge.memory.store import COLLECTION, open_chroma_client
+    from knowledge.memory.chroma_store import COLLECTION, open_chroma_client
     from knowledge.memory.store_guard import MemoryStoreGuard
     from knowledge.migration import TargetNotEmptyError, check_empty, copy_memories, copy_tables, verify
     from knowledge.sql.postgres import DatabaseUnavailableError, PostgresDatabase

@@ -18,10 +18,9 @@ from core.background.checkpoint import Checkpoint
 from core.errors import CompanionError
 from core.llm.client import LLMClient, count_tokens
 from core.types import ChatMessage
-from knowledge.conversations.message_log import StoredMessage
 from knowledge.conversations.working_memory import WorkingMemory
 from knowledge.memory.store import KnowledgeBase
-from knowledge.records import MemoryRecord, Scope, derived_memory_id
+from knowledge.records import MemoryRecord, Scope, StoredMessage, derived_memory_id
 from knowledge.rules.discretion import learned_in
 from personas.loader import Persona
 

@@ -1,7 +1,7 @@
 """The reply path: one user message in, one answer out, never waiting for the background.
 
 - `response_handler.py`: `ResponseHandler`, the turn from the stored message to the stored answer (recall included).
-- `prompt.py`: the prompt inside the model's token budget; `lore.py`: which lorebook entries fire.
+- `prompt.py`: `PromptBuilder`, the prompt inside the model's token budget; `lore.py`: which lorebook entries fire.
 - `time_context.py`: what a prompt says about time; `system_memories.py`: the persona's own facts.
 - `images.py`: photos checked and downscaled before a vision model sees them.
 """

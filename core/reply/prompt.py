@@ -1,4 +1,4 @@
-"""MemoryInjector: builds the prompt for a reply inside the model's token budget.
+"""PromptBuilder (the design's MemoryInjector): builds the prompt for a reply inside the model's token budget.
 
 The prompt is the persona, then what the companion knows (system and core memories always, facts
 and episodes retrieved for this message), then the conversation so far. Each memory and each
@@ -18,8 +18,7 @@ from core.llm.client import MESSAGE_OVERHEAD_TOKENS, count_message_tokens, count
 from core.reply.lore import active_lore
 from core.reply.time_context import TurnTime, memory_line, now_section
 from core.types import ChatMessage
-from knowledge.conversations.message_log import StoredMessage
-from knowledge.records import MemoryRecord
+from knowledge.records import MemoryRecord, StoredMessage
 from knowledge.rules.decay import MemoryPolicy
 from personas.loader import Persona
 from personas.lorebook import LoreEntry
@@ -127,7 +126,7 @@ def persona_prompt(persona: Persona, user_name: str | None = None, lore: Sequenc
     return "\n\n".join(lines)
 
 
-class MemoryInjector:
+class PromptBuilder:
     """Assembles persona, memories and working memory into a prompt that fits the budget."""
 
     def __init__(self, budget: Budget) -> None:

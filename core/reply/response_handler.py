@@ -17,17 +17,16 @@ from core.clock import Clock
 from core.errors import LLMError
 from core.llm.client import LLMClient
 from core.reply.images import ImageError, ImageLimits, clean_description, description_request, photo_text, prepare_image
-from core.reply.prompt import MemoryInjector, MessageTooLongError, Prompt
+from core.reply.prompt import MessageTooLongError, Prompt, PromptBuilder
 from core.reply.system_memories import system_records
 from core.reply.time_context import TurnTime
 from core.types import IncomingMessage, StoredTurn, TurnResult
 from knowledge.conversations.history import ConversationHistory
-from knowledge.conversations.message_log import StoredMessage, new_message_id
 from knowledge.conversations.working_memory import WorkingMemory
 from knowledge.dates.windows import TimeWindow, find_window
 from knowledge.errors import storage_problem
 from knowledge.memory.store import KnowledgeBase
-from knowledge.records import Category, MemoryRecord, Scope
+from knowledge.records import Category, MemoryRecord, Scope, StoredMessage, new_message_id
 from knowledge.rules.decay import MemoryPolicy, PolicyFor, default_policy
 from knowledge.rules.discretion import Audience
 from knowledge.rules.ranking import rank_for_prompt
@@ -52,7 +51,7 @@ class ResponseHandler:
         knowledge: KnowledgeBase,
         history: ConversationHistory,
         llm: LLMClient,
-        injector: MemoryInjector,
+        prompt_builder: PromptBuilder,
         clock: Clock,
         retrieval_limit: int = 8,
         excerpt_limit: int = 3,
@@ -66,7 +65,7 @@ class ResponseHandler:
         self._image_limits = image_limits or ImageLimits()
         self._knowledge = knowledge
         self._llm = llm
-        self._injector = injector
+        self._prompt_builder = prompt_builder
         self._clock = clock
         self._retrieval_limit = retrieval_limit
         self._history = history
@@ -133,7 +132,7 @@ class ResponseHandler:
             in_group=group,
         )
         try:
-            self._injector.check_fits(persona, incoming, group=group, image_url=photo.url if photo else None)
+            self._prompt_builder.check_fits(persona, incoming, group=group, image_url=photo.url if photo else None)
         except MessageTooLongError as error:
             on_end(None)
             return _refused(message, str(error))
@@ -144,7 +143,7 @@ class ResponseHandler:
         always, retrieved = await self._recall(persona, scope, message.text, audience, when, policy)
         excerpts = await self._excerpts(scope, message.text, window, [*always, *retrieved], audience, when.window)
         try:
-            prompt = self._injector.build(
+            prompt = self._prompt_builder.build(
                 persona,
                 window=window,
                 always=always,

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from knowledge.conversations.message_log import MessageLog, StoredMessage
+from knowledge.conversations.message_log import MessageLog
 from knowledge.dates.windows import TimeWindow
-from knowledge.records import Scope
+from knowledge.records import Scope, StoredMessage
 from knowledge.rules.discretion import PRIVATE, Audience
 from knowledge.search.embedding import Embedder
 from knowledge.search.index import Query, QueryEncoder, SearchIndex

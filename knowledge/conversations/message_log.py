@@ -8,17 +8,12 @@ platform id for edits and deletes, and deleted only when forgotten.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
 
-from knowledge.records import Scope
+from knowledge.records import Scope, StoredMessage
 from knowledge.sql.database import Database, iso, opened
-
-MessageRole = Literal["user", "assistant"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -51,26 +46,6 @@ _LATER_INDEXES = """
 CREATE INDEX IF NOT EXISTS messages_by_source ON messages (source_id);
 CREATE INDEX IF NOT EXISTS messages_unindexed ON messages (seq) WHERE indexed = 0;
 """
-
-
-def new_message_id() -> str:
-    """A fresh message id, `msg_<hex>`."""
-    return f"msg_{uuid.uuid4().hex[:16]}"
-
-
-@dataclass(frozen=True, slots=True)
-class StoredMessage:
-    """One message of a conversation as working memory keeps it."""
-
-    id: str
-    persona_id: str
-    conversation_id: str
-    user_id: str
-    role: MessageRole
-    speaker_name: str
-    content: str
-    sent_at: datetime
-    in_group: bool = False  # said in a group chat (the conversation), not in private
 
 
 class MessageLog:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from knowledge.conversations.message_log import MessageLog, MessageRole, StoredMessage, new_message_id
+from knowledge.conversations.message_log import MessageLog
+from knowledge.records import MessageRole, StoredMessage, new_message_id
 
 
 class WorkingMemory:

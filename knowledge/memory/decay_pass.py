@@ -19,7 +19,7 @@ from datetime import datetime
 from functools import cache
 
 from knowledge.journal.change_log import ChangeLog, MemoryChange
-from knowledge.memory.store import MAINTENANCE_PAGE, ChromaKnowledgeBase
+from knowledge.memory.chroma_store import MAINTENANCE_PAGE, ChromaKnowledgeBase
 from knowledge.records import MemoryRecord, ReviewKind, Scope
 from knowledge.rules.decay import DecayOutcome, MemoryPolicy, decay_outcome, review_retry_at
 

@@ -8,11 +8,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from knowledge.conversations.history import ConversationHistory, HistoryHit
-from knowledge.conversations.message_log import StoredMessage
 from knowledge.dates.windows import TimeWindow
 from knowledge.forget.target import ForgetTarget
 from knowledge.memory.store import KnowledgeBase
-from knowledge.records import Category, MemoryRecord, Scope, ScoredMemory
+from knowledge.records import Category, MemoryRecord, Scope, ScoredMemory, StoredMessage
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from knowledge.conversations.message_log import StoredMessage
-from knowledge.records import MemoryRecord
+from knowledge.records import MemoryRecord, StoredMessage
 
 PRIVATE_ORIGIN = "private"
 GROUP_ORIGIN = "group"

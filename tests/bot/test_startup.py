@@ -11,7 +11,7 @@ from chromadb.api.shared_system_client import SharedSystemClient
 from click.testing import CliRunner
 
 from bot.cli.main import cli
-from knowledge.memory.store import open_chroma_client
+from knowledge.memory.chroma_store import open_chroma_client
 
 LIST = ["memory", "list", "--user", "alice"]
 

@@ -12,7 +12,7 @@ from pydantic import SecretStr
 
 from bot.app import App, build_app
 from bot.config import Settings
-from knowledge.memory.store import COLLECTION
+from knowledge.memory.chroma_store import COLLECTION
 from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock
 from tests.servers import ChromaServer

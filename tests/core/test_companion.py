@@ -12,7 +12,7 @@ from bot.app import App, build_app
 from bot.config import Settings
 from core.companion import MAX_MESSAGE_CHARS, Companion, UnknownPersonaError
 from core.phrasebook import EMPTY_MESSAGE, too_long
-from knowledge.memory.store import ChromaKnowledgeBase
+from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.records import Scope
 from knowledge.search.embedding import Embedder
 from personas.loader import PERSONA_DIR

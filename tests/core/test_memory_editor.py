@@ -6,8 +6,8 @@ from dataclasses import replace
 
 from core.companion import Companion
 from knowledge.journal.journal import Journal
+from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.memory.memory_file import ImportPlan, MemoryEdit
-from knowledge.memory.store import ChromaKnowledgeBase
 from knowledge.records import MemoryRecord, Scope
 from tests.fakes.clock import FakeClock
 

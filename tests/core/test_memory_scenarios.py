@@ -21,7 +21,7 @@ from bot.config import Settings
 from core import phrasebook
 from core.background.knowledge_monitor import NO_REPLY
 from core.companion import Companion
-from knowledge.memory.store import ChromaKnowledgeBase
+from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.records import Scope
 from knowledge.rules.decay import MemoryPolicy
 from knowledge.rules.temporal import without_stamp

@@ -6,8 +6,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from core import phrasebook
-from knowledge.conversations.message_log import StoredMessage
-from knowledge.records import MemoryRecord, Scope
+from knowledge.records import MemoryRecord, Scope, StoredMessage
 
 AT = datetime(2026, 1, 3, 18, 0, tzinfo=UTC)
 

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from core.companion import Companion
-from knowledge.memory.store import ChromaKnowledgeBase
+from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.records import Scope
 from tests.fakes.clock import FakeClock
 from tests.fakes.openai_server import FakeOpenAIServer

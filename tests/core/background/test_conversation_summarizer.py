@@ -10,7 +10,7 @@ from bot.app import App
 from core.background.conversation_summarizer import ConversationSummarizer, SummaryError
 from core.llm.client import MESSAGE_OVERHEAD_TOKENS, count_tokens
 from knowledge.conversations.working_memory import WorkingMemory
-from knowledge.memory.store import ChromaKnowledgeBase
+from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.records import Scope
 from personas.loader import Persona
 from tests.fakes.clock import FakeClock

@@ -18,7 +18,7 @@ from core.errors import LLMError
 from core.llm.client import count_message_tokens, count_tokens
 from core.types import ChatMessage
 from knowledge.journal.journal import Journal
-from knowledge.memory.store import ChromaKnowledgeBase
+from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.records import Scope
 from knowledge.rules.decay import MemoryPolicy
 from personas.loader import Persona

@@ -9,7 +9,7 @@ from bot.config import Settings
 from core.background.knowledge_monitor import Turn
 from core.background.lifecycle import MONITOR_JOB, REVIEW_JOB, SUMMARIZE_JOB
 from core.types import StoredTurn
-from knowledge.memory.store import ChromaKnowledgeBase
+from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.records import Scope
 from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock

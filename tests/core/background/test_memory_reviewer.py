@@ -8,7 +8,7 @@ from bot.app import App
 from core.background.memory_reviewer import MemoryReviewer, last_verdict, search_requests
 from core.errors import LLMError
 from knowledge.journal.journal import Journal
-from knowledge.memory.store import ChromaKnowledgeBase
+from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.records import MemoryRecord, Scope
 from knowledge.rules.decay import MemoryPolicy, boosted, needs_promote_review
 from personas.loader import Persona

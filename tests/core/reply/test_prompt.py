@@ -1,4 +1,4 @@
-"""The MemoryInjector: everything in the prompt fits the budget, whole items only, lowest rank dropped first."""
+"""The PromptBuilder: everything in the prompt fits the budget, whole items only, lowest rank dropped first."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from core.llm.client import count_message_tokens, count_tokens
-from core.reply.prompt import Budget, MemoryInjector, MessageTooLongError, persona_prompt
-from knowledge.conversations.message_log import StoredMessage
-from knowledge.records import MemoryRecord, Scope
+from core.reply.prompt import Budget, MessageTooLongError, PromptBuilder, persona_prompt
+from knowledge.records import MemoryRecord, Scope, StoredMessage
 from personas.loader import Persona, PersonaRegistry
 
 AT = datetime(2026, 1, 3, 18, 0, tzinfo=UTC)
@@ -57,10 +56,10 @@ def prompt_text(prompt) -> str:  # type: ignore[no-untyped-def]
 
 
 def test_everything_is_included_when_it_fits() -> None:
-    injector = MemoryInjector(Budget(context_window=8192, reply_tokens=512))
+    builder = PromptBuilder(Budget(context_window=8192, reply_tokens=512))
     core = [memory("Alice's birthday is 3 May", "core", 1)]
     facts = [memory("Alice loves ramen", index=2)]
-    prompt = injector.build(PERSONA, window=conversation(6), always=core, retrieved=facts)
+    prompt = builder.build(PERSONA, window=conversation(6), always=core, retrieved=facts)
     text = prompt_text(prompt)
     assert PERSONA.name in prompt.messages[0].content
     assert "Alice's birthday is 3 May" in text and "Alice loves ramen" in text
@@ -73,11 +72,11 @@ def test_everything_is_included_when_it_fits() -> None:
 def test_the_prompt_never_exceeds_its_budget_and_never_cuts_an_item(seed: int) -> None:
     rng = random.Random(seed)
     budget = Budget(context_window=rng.randint(900, 3000), reply_tokens=rng.randint(64, 400))
-    injector = MemoryInjector(budget)
+    builder = PromptBuilder(budget)
     facts = [memory(f"fact {index}: " + "detail " * rng.randint(1, 60), index=index) for index in range(40)]
     core = [memory(f"core {index}: " + "always " * rng.randint(1, 20), "core", 100 + index) for index in range(5)]
     window = conversation(rng.randint(1, 30))
-    prompt = injector.build(PERSONA, window=window, always=core, retrieved=facts)
+    prompt = builder.build(PERSONA, window=window, always=core, retrieved=facts)
 
     assert prompt.tokens == sum(count_message_tokens(item) for item in prompt.messages)
     assert prompt.tokens <= budget.prompt_tokens
@@ -92,8 +91,8 @@ def test_the_prompt_never_exceeds_its_budget_and_never_cuts_an_item(seed: int) -
 def test_lowest_ranked_items_go_first() -> None:
     facts = [memory(f"fact number {index} " + "filler " * 30, index=index) for index in range(12)]
     window = conversation(10)
-    injector = MemoryInjector(Budget(context_window=PERSONA_TOKENS + 600, reply_tokens=200))
-    prompt = injector.build(PERSONA, window=window, always=[], retrieved=facts)
+    builder = PromptBuilder(Budget(context_window=PERSONA_TOKENS + 600, reply_tokens=200))
+    prompt = builder.build(PERSONA, window=window, always=[], retrieved=facts)
     kept = [record for record in facts if record not in prompt.dropped_memories]
     assert 0 < len(kept) < len(facts)
     assert kept == facts[: len(kept)]  # a prefix of the ranking: only the lowest-ranked were dropped
@@ -102,32 +101,32 @@ def test_lowest_ranked_items_go_first() -> None:
 
 
 def test_the_kept_conversation_is_the_most_recent_part_in_order() -> None:
-    injector = MemoryInjector(Budget(context_window=PERSONA_TOKENS + 300, reply_tokens=100))
+    builder = PromptBuilder(Budget(context_window=PERSONA_TOKENS + 300, reply_tokens=100))
     window = conversation(29)
-    prompt = injector.build(PERSONA, window=window, always=[], retrieved=[])
+    prompt = builder.build(PERSONA, window=window, always=[], retrieved=[])
     kept = [item.content for item in prompt.messages[1:]]
     assert 0 < prompt.dropped_messages < 29
     assert kept == [stored.content for stored in window[prompt.dropped_messages :]]
 
 
 def test_a_message_too_long_for_the_model_is_a_clear_error() -> None:
-    injector = MemoryInjector(Budget(context_window=2048, reply_tokens=512))
+    builder = PromptBuilder(Budget(context_window=2048, reply_tokens=512))
     with pytest.raises(MessageTooLongError, match="too long"):
-        injector.build(PERSONA, window=[message("blah " * 3000, 1)], always=[], retrieved=[])
+        builder.build(PERSONA, window=[message("blah " * 3000, 1)], always=[], retrieved=[])
 
 
 def test_group_messages_carry_their_speaker() -> None:
-    injector = MemoryInjector(Budget(context_window=8192, reply_tokens=512))
+    builder = PromptBuilder(Budget(context_window=8192, reply_tokens=512))
     window = [message("I like tea", 1, speaker="Alice"), message("I prefer coffee", 2, speaker="Bob")]
-    prompt = injector.build(PERSONA, window=window, always=[], retrieved=[], group=True)
+    prompt = builder.build(PERSONA, window=window, always=[], retrieved=[], group=True)
     assert [item.content for item in prompt.messages[1:]] == ["Alice: I like tea", "Bob: I prefer coffee"]
 
 
 def test_lore_joins_the_prompt_when_its_keys_come_up() -> None:
-    injector = MemoryInjector(Budget(context_window=8192, reply_tokens=512))
-    asked = injector.build(PERSONA, window=[message("我最喜欢草莓大福了", 1)], always=[], retrieved=[])
+    builder = PromptBuilder(Budget(context_window=8192, reply_tokens=512))
+    asked = builder.build(PERSONA, window=[message("我最喜欢草莓大福了", 1)], always=[], retrieved=[])
     assert "草莓大福是小祥最爱的点心" in asked.messages[0].content  # {{char}} filled in
-    other = injector.build(PERSONA, window=[message("今天好累", 1)], always=[], retrieved=[])
+    other = builder.build(PERSONA, window=[message("今天好累", 1)], always=[], retrieved=[])
     assert "草莓大福是" not in other.messages[0].content
 
 
@@ -138,9 +137,9 @@ def test_lore_takes_at_most_a_share_of_a_small_budget() -> None:
         {"keys": [], "constant": True, "content": "small lore", "priority": 2},
     ]
     persona = Persona.model_validate({**PERSONA.model_dump(), "lorebook": {"token_budget": 10_000, "entries": entries}})
-    roomy = MemoryInjector(Budget(context_window=8192, reply_tokens=512))
+    roomy = PromptBuilder(Budget(context_window=8192, reply_tokens=512))
     assert words.strip() in roomy.build(persona, window=[message("hi", 1)], always=[], retrieved=[]).messages[0].content
-    tight = MemoryInjector(Budget(context_window=1500, reply_tokens=200))
+    tight = PromptBuilder(Budget(context_window=1500, reply_tokens=200))
     prompt = tight.build(persona, window=[message("hi", 1)], always=[], retrieved=[])
     assert words.strip() not in prompt.messages[0].content and "small lore" in prompt.messages[0].content
     assert prompt.tokens <= tight.budget.prompt_tokens
@@ -151,8 +150,8 @@ def test_card_fields_are_placed_and_macros_filled_for_the_speaker() -> None:
     from tests.fakes.cards import card_v2
 
     persona = persona_from_card(card_v2(), source="marin.json")
-    injector = MemoryInjector(Budget(context_window=8192, reply_tokens=512))
-    prompt = injector.build(persona, window=[message("the harbor is busy", 1, speaker="Bob")], always=[], retrieved=[])
+    builder = PromptBuilder(Budget(context_window=8192, reply_tokens=512))
+    prompt = builder.build(persona, window=[message("the harbor is busy", 1, speaker="Bob")], always=[], retrieved=[])
     system = prompt.messages[0].content
     assert system.startswith("Write as Marin Voss.")
     assert "Bob meets Marin Voss on the pier." in system and "Bob: Is the sea rough today?" in system
@@ -164,11 +163,11 @@ def test_card_fields_are_placed_and_macros_filled_for_the_speaker() -> None:
 def test_past_messages_are_quoted_with_time_and_speaker_and_dropped_before_memories() -> None:
     facts = [memory(f"Alice fact number {index} " + "detail " * 20, index=index) for index in range(3)]
     past = [message(f"an old message {index} " + "word " * 200, 100 + index) for index in range(3)]
-    roomy = MemoryInjector(Budget(context_window=8192, reply_tokens=512))
+    roomy = PromptBuilder(Budget(context_window=8192, reply_tokens=512))
     text = prompt_text(roomy.build(PERSONA, window=conversation(0), always=[], retrieved=facts, excerpts=past))
     assert "## Earlier messages that may matter now\n- [2026-01-03 18:00] Alice: an old message 0" in text
     assert "…" in text  # a long message is quoted in part
 
-    tight = MemoryInjector(Budget(context_window=PERSONA_TOKENS + 260, reply_tokens=100))  # the facts, no excerpt
+    tight = PromptBuilder(Budget(context_window=PERSONA_TOKENS + 260, reply_tokens=100))  # the facts, no excerpt
     text = prompt_text(tight.build(PERSONA, window=conversation(0), always=[], retrieved=facts, excerpts=past))
     assert all(fact.content in text for fact in facts) and "an old message" not in text

@@ -13,10 +13,10 @@ from bot.app import App, build_app
 from bot.config import Settings
 from core import phrasebook
 from core.llm.client import count_tokens
-from core.reply.prompt import Budget, MemoryInjector, persona_prompt
+from core.reply.prompt import Budget, PromptBuilder, persona_prompt
 from core.reply.response_handler import ResponseHandler
 from core.types import StoredTurn
-from knowledge.memory.store import ChromaKnowledgeBase
+from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.records import Scope
 from knowledge.search.embedding import Embedder
 from personas.loader import ModelChoice
@@ -75,7 +75,7 @@ async def test_memories_the_budget_left_out_are_not_handed_over_as_shown(
         knowledge=kb,
         history=app.history,
         llm=app.llm,
-        injector=MemoryInjector(Budget(context_window=room + 100, reply_tokens=100)),
+        prompt_builder=PromptBuilder(Budget(context_window=room + 100, reply_tokens=100)),
         clock=clock,
     )
     fake_openai.script("chat-model", "Noted.")

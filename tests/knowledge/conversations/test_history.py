@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from knowledge.conversations.history import ConversationHistory, date_words
-from knowledge.conversations.message_log import MessageLog, MessageRole
+from knowledge.conversations.message_log import MessageLog
 from knowledge.conversations.working_memory import WorkingMemory
 from knowledge.dates.windows import TimeWindow
-from knowledge.records import Scope
+from knowledge.records import MessageRole, Scope
 from knowledge.search.embedding import Embedder
 from tests.conftest import Backend
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from knowledge.memory.store import ChromaKnowledgeBase, open_chroma_client
+from knowledge.memory.chroma_store import ChromaKnowledgeBase, open_chroma_client
 from knowledge.records import Scope
 from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock

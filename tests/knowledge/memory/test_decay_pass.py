@@ -11,8 +11,8 @@ import pytest
 
 from knowledge.journal.change_log import MemoryChange
 from knowledge.journal.journal import Journal
+from knowledge.memory.chroma_store import ChromaKnowledgeBase, open_chroma_client
 from knowledge.memory.decay_pass import DecayPass
-from knowledge.memory.store import ChromaKnowledgeBase, open_chroma_client
 from knowledge.records import Category, MemoryRecord, Scope
 from knowledge.rules.decay import MemoryPolicy, PolicyFor, default_policy
 from knowledge.search.embedding import Embedder

@@ -14,7 +14,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from knowledge.forget.target import NOTHING
 from knowledge.memory import chroma_erasure
-from knowledge.memory.store import (
+from knowledge.memory.chroma_store import (
     COLLECTION,
     DEFAULT_SYNC_THRESHOLD,
     INDEX_SAVED_EVERY,

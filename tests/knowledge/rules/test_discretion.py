@@ -7,8 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from knowledge.conversations.message_log import StoredMessage
-from knowledge.records import MemoryRecord, Scope
+from knowledge.records import MemoryRecord, Scope, StoredMessage
 from knowledge.rules.discretion import PRIVATE, Audience, describe_origin, learned_in, parse_origin
 
 AT = datetime(2026, 1, 3, 18, 0, tzinfo=UTC)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from knowledge.memory.store import ChromaKnowledgeBase, open_chroma_client
+from knowledge.memory.chroma_store import ChromaKnowledgeBase, open_chroma_client
 from knowledge.records import Scope
 from knowledge.search.embedding import Embedder
 from knowledge.search.index import Query

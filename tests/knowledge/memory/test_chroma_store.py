@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from knowledge.dates.windows import TimeWindow
-from knowledge.memory.store import COLLECTION, ChromaKnowledgeBase, _metadata, open_chroma_client
+from knowledge.memory.chroma_store import COLLECTION, ChromaKnowledgeBase, _metadata, open_chroma_client
 from knowledge.records import MemoryRecord, Scope
 from knowledge.rules.decay import default_policy
 from knowledge.rules.discretion import PRIVATE, Audience
