@@ -43,3 +43,76 @@ def test_core_does_not_know_which_backend_it_runs_on() -> None:
         for path in (ROOT / "core").rglob("*.py")
     }
     assert {path: names for path, names in offenders.items() if names} == {}
+
+
+# Inside each layer, the wings keep to their own floors. A wing may import the modules a rule lists
+# (and itself); each entry says why.
+WING_RULES = {
+    # pure functions of (record, now, policy): no storage, no search
+    "knowledge/rules": {"knowledge.records", "knowledge.dates", "knowledge.rules"},
+    "knowledge/dates": {"knowledge.dates"},
+    # the storage seam knows rows, not what is stored in them
+    "knowledge/sql": {"knowledge.records", "knowledge.errors", "knowledge.sql"},
+    # the search engine indexes what it is given; it never reads a store of its own
+    "knowledge/search": {
+        "knowledge.records",
+        "knowledge.dates",
+        "knowledge.rules",
+        "knowledge.search",
+        "knowledge.sql",
+    },
+    # the reply path never waits for, or even sees, the background roles
+    "core/reply": {
+        "core",
+        "core.clock",
+        "core.errors",
+        "core.types",
+        "core.llm",
+        "core.reply",
+        "knowledge",
+        "personas",
+    },
+    "core/llm": {"core.errors", "core.types", "core.clock", "core.llm", "personas"},
+    # platforms are surfaces: they reach core/ through its facade, never the command line
+    "bot/platforms": {"bot.app", "bot.ordering", "bot.routing", "bot.platforms", "core", "knowledge.records"},
+}
+
+
+def _allowed(module: str, allowed: set[str]) -> bool:
+    return any(module == prefix or module.startswith(prefix + ".") for prefix in allowed)
+
+
+@pytest.mark.parametrize("wing", sorted(WING_RULES))
+def test_wings_import_only_what_their_rule_allows(wing: str) -> None:
+    ours = ("bot", "core", "knowledge", "personas")
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(
+            name
+            for name in imported_modules(path, full=True)
+            if name.split(".")[0] in ours and not _allowed(name, WING_RULES[wing])
+        )
+        for path in (ROOT / wing).rglob("*.py")
+    }
+    assert {path: names for path, names in offenders.items() if names} == {}
+
+
+def test_no_folder_keeps_more_than_twelve_modules() -> None:
+    """A room past a dozen modules needs wings: a newcomer reads a folder's names to find their way."""
+    crowded = {
+        str(folder.relative_to(ROOT)): count
+        for package in ("bot", "core", "knowledge", "personas")
+        for folder in [ROOT / package, *(ROOT / package).rglob("*/")]
+        if folder.is_dir() and (count := len([f for f in folder.glob("*.py") if f.name != "__init__.py"])) > 12
+    }
+    assert crowded == {}
+
+
+def test_every_wing_has_a_map() -> None:
+    """Each sub-package's `__init__.py` docstring says what its modules are for."""
+    missing = [
+        str(init.relative_to(ROOT))
+        for package in ("bot", "core", "knowledge")
+        for init in (ROOT / package).rglob("__init__.py")
+        if not (ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or "").strip()
+    ]
+    assert missing == []
