@@ -236,22 +236,6 @@ def test_maintenance_runs_the_decay_pass_once(runner: CliRunner) -> None:
     assert "decay: 1 due, 1 deleted, 0 reviewed, 0 rescheduled; 0 idle conversations summarised" in result.output
 
 
-def test_the_readme_documents_every_setting() -> None:
-    from pydantic import AliasChoices
-
-    from bot.config import Settings
-
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    for name, field in Settings.model_fields.items():
-        alias = field.validation_alias
-        if isinstance(alias, AliasChoices):
-            assert f"`{alias.choices[0]}`" in readme
-        else:  # a config-file table: each of its keys is documented under its heading
-            assert f"[{name}]" in readme
-            for key in field.annotation.model_fields:  # type: ignore[union-attr]
-                assert f"`{key}`" in readme, f"[{name}] {key}"
-
-
 def test_inspection_leaves_pending_background_work_alone(runner: CliRunner, fake_openai: FakeOpenAIServer) -> None:
     app = build_app(load_settings())
     job = app.journal.jobs.enqueue(
