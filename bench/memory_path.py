@@ -16,10 +16,11 @@ What is measured, per store size (default 1,000 and 10,000 memories, all in ONE 
   embedding of the turn: memories and past messages share one). "memory path" = turn - LLM:
   storing both messages, retrieval of memories and of past messages, ranking, the prompt.
 
-Time (DESIGN §4.1): some queries name a time ("yesterday", "上周"), which the turn turns into a window of
-the user's local time. ``time_parsing`` is that step alone, timed by calling the function the turn
-calls (``find_window``) on each turn's text; ``now_tokens`` is what the prompt's "## Now" section
-costs and ``date_tokens`` what the dates on its memory lines cost, counted in the turn's own prompt.
+Time (docs/development/design-rules.md#time): some queries name a time ("yesterday", "上周"), which the turn
+turns into a window of the user's local time. ``time_parsing`` is that step alone, timed by calling
+the function the turn calls (``find_window``) on each turn's text; ``now_tokens`` is what the
+prompt's "## Now" section costs and ``date_tokens`` what the dates on its memory lines cost, counted
+in the turn's own prompt.
 
 After ``--warmup`` untimed turns, ``--turns`` turns are timed. The background work a turn starts
 (the monitor, which also indexes the turn's messages for the past-message search, and summaries)

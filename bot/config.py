@@ -67,7 +67,7 @@ _QUIET_HOURS = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
 
 
 class CheckinSettings(BaseModel):
-    """The `[checkins]` table of the config file: when the companion may write first (see README, Check-ins)."""
+    """The `[checkins]` table of the config file: when the companion may write first (docs/concepts/checkins.md)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -440,7 +440,7 @@ def load_settings(**overrides: Any) -> Settings:
 
 
 def settings_help() -> str:
-    """A table of every setting, its environment variable and meaning, for `--help` and the README."""
+    """A table of every setting, its environment variable and meaning, for `--help`."""
     rows = []
     for name, field in Settings.model_fields.items():
         alias = field.validation_alias

@@ -1,4 +1,6 @@
-"""`/share`: the user's say over what the companion may bring up in group chats (DESIGN §4, discretion).
+"""`/share`: the user's say over what the companion may bring up in group chats.
+
+The rule: docs/development/design-rules.md#discretion.
 
 By default a group hears only what was said in it. A user can share one memory (`/share <id>`, and
 take it back with `/share <id> off`) or everything (`/share on|off`). The per-memory flag is an edit

@@ -44,7 +44,7 @@ def derived_memory_id(*parts: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class MemoryRecord:
-    """One memory with the metadata of DESIGN §3.
+    """One memory with the metadata of docs/development/design-rules.md#memory-records.
 
     Frozen because the store hands out records that its scope snapshots share; a change is a
     `dataclasses.replace`. A record read from the store carries its importance as of the moment of
@@ -70,7 +70,7 @@ class MemoryRecord:
     hits: int = 0  # how often it really shaped a reply (boosts)
     learned_in: str | None = None  # the group conversation it was learned in; None: a private chat
     shared: bool = False  # the user let it be used in every group, wherever it was learned
-    # Time (DESIGN §4.1); None everywhere in stores written before these existed.
+    # Time (docs/development/design-rules.md#time); None everywhere in stores written before these existed.
     about: datetime | None = None  # the moment a plan or event refers to ("the interview, Mon 30 Nov 10:00")
     until: datetime | None = None  # when a state ends, or ended: the moment a changed fact stopped being true
     replaced_by: str | None = None  # the memory that holds the new value of a fact that changed

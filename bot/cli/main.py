@@ -55,7 +55,8 @@ class _OneLineErrors(click.Group):
 @click.option(
     "--accept-empty-memory",
     is_flag=True,
-    help="Start even though the memory store is missing or new (after restoring what you could; see the README).",
+    help="Start even though the memory store is missing or new (after restoring what you could; see "
+    "docs/operations/data-directory.md).",
 )
 @click.version_option(package_name="companion")
 @click.pass_context

@@ -1,4 +1,6 @@
-"""ConversationSummarizer: messages that left working memory become episodes (DESIGN §3.3).
+"""ConversationSummarizer: messages that left working memory become episodes.
+
+The rules: docs/development/design-rules.md#episodes.
 
 Each user's part of a conversation (their messages and the replies to them) is summarised on its
 own and stored in that user's scope, so in a group chat no episode carries another user's words

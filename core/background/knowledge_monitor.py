@@ -1,8 +1,8 @@
 """KnowledgeMonitor, the "后台小祥": after each turn one LLM call maintains the user's memories.
 
-Its answer goes through three steps, and the hard rules of DESIGN §3.2 live here in code, never
-only in the prompt: parse it into ops (`parse_ops`), check every op against the ids shown this
-turn and the scope, then apply it with history. Explicit "remember …" / "forget …" requests are
+Its answer goes through three steps, and the hard rules (docs/development/design-rules.md#hard-rules-in-code)
+live here in code, never only in the prompt: parse it into ops (`parse_ops`), check every op against
+the ids shown this turn and the scope, then apply it with history. Explicit "remember …" / "forget …" requests are
 decided in code before the model is asked. Failures of the model itself (`LLMError`) propagate so
 the task runner retries the job; an answer that cannot be read twice becomes a dead letter.
 """

@@ -1,4 +1,6 @@
-"""MemoryReviewer: chain-of-thought promote and decay reviews of single memories (DESIGN §3.4).
+"""MemoryReviewer: chain-of-thought promote and decay reviews of single memories.
+
+The rules: docs/development/design-rules.md#reviews.
 
 The reviewer may think aloud and ask `[SEARCH:keywords]` for more memories of the same scope, for
 at most `max_rounds` model calls; its last verdict token decides. Without a verdict the memory is
@@ -203,7 +205,7 @@ class MemoryReviewer:
         return "\n\n".join(blocks)
 
     def _effects(self, record: MemoryRecord, decision: ReviewDecision, policy: MemoryPolicy) -> list[Effect]:
-        """The writes of DESIGN §3.4, with a change-log row for every change of content or fate."""
+        """The writes of a review, with a change-log row for every change of content or fate."""
         if decision.verdict == "delete":
             return [DeleteMemory(record.id, self._logged(record, "delete", None, decision))]
         if decision.verdict not in ("promote", "keep"):  # `review` never gets here with them; narrows the type

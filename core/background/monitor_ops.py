@@ -1,4 +1,6 @@
-"""The monitor's op language (DESIGN §3.2): op values, a tolerant parser, and their canonical text.
+"""The monitor's op language: op values, a tolerant parser, and their canonical text.
+
+The operations: docs/development/design-rules.md#monitor-operations.
 
 An ADD, UPDATE or CHANGE may carry dates as attributes inside its tag, in the user's own words:
 `[ADD about="next Monday 10:00"] 主人有面试`, `[UPDATE:mem_1 until="Friday"]`. They stay text here;

@@ -23,7 +23,7 @@ PRUNE_JOB = "prune:hourly"
 CHECKINS_JOB = "checkins:plan"
 PRUNE_INTERVAL = timedelta(hours=1)
 COMPACT_JOB = "compact:vectors"
-# How soon a forgotten memory's vector leaves the vector index's files (the README promises it).
+# How soon a forgotten memory's vector leaves the vector index's files (docs/concepts/forgetting.md#the-vector-index).
 COMPACT_INTERVAL = timedelta(minutes=5)
 CRON_SLOT = timedelta(minutes=1)  # a cron job fires once a minute at most: its minute is its slot
 

@@ -1,4 +1,6 @@
-"""What a chat prompt says about time (DESIGN §4.1): the user's "now", and when each memory is from.
+"""What a chat prompt says about time: the user's "now", and when each memory is from.
+
+The rules: docs/development/design-rules.md#time.
 
 The rules (which plan is past, which state has ended) are pure functions in `knowledge/rules/temporal.py`;
 this module only words them, in English like the rest of the prompt's instructions (the model answers

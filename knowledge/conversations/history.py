@@ -1,4 +1,6 @@
-"""Searchable conversation history (seed 002's "level 2"): every message of a scope's past conversations.
+"""Searchable conversation history: every message of a scope's past conversations.
+
+The rule: docs/development/design-rules.md#conversation-history.
 
 The message log keeps every message in SQLite (the window, then archived and summarized rows). This
 module embeds each one, keeps the vectors beside the messages, and searches a scope's messages with
@@ -9,7 +11,8 @@ found from another user's scope, not even as the context of a neighbouring messa
 What a message is found by: its embedding of "<speaker>: <text>", and words from its date, speaker
 and text plus its neighbours in the same conversation and scope (the message before at half weight,
 the one after at a quarter). An answer is often found by the question before it ("what did you
-research?" / "adoption agencies"); on LoCoMo the context and the date each measured a gain (README).
+research?" / "adoption agencies"); on LoCoMo the context and the date each measured a gain
+(docs/performance/locomo.md).
 
 Indexing runs in the background (`index_pending`): each message is marked once its entry is stored,
 so a crash only delays it, and with several processes one indexes at a time (a cluster-wide lock)
@@ -46,7 +49,8 @@ NEXT_WEIGHT = 0.25
 # A message said in the window of time a message names ("in March", "yesterday") counts this much more
 # relevant (fused relevance runs 0..1): it wins over one up to a quarter less relevant. Favoured, not
 # restricted: what happened then is often told later ("last weekend I volunteered", said on Monday). On
-# LoCoMo, restricting to the window, or a bonus of 0.5, lost more questions than they won (README).
+# LoCoMo, restricting to the window, or a bonus of 0.5, lost more questions than they won
+# (docs/performance/locomo.md#recall-by-time).
 WINDOW_BONUS = 0.25
 INDEX_BATCH = 64  # messages embedded per call
 # The meaning leg embeds a message's first characters only (its cost grows with every token); the word

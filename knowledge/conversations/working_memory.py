@@ -1,4 +1,6 @@
-"""Working memory: the window of recent messages each conversation's prompt may use (DESIGN §3).
+"""Working memory: the window of recent messages each conversation's prompt may use.
+
+The layer: docs/development/design-rules.md#memory-layers.
 
 A conversation's *window* is at most `window_size` messages of the message log. Messages that leave
 it are not deleted: they become `archived` until the summarizer turns them into an episode (then

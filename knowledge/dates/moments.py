@@ -2,8 +2,9 @@
 
 The background monitor copies the user's words into an op (`[ADD about="next Monday 10:00"] …`); this
 module turns them into a moment of the user's local time, so the model never does date arithmetic
-(DESIGN §4.1). A date without a time of day is that day's local midnight, and counts as the whole day
-(`is_all_day`). What the grammar does not read is None: the caller refuses the date rather than guess.
+(docs/development/design-rules.md#time). A date without a time of day is that day's local midnight, and counts as
+the whole day (`is_all_day`). What the grammar does not read is None: the caller refuses the date
+rather than guess.
 
 Conventions: "next Monday" / 下周一 is the Monday of next week (weeks start on Monday); a bare weekday
 ("Friday", "on Friday", 周五) is the next one, today included; a date without a year is the one

@@ -1,8 +1,8 @@
 """Time named in a message ("yesterday", "last week", "上次", "三天前"), as a window of the user's local time.
 
-DESIGN §4.1: the window is computed by code in the user's time zone, never by the model. A small
-grammar of English and Chinese expressions covers what people say when they ask about the past;
-each is a pure function of (text, now). Only the past is recalled: "next Monday" names no window.
+The window is computed by code in the user's time zone, never by the model (docs/development/design-rules.md#time).
+A small grammar of English and Chinese expressions covers what people say when they ask about the
+past; each is a pure function of (text, now). Only the past is recalled: "next Monday" names no window.
 
 dateparser was measured for this and not used: it has no notion of a window, misses 三天前, 上周五 and
 上次, finds a date in "we", and took 1-200 ms a call where this takes microseconds.

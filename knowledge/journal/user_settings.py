@@ -7,7 +7,8 @@ them. A new setting is a new entry in `_COLUMNS`: SQLite files made before it ge
 on PostgreSQL it takes a migration (`migrations/`).
 
 The time zone is kept per scope too, not per platform user: it says where someone lives, and what a
-user tells one persona must not reach another (DESIGN §3, scope); `/forget` forgets it with the rest.
+user tells one persona must not reach another (docs/development/design-rules.md#scope); `/forget` forgets it
+with the rest.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""DecayPass: the decay pass of DESIGN §3.1 over every scope (the rules it applies are in `decay.py`).
+"""DecayPass: the decay pass over every scope (the rules it applies are in `decay.py`).
+
+The rules: docs/development/design-rules.md#decay.
 
 This is the one maintenance operation that spans scopes. Importance fades on its own (the store
 derives it on every read), so the pass has only the discrete events to carry out: deleting a memory

@@ -1,6 +1,7 @@
 """MEMORY.md and JSON memory files: what `companion memory export` writes and `import` reads back.
 
-MEMORY.md is the human-readable file of seed 000 (§2.3): one `###` block per memory,
+MEMORY.md is the human-readable file of docs/development/design-rules.md#the-memory-file, one `###` block
+per memory,
 
     ### [mem_3f2a9c] fact | 1.30 | 2026-02-20 18:03 | 4 | private
     主人喜欢拉面

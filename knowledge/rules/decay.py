@@ -1,4 +1,4 @@
-"""The memory rules of DESIGN §3.1 as pure functions of (record, now, policy).
+"""The memory rules (docs/development/design-rules.md#decay) as pure functions of (record, now, policy).
 
 Importance is a function of time: the importance a memory had at `last_access` (its base), less a
 factor for every whole day past the grace period. Nothing has to be written for a memory to fade, so
@@ -60,7 +60,7 @@ PolicyFor = Callable[[str], MemoryPolicy]  # a persona id -> the rules its memor
 
 
 def default_policy(persona_id: str) -> MemoryPolicy:
-    """The rules of DESIGN §3.1 for every persona."""
+    """The rules of docs/development/design-rules.md#decay for every persona."""
     return MemoryPolicy()
 
 
@@ -236,7 +236,10 @@ def after_boost(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> St
 def after_review(
     record: MemoryRecord, kind: ReviewKind, verdict: Literal["promote", "keep"], now: datetime, policy: MemoryPolicy
 ) -> StateChange:
-    """What a review that keeps the memory writes (DESIGN §3.4); a deletion writes nothing."""
+    """What a review that keeps the memory writes; a deletion writes nothing.
+
+    The rule: docs/development/design-rules.md#reviews.
+    """
     if verdict == "promote":
         return StateChange(category="core", review_pending="")
     if kind == "promote":

@@ -1,4 +1,6 @@
-"""Discretion: what a user said in one place is used in another only if they allowed it (DESIGN §4).
+"""Discretion: what a user said in one place is used in another only if they allowed it.
+
+The rule: docs/development/design-rules.md#discretion.
 
 Every memory records where it was learned (`MemoryRecord.learned_in`: a group conversation's id, or
 None for a private chat), and every message the conversation it was said in. An `Audience` says who

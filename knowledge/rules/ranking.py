@@ -1,7 +1,8 @@
 """Ranking memories for a prompt: the search engine's relevance, importance and recency together.
 
 The hybrid engine (`knowledge/search/index.py`) orders hits by relevance alone; a prompt also prefers what
-matters more and what was used lately (seed 004 §5.2). Each signal is scaled to 0..1 and weighted.
+matters more and what was used lately (docs/development/design-rules.md#ranking). Each signal is scaled to
+0..1 and weighted.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""The time rules of memories (DESIGN §4.1) as pure functions of (record, now, policy), beside `decay.py`.
+"""The time rules of memories as pure functions of (record, now, policy), beside `decay.py`.
+
+The rules: docs/development/design-rules.md#time.
 
 A memory may be about a moment (`about`: a plan or an event) and may hold only until a moment
 (`until`: a state that ends, or a fact that changed). Times are compared in the user's zone, which

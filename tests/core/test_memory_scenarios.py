@@ -1,4 +1,4 @@
-"""Weeks of conversation in milliseconds: the memory lifecycle of DESIGN §3 end to end.
+"""Weeks of conversation in milliseconds: the memory lifecycle (docs/development/design-rules.md) end to end.
 
 Every scenario goes through the product path: `companion.handle` and the consumed reply, the
 background jobs (`tasks.drain`), the daily decay pass (`lifecycle.run_decay`) and the fake clock.
@@ -62,7 +62,7 @@ def quiet_background(fake_openai: FakeOpenAIServer) -> None:
 
 
 def policy_of(companion: Companion) -> MemoryPolicy:
-    """The numbers the default persona really runs with (DESIGN §3.1 plus its overrides)."""
+    """The numbers the default persona really runs with (docs/development/design-rules.md#decay plus its overrides)."""
     return MemoryPolicy().overridden(companion.persona().memory_rules)
 
 
@@ -211,7 +211,7 @@ async def test_five_real_uses_bring_a_new_fact_to_its_promote_review(
     policy = policy_of(companion)
     cat_id = await _adopt_mochi(companion, kb, me, alice)
     uses = math.ceil(round((policy.promote_review_at - policy.new_fact_importance) / policy.boost, 9))
-    assert uses == 5  # DESIGN §3.4: 1.0 + 5 × 0.3 reaches 2.5
+    assert uses == 5  # docs/development/design-rules.md#reviews: 1.0 + 5 × 0.3 reaches 2.5
 
     for text in CAT_USES[:uses]:
         await me.say(text)

@@ -1,4 +1,6 @@
-"""A companion that lives in time (DESIGN §4.1), end to end on a fake clock, in two time zones, in EN and ZH.
+"""A companion that lives in time, end to end on a fake clock, in two time zones, in EN and ZH.
+
+The rules: docs/development/design-rules.md#time.
 
 Every scenario goes through the product path: `/timezone`, `companion.handle` and the consumed reply,
 `/new`, the background jobs, the fake clock. The models are the fake OpenAI server, scripted by what

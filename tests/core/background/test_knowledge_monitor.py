@@ -1,4 +1,6 @@
-"""KnowledgeMonitor: the op language, the hard rules in code, and the memory scenarios of seed 003.
+"""KnowledgeMonitor: the op language, the hard rules in code, and the judgement scenarios of its rules.
+
+The rules: docs/development/design-rules.md#monitor-operations.
 
 Real chromadb, real SQLite journal, the real OpenAI client against the fake server.
 """
@@ -587,7 +589,7 @@ async def test_forget_needs_a_real_request(
     assert kb.count(alice) == 2
 
 
-# -- scenarios of seed 003 -----------------------------------------------------------------------
+# -- judgement scenarios: a correction, a change over time ---------------------------------------
 
 
 async def test_a_correction_replaces_the_old_memory(

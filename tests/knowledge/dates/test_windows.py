@@ -1,4 +1,7 @@
-"""Time named in a message becomes a window of the user's local time, computed by code (DESIGN §4.1)."""
+"""Time named in a message becomes a window of the user's local time, computed by code.
+
+The rule: docs/development/design-rules.md#time.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""MEMORY.md and JSON memory files: the seed-000 format, fault-tolerant reading, and what an import changes."""
+"""MEMORY.md and JSON memory files: the format, fault-tolerant reading, and what an import changes.
+
+The format: docs/development/design-rules.md#the-memory-file.
+"""
 
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ def markdown() -> str:
     return render_markdown(RECORDS, ALICE, now=NOW, archive_below=0.5)
 
 
-def test_markdown_has_the_seed_format_sorted_by_importance_in_two_sections() -> None:
+def test_markdown_has_the_documented_format_sorted_by_importance_in_two_sections() -> None:
     text = markdown()
     active, archived = text.split("## Archived Memories")
     headers = [line for line in active.splitlines() if line.startswith("### ")]

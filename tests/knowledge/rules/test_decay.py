@@ -1,4 +1,4 @@
-"""The pure decay rules of DESIGN §3.1: exact values, thresholds, and what never decays."""
+"""The pure decay rules (docs/development/design-rules.md#decay): exact values, thresholds, and what never decays."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Prompt ranking: relevance 0.6, importance 0.25 and recency 0.15 (seed 004 §5.2), each scaled to 0..1."""
+"""Prompt ranking: relevance 0.6, importance 0.25 and recency 0.15, each scaled to 0..1.
+
+The rule: docs/development/design-rules.md#ranking.
+"""
 
 from __future__ import annotations
 
