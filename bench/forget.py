@@ -26,7 +26,7 @@ from bench.decay import RandomUnitEmbedder
 from bench.stats import cpu_model, summarize
 from bot.app import App, build_app
 from bot.config import Settings
-from knowledge.journal.change_log import MemoryChange
+from knowledge.journal.change_log import LoggedChange
 from knowledge.records import MemoryRecord, Scope, new_memory_id
 from tests.fakes.clock import FakeClock
 from tests.fakes.messages import make_message
@@ -66,7 +66,7 @@ def fill(app: App, scope: Scope, messages: int, memories: int, start: datetime) 
     ]
     app.companion.knowledge.add_records(records)
     app.journal.changes.record_changes(
-        (scope, MemoryChange(record.id, "update", "background_ai", "an older version", record.content, "", start))
+        (scope, LoggedChange(record.id, "update", "background_ai", "an older version", record.content, "", start))
         for record in records[:100]
     )
     for index in range(20):

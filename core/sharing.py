@@ -12,9 +12,8 @@ from __future__ import annotations
 from core import phrasebook
 from core.memory_editor import MemoryEditor
 from knowledge.journal.user_settings import UserSettings
-from knowledge.memory.memory_file import MemoryEdit
 from knowledge.memory.store import KnowledgeBase
-from knowledge.records import Scope
+from knowledge.records import MemoryChange, Scope
 
 _SWITCH = {"on": True, "yes": True, "off": False, "no": False}
 
@@ -45,5 +44,5 @@ class Sharing:
         if not found:
             return phrasebook.no_such_memory(memory_id)
         if found[0].shared != shared:
-            self._editor.edit(MemoryEdit(found[0], shared=shared), actor="user")
+            self._editor.edit(found[0], MemoryChange(shared=shared), actor="user")
         return phrasebook.memory_sharing(found[0], shared)

@@ -1,12 +1,14 @@
-"""The data the knowledge layer stores: scopes and memory records."""
+"""The data the knowledge layer stores: scopes, memory records and changes to them, messages."""
 
 from __future__ import annotations
 
 import hashlib
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
-from typing import Literal, get_args
+from enum import Enum
+from typing import Any, Final, Literal, get_args
 
 Category = Literal["system", "core", "fact", "episode"]
 Source = Literal["user", "background_ai", "system"]
@@ -113,6 +115,64 @@ class MemoryRecord:
     def dated(self) -> datetime:
         """When what it says was learned or last changed."""
         return self.changed_at or self.created_at
+
+
+class Edit(Enum):
+    """What a `MemoryChange` does to a field it gives no new value."""
+
+    KEEP = "keep"
+    CLEAR = "clear"
+
+
+KEEP: Final = Edit.KEEP  # the field stays as stored
+CLEAR: Final = Edit.CLEAR  # the field loses its value: a date, a pending review
+Keep = Literal[Edit.KEEP]
+Clear = Literal[Edit.CLEAR]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryChange:
+    """New values for some fields of one stored memory: what every writer hands `KnowledgeBase.update`
+    (a turn's ops, a review's verdict, an operator's edit, an import, `/share`).
+
+    A field left at `KEEP` stays as stored; `CLEAR` takes away a value a memory may lack. A new
+    `importance` is the new base that decay counts from `last_access`.
+    """
+
+    content: str | Keep = KEEP
+    category: Category | Keep = KEEP
+    importance: float | Keep = KEEP
+    last_access: datetime | Keep = KEEP
+    verified: bool | Keep = KEEP
+    hits: int | Keep = KEEP
+    decay_kept: bool | Keep = KEEP
+    shared: bool | Keep = KEEP
+    review_pending: ReviewKind | Clear | Keep = KEEP
+    review_retry_at: datetime | Keep = KEEP
+    about: datetime | Clear | Keep = KEEP
+    until: datetime | Clear | Keep = KEEP
+    replaced_by: str | Keep = KEEP
+    changed_at: datetime | Keep = KEEP
+
+    def values(self) -> dict[str, Any]:
+        """The fields this change sets, by name, a cleared one as None: empty if it changes nothing."""
+        return {
+            field.name: None if value is CLEAR else value
+            for field in fields(self)
+            if (value := getattr(self, field.name)) is not KEEP
+        }
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> MemoryChange:
+        """The change whose `values()` these are."""
+        return cls(**{name: CLEAR if value is None else value for name, value in values.items()})
+
+    def applied_to(self, record: MemoryRecord) -> MemoryRecord:
+        """`record` as this change leaves it."""
+        values = self.values()
+        if "importance" in values:
+            values["base_importance"] = values["importance"]
+        return replace(record, **values)
 
 
 def _iso(moment: datetime | None) -> str | None:

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -29,13 +29,12 @@ from knowledge.dates.windows import TimeWindow
 from knowledge.journal.user_settings import find_time_zone
 from knowledge.memory.memory_file import (
     FILE_CATEGORIES,
-    MemoryEdit,
     parse_memory_file,
     plan_import,
     render_json,
     render_markdown,
 )
-from knowledge.records import MemoryRecord, Scope
+from knowledge.records import CLEAR, KEEP, Category, Clear, Keep, MemoryChange, MemoryRecord, Scope
 from knowledge.rules.discretion import describe_origin
 
 if TYPE_CHECKING:
@@ -227,7 +226,7 @@ def memory_edit(
     memory_id: str,
     text: str | None,
     importance: float | None,
-    category: str | None,
+    category: Category | None,
     shared: str | None,
     about: str | None,
     until: str | None,
@@ -245,27 +244,26 @@ def memory_edit(
             new_text = edited.strip()
         if new_text is not None and not new_text.strip():
             raise click.ClickException("a memory needs some text; to delete it use `companion memory forget`")
-        change = MemoryEdit(
-            record,
-            content=new_text,
-            category=category,  # type: ignore[arg-type]
-            importance=importance,
-            shared=None if shared is None else shared == "yes",
-            about=_date_edit(app, scope, about),
-            until=_date_edit(app, scope, until),
+        change = MemoryChange(
+            content=KEEP if new_text is None else new_text,
+            category=KEEP if category is None else category,
+            importance=KEEP if importance is None else importance,
+            shared=KEEP if shared is None else shared == "yes",
+            about=_date_change(app, scope, about),
+            until=_date_change(app, scope, until),
         )
-        updated = await asyncio.to_thread(app.companion.editor.edit, change)
+        updated = await asyncio.to_thread(app.companion.editor.edit, record, change)
         assert updated is not None  # `_one` found it in this scope
         click.echo(_line(updated))
 
     _in_scope(ctx, persona_id, user_name, edit)
 
 
-def _date_edit(app: App, scope: Scope, text: str | None) -> datetime | Literal[""] | None:
-    """A date given to `memory edit`: None leaves it, "none" takes it away, anything else is read as a moment."""
+def _date_change(app: App, scope: Scope, text: str | None) -> datetime | Clear | Keep:
+    """A date given to `memory edit`: none given leaves it, "none" takes it away, anything else is read as a moment."""
     if text is None:
-        return None
-    return "" if text.strip().lower() == "none" else _local_moment(app, scope, text).astimezone(UTC)
+        return KEEP
+    return CLEAR if text.strip().lower() == "none" else _local_moment(app, scope, text).astimezone(UTC)
 
 
 @memory.command("forget")

@@ -17,9 +17,9 @@ from datetime import datetime
 from typing import Any, TypeAlias
 
 from core.background.checkpoint import Checkpoint
-from knowledge.journal.change_log import ChangeLog, MemoryChange
+from knowledge.journal.change_log import ChangeLog, LoggedChange
 from knowledge.memory.store import KnowledgeBase
-from knowledge.records import Category, Scope, Source
+from knowledge.records import Category, MemoryChange, Scope, Source
 
 __all__ = ["AddMemory", "ChangeMemory", "DeleteMemory", "Effect", "MemoryWriter"]
 
@@ -43,11 +43,11 @@ class AddMemory:
 
 @dataclass(frozen=True)
 class ChangeMemory:
-    """New values for some fields of a memory (keyword arguments of `KnowledgeBase.update`), and its history row."""
+    """A change to a memory, and its history row."""
 
     memory_id: str
-    values: dict[str, Any]
-    logged: MemoryChange | None = None
+    change: MemoryChange
+    logged: LoggedChange | None = None
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class DeleteMemory:
     """A memory deleted, and its history row."""
 
     memory_id: str
-    logged: MemoryChange | None = None
+    logged: LoggedChange | None = None
 
 
 Effect: TypeAlias = AddMemory | ChangeMemory | DeleteMemory
@@ -96,12 +96,12 @@ class MemoryWriter:
                 )
             case ChangeMemory():
                 self._log(scope, effect.logged)  # first: a change that then fails keeps the old content
-                self._knowledge.update(scope, effect.memory_id, **effect.values)
+                self._knowledge.update(scope, effect.memory_id, effect.change)
             case DeleteMemory():
                 self._log(scope, effect.logged)
                 self._knowledge.delete(scope, [effect.memory_id])
 
-    def _log(self, scope: Scope, change: MemoryChange | None) -> None:
+    def _log(self, scope: Scope, change: LoggedChange | None) -> None:
         if change is not None:
             self._changes.record_changes([(scope, change)])
 
@@ -110,8 +110,16 @@ class MemoryWriter:
 
 
 def effects_to_json(effects: Sequence[Effect]) -> list[dict[str, Any]]:
-    """Effects as JSON-ready dicts, for a checkpoint."""
-    return [{"effect": type(effect).__name__, **_plain(dataclasses.asdict(effect))} for effect in effects]
+    """Effects as JSON-ready dicts, for a checkpoint; a change as the values it sets."""
+    return [{"effect": type(effect).__name__, **_plain(_fields(effect))} for effect in effects]
+
+
+def _fields(effect: Effect) -> dict[str, Any]:
+    fields = dataclasses.asdict(effect)
+    if isinstance(effect, ChangeMemory):
+        del fields["change"]
+        fields["values"] = effect.change.values()
+    return fields
 
 
 def effects_from_json(saved: Sequence[dict[str, Any]]) -> list[Effect]:
@@ -119,6 +127,8 @@ def effects_from_json(saved: Sequence[dict[str, Any]]) -> list[Effect]:
     effects: list[Effect] = []
     for item in saved:
         fields = {name: _revived(name, value) for name, value in item.items() if name != "effect"}
+        if "values" in fields:
+            fields["change"] = MemoryChange.of(fields.pop("values"))
         effects.append(_KINDS[item["effect"]](**fields))
     return effects
 
@@ -135,9 +145,9 @@ def _plain(value: Any) -> Any:
 
 def _revived(name: str, value: Any) -> Any:
     if name == "logged" and value is not None:
-        return MemoryChange(**{key: _moment(item) for key, item in value.items()})
-    if name == "values":
-        return {key: _moment(item) for key, item in value.items()}
+        return LoggedChange(**{key: _moment(item) for key, item in value.items()})
+    if name == "values":  # plans saved before changes were typed cleared a date or a review with ""
+        return {key: None if item == "" else _moment(item) for key, item in value.items()}
     if name == "message_ids":
         return tuple(value)
     return _moment(value)  # `about`, `until`

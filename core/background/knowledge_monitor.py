@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -47,11 +47,11 @@ from core.reply.system_memories import system_records
 from core.types import ChatMessage
 from knowledge.dates.moments import find_moment
 from knowledge.forget.target import NOTHING, ForgetTarget
-from knowledge.journal.change_log import ChangeLog, MemoryChange
+from knowledge.journal.change_log import ChangeLog, LoggedChange
 from knowledge.journal.job_queue import DeadLetter, JobQueue, new_letter_id
 from knowledge.journal.user_settings import UserSettings
 from knowledge.memory.store import KnowledgeBase
-from knowledge.records import MemoryRecord, ReviewKind, Scope, new_memory_id
+from knowledge.records import KEEP, MemoryChange, MemoryRecord, ReviewKind, Scope, new_memory_id
 from knowledge.rules import decay
 from knowledge.rules.decay import MemoryPolicy, PolicyFor
 from knowledge.rules.discretion import Audience, learned_in
@@ -532,12 +532,9 @@ class KnowledgeMonitor:
     ) -> None:
         existing = self._duplicate_of(scope, what, audience)
         if existing is not None:  # said before: the memory is verified, not duplicated
-            values = {
-                "verified": True,
-                "importance": max(existing.importance, policy.verified_fact_importance),
-                "last_access": self._clock.now(),
-            }
-            plan.effects.append(ChangeMemory(existing.id, values))
+            importance = max(existing.importance, policy.verified_fact_importance)
+            change = MemoryChange(verified=True, importance=importance, last_access=self._clock.now())
+            plan.effects.append(ChangeMemory(existing.id, change))
         else:
             plan.effects.append(
                 AddMemory(
@@ -646,13 +643,15 @@ class KnowledgeMonitor:
             return "content unchanged"
         new_content = content or old.content
         detail = _described_dates(about, until)
-        logged = MemoryChange(old.id, "update", "background_ai", old.content, new_content, detail, state.now)
-        dates = {name: moment for name, moment in (("about", about), ("until", until)) if moment is not None}
-        values: dict[str, Any] = {"last_access": state.now, **dates}
-        if content is not None:
-            values["content"] = content
-        state.plan.effects.append(ChangeMemory(old.id, values, logged))
-        state.shown[old.id] = replace(old, content=new_content, last_access=state.now, **dates)
+        logged = LoggedChange(old.id, "update", "background_ai", old.content, new_content, detail, state.now)
+        change = MemoryChange(
+            content=KEEP if content is None else content,
+            last_access=state.now,
+            about=KEEP if about is None else about,
+            until=KEEP if until is None else until,
+        )
+        state.plan.effects.append(ChangeMemory(old.id, change, logged))
+        state.shown[old.id] = change.applied_to(old)
         return None
 
     def _change(self, state: _TurnState, op: Change) -> str | None:
@@ -678,11 +677,13 @@ class KnowledgeMonitor:
             )
         )
         detail = "changed over time: kept as the past, replaced_by holds the new value"
-        logged = MemoryChange(old.id, "change", "background_ai", old.content, op.content, detail, state.now)
-        values: dict[str, Any] = {"until": state.turn_time.astimezone(UTC), "replaced_by": new_id}  # true until said
-        if old.category == "core":
-            values["category"] = "fact"
-        state.plan.effects.append(ChangeMemory(old.id, values, logged))
+        logged = LoggedChange(old.id, "change", "background_ai", old.content, op.content, detail, state.now)
+        change = MemoryChange(
+            until=state.turn_time.astimezone(UTC),  # true until said
+            replaced_by=new_id,
+            category="fact" if old.category == "core" else KEEP,
+        )
+        state.plan.effects.append(ChangeMemory(old.id, change, logged))
         state.shown.pop(old.id)
         state.deleted.add(old.id)  # no further op on the old value this turn
         state.added.append(op.content)
@@ -690,17 +691,17 @@ class KnowledgeMonitor:
 
     def _boost(self, state: _TurnState, record: MemoryRecord) -> str | None:
         change = decay.after_boost(record, state.now, state.policy)
-        state.plan.effects.append(ChangeMemory(record.id, change.as_update()))
+        state.plan.effects.append(ChangeMemory(record.id, change))
         state.boosted.add(record.id)
         if change.review_pending == "promote":
             state.plan.reviews.append((record.id, "promote"))
         if record.id in state.shown:
-            state.shown[record.id] = replace(record, **change.as_update(), base_importance=change.importance)
+            state.shown[record.id] = change.applied_to(record)
         return None
 
     def _delete(self, state: _TurnState, op: Delete) -> str | None:
         record = state.shown.pop(op.memory_id)
-        logged = MemoryChange(record.id, "delete", "background_ai", record.content, None, "", state.now)
+        logged = LoggedChange(record.id, "delete", "background_ai", record.content, None, "", state.now)
         state.plan.effects.append(DeleteMemory(record.id, logged))
         state.deleted.add(record.id)
         return None

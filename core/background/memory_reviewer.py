@@ -24,7 +24,7 @@ from core.background.effects import ChangeMemory, DeleteMemory, Effect, MemoryWr
 from core.clock import Clock
 from core.llm.client import LLMClient, count_message_tokens, count_tokens
 from core.types import ChatMessage
-from knowledge.journal.change_log import ChangeLog, MemoryChange
+from knowledge.journal.change_log import ChangeLog, LoggedChange
 from knowledge.memory.store import KnowledgeBase
 from knowledge.records import MemoryRecord, ReviewKind, Scope
 from knowledge.rules import decay
@@ -216,12 +216,12 @@ class MemoryReviewer:
         elif decision.kind == "decay":
             logged = self._logged(record, "keep", record.content, decision)
         change = decay.after_review(record, decision.kind, decision.verdict, self._clock.now(), policy)
-        return [ChangeMemory(record.id, change.as_update(), logged)]
+        return [ChangeMemory(record.id, change, logged)]
 
     def _logged(
         self, record: MemoryRecord, action: str, new_content: str | None, decision: ReviewDecision
-    ) -> MemoryChange:
-        return MemoryChange(
+    ) -> LoggedChange:
+        return LoggedChange(
             record.id,
             action,
             "reviewer",

@@ -36,8 +36,8 @@ CREATE INDEX IF NOT EXISTS history_by_scope ON memory_history (persona_id, user_
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryChange:
-    """One change to a memory: what it was, what it became, who did it and when."""
+class LoggedChange:
+    """One row of the change log: what a memory was, what it became, who changed it and when."""
 
     memory_id: str
     action: str  # "update", "delete", "promote", "keep", ...
@@ -68,9 +68,9 @@ class ChangeLog:
         detail: str = "",
     ) -> None:
         """Remember how a memory changed."""
-        self.record_changes([(scope, MemoryChange(memory_id, action, actor, old_content, new_content, detail, at))])
+        self.record_changes([(scope, LoggedChange(memory_id, action, actor, old_content, new_content, detail, at))])
 
-    def record_changes(self, changes: Iterable[tuple[Scope, MemoryChange]]) -> None:
+    def record_changes(self, changes: Iterable[tuple[Scope, LoggedChange]]) -> None:
         """Remember many changes, of any scopes, in one transaction.
 
         A change recorded again (the same memory, action, actor, detail and moment: a job re-run after
@@ -107,7 +107,7 @@ class ChangeLog:
                 [(*row, *row[:5], *row[7:]) for row in rows],
             )
 
-    def changes(self, scope: Scope, memory_id: str | None = None) -> list[MemoryChange]:
+    def changes(self, scope: Scope, memory_id: str | None = None) -> list[LoggedChange]:
         """The changes in `scope` (to one memory, or all), oldest first."""
         sql = (
             "SELECT memory_id, action, actor, old_content, new_content, detail, at FROM memory_history"
@@ -118,7 +118,7 @@ class ChangeLog:
             sql += " AND memory_id = ?"
             params.append(memory_id)
         rows = self._db.query(sql + " ORDER BY seq", params)
-        return [MemoryChange(*row[:6], at=datetime.fromisoformat(row[6])) for row in rows]
+        return [LoggedChange(*row[:6], at=datetime.fromisoformat(row[6])) for row in rows]
 
     def scrub(self, scope: Scope, memory_ids: Collection[str], target: ForgetTarget) -> int:
         """Erase the content of the scope's rows about these memories or matching `target`; returns how many.

@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import chromadb
 import numpy as np
@@ -25,8 +25,17 @@ from knowledge.dates.windows import TimeWindow
 from knowledge.forget.fence import fenced_write
 from knowledge.forget.target import NOTHING, ForgetTarget
 from knowledge.memory import chroma_erasure
-from knowledge.memory.store import NoDate
-from knowledge.records import CATEGORIES, Category, MemoryRecord, ReviewKind, Scope, ScoredMemory, Source, new_memory_id
+from knowledge.records import (
+    CATEGORIES,
+    KEEP,
+    Category,
+    MemoryChange,
+    MemoryRecord,
+    Scope,
+    ScoredMemory,
+    Source,
+    new_memory_id,
+)
 from knowledge.rules.decay import (
     MemoryPolicy,
     PolicyFor,
@@ -353,63 +362,22 @@ class ChromaKnowledgeBase:
             stored = self._fetch(where=_scope_filter(scope, categories))
         return sorted(self._current(stored), key=lambda record: (-record.importance, record.created_at))
 
-    def update(
-        self,
-        scope: Scope,
-        memory_id: str,
-        *,
-        content: str | None = None,
-        category: Category | None = None,
-        importance: float | None = None,
-        last_access: datetime | None = None,
-        verified: bool | None = None,
-        review_pending: ReviewKind | Literal[""] | None = None,
-        decay_kept: bool | None = None,
-        hits: int | None = None,
-        shared: bool | None = None,
-        about: datetime | NoDate | None = None,
-        until: datetime | NoDate | None = None,
-        replaced_by: str | None = None,
-        changed_at: datetime | None = None,
-        review_retry_at: datetime | None = None,
-    ) -> MemoryRecord | None:
-        """Change one memory of `scope`; returns the new record, or None if `scope` has no such id.
+    def update(self, scope: Scope, memory_id: str, change: MemoryChange) -> MemoryRecord | None:
+        """Change one memory of `scope` as `change` says; returns the new record, or None if `scope` has no such id.
 
-        A new `importance` is the new base that decay starts from at `last_access`; `review_pending=""` clears
-        it, and `about=""` / `until=""` take a date away.
-        """
+        New content is dated from now unless the change says when (`changed_at`)."""
         found = self._fetch(ids=[memory_id], where=_scope_filter(scope))
         if not found:
             return None
-        changes: dict[str, Any] = {
-            name: value
-            for name, value in (
-                ("category", category),
-                ("last_access", last_access),
-                ("verified", verified),
-                ("decay_kept", decay_kept),
-                ("hits", hits),
-                ("shared", shared),
-                ("replaced_by", replaced_by),
-                ("changed_at", changed_at),
-                ("review_retry_at", review_retry_at),
-            )
-            if value is not None
-        }
-        for name, date in (("about", about), ("until", until)):
-            if date is not None:
-                changes[name] = date or None
-        if content is not None:
-            changes["content"] = content.strip()
-            if changes["content"] != found[0].content:
-                changes.setdefault("changed_at", self._now())  # what it says is dated from now
-        if importance is not None:
-            changes["importance"] = changes["base_importance"] = _storable(importance)
-        if review_pending is not None:
-            changes["review_pending"] = review_pending or None
-        record = replace(found[0], **changes)
+        if change.content is not KEEP:
+            change = replace(change, content=change.content.strip())
+            if change.content != found[0].content and change.changed_at is KEEP:
+                change = replace(change, changed_at=self._now())
+        if change.importance is not KEEP:
+            change = replace(change, importance=_storable(change.importance))
+        record = change.applied_to(found[0])
         metadata = _metadata(record, self.policy_for(scope.persona_id))
-        vector = None if content is None else self.queries.passage_vector(record.content)[np.newaxis]
+        vector = None if change.content is KEEP else self.queries.passage_vector(record.content)[np.newaxis]
         with fenced_write(scope):
             if vector is None:
                 # documents without embeddings would make chromadb embed them with its own (downloaded) model

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cache
 
-from knowledge.journal.change_log import ChangeLog, MemoryChange
+from knowledge.journal.change_log import ChangeLog, LoggedChange
 from knowledge.memory.chroma_store import MAINTENANCE_PAGE, ChromaKnowledgeBase
 from knowledge.records import MemoryRecord, ReviewKind, Scope
 from knowledge.rules.decay import DecayOutcome, MemoryPolicy, decay_outcome, review_retry_at
@@ -43,7 +43,7 @@ class DecayReport:
 class _PageChanges:
     """The writes one page of due records needs, applied together."""
 
-    deletions: list[tuple[Scope, MemoryChange]] = field(default_factory=list)  # the history row of each
+    deletions: list[tuple[Scope, LoggedChange]] = field(default_factory=list)  # the history row of each
     reviews: list[tuple[MemoryRecord, ReviewKind]] = field(default_factory=list)  # the record as read, the review
     rescheduled: list[MemoryRecord] = field(default_factory=list)
 
@@ -119,7 +119,7 @@ def _plan(
     """Add what `outcome` means for the due `record` to this page's writes."""
     if outcome.delete:
         reason = _deletion_reason(record, policy, outcome.importance)
-        entry = MemoryChange(record.id, "delete", "decay", record.content, None, reason, now)
+        entry = LoggedChange(record.id, "delete", "decay", record.content, None, reason, now)
         changes.deletions.append((record.scope, entry))
     elif outcome.review is not None:
         changes.reviews.append((record, outcome.review))

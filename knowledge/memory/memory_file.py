@@ -27,10 +27,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from knowledge.forget.target import ForgetTarget
-from knowledge.records import Category, MemoryRecord, Scope, new_memory_id
+from knowledge.records import CLEAR, KEEP, Category, Clear, Keep, MemoryChange, MemoryRecord, Scope, new_memory_id
 from knowledge.rules.decay import MemoryPolicy, current_importance
 from knowledge.rules.discretion import describe_origin, parse_origin
 
@@ -72,24 +72,11 @@ class MemoryFile:
     time_zone: str | None = None  # the user's chosen zone, if the file names one
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryEdit:
-    """A change to a stored memory; None leaves a field as it is."""
-
-    record: MemoryRecord
-    content: str | None = None
-    category: Category | None = None
-    importance: float | None = None
-    shared: bool | None = None
-    about: datetime | Literal[""] | None = None  # "": take the date away
-    until: datetime | Literal[""] | None = None
-
-
 @dataclass(slots=True)
 class ImportPlan:
     """What importing a file into one scope changes."""
 
-    updates: list[MemoryEdit] = field(default_factory=list)
+    updates: list[tuple[MemoryRecord, MemoryChange]] = field(default_factory=list)  # a stored memory, its change
     additions: list[MemoryRecord] = field(default_factory=list)
     deletions: list[MemoryRecord] = field(default_factory=list)
     unchanged: int = 0
@@ -416,8 +403,8 @@ def plan_import(
             known_texts.add(_normalized(entry.content))
         elif entry.id in seen:
             memory_file.warnings.append(f"[{entry.id}] appears twice; the second block was skipped")
-        elif edit := _edit_of(record, entry, memory_file.exported_at, policy):
-            plan.updates.append(edit)
+        elif change := _change_of(record, entry, memory_file.exported_at, policy):
+            plan.updates.append((record, change))
         else:
             plan.unchanged += 1
         seen.add(entry.id)
@@ -426,39 +413,35 @@ def plan_import(
     return plan
 
 
-def _edit_of(
+def _change_of(
     record: MemoryRecord, entry: MemoryEntry, exported_at: datetime | None, policy: MemoryPolicy
-) -> MemoryEdit | None:
+) -> MemoryChange | None:
     """The change from `record` to `entry`, if any."""
     exported = record.importance if exported_at is None else current_importance(record, exported_at, policy)
-    edit = MemoryEdit(
-        record,
-        content=entry.content if _normalized(record.content) != _normalized(entry.content) else None,
-        category=entry.category if entry.category != record.category else None,
+    change = MemoryChange(
+        content=entry.content if _normalized(record.content) != _normalized(entry.content) else KEEP,
+        category=entry.category if entry.category != record.category else KEEP,
         importance=(
             entry.importance
             if round(exported, IMPORTANCE_DECIMALS) != round(entry.importance, IMPORTANCE_DECIMALS)
-            else None
+            else KEEP
         ),
-        shared=entry.shared if entry.shared not in (None, record.shared) else None,
-        **_date_edits(record, entry),
+        shared=entry.shared if entry.shared is not None and entry.shared != record.shared else KEEP,
+        about=_date_change(record.about, entry.about, entry),
+        until=_date_change(record.until, entry.until, entry),
     )
-    changed = (edit.content, edit.category, edit.importance, edit.shared, edit.about, edit.until)
-    return edit if any(value is not None for value in changed) else None
+    return change if change.values() else None
 
 
-def _date_edits(record: MemoryRecord, entry: MemoryEntry) -> dict[str, datetime | Literal[""]]:
-    """The dates an entry sets or takes away; a file written before dates existed changes none."""
-    edits: dict[str, datetime | Literal[""]] = {}
+def _date_change(old: datetime | None, new: datetime | None, entry: MemoryEntry) -> datetime | Clear | Keep:
+    """A date an entry sets or takes away; a file written before dates existed changes none."""
     if not entry.dates_stated:
-        return edits
-    for name in _DATE_FIELDS:
-        old, new = getattr(record, name), getattr(entry, name)
-        if new is not None and (old is None or _minute(old) != _minute(new)):
-            edits[name] = new
-        elif new is None and old is not None:
-            edits[name] = ""  # taken out of the file
-    return edits
+        return KEEP
+    if new is not None and (old is None or _minute(old) != _minute(new)):
+        return new
+    if new is None and old is not None:
+        return CLEAR  # taken out of the file
+    return KEEP
 
 
 def _minute(moment: datetime) -> datetime:

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Protocol
 
 from knowledge.dates.windows import TimeWindow
 from knowledge.forget.target import ForgetTarget
-from knowledge.records import Category, MemoryRecord, ReviewKind, Scope, ScoredMemory, Source
+from knowledge.records import Category, MemoryChange, MemoryRecord, Scope, ScoredMemory, Source
 from knowledge.rules.discretion import PRIVATE, Audience
-
-NoDate = Literal[""]  # `update(about="")`: the memory no longer has that date
 
 
 class KnowledgeBase(Protocol):
@@ -57,26 +55,7 @@ class KnowledgeBase(Protocol):
 
     def list(self, scope: Scope, *, categories: Iterable[Category] | None = None) -> list[MemoryRecord]: ...
 
-    def update(
-        self,
-        scope: Scope,
-        memory_id: str,
-        *,
-        content: str | None = None,
-        category: Category | None = None,
-        importance: float | None = None,
-        last_access: datetime | None = None,
-        verified: bool | None = None,
-        review_pending: ReviewKind | Literal[""] | None = None,
-        decay_kept: bool | None = None,
-        hits: int | None = None,
-        shared: bool | None = None,
-        about: datetime | NoDate | None = None,
-        until: datetime | NoDate | None = None,
-        replaced_by: str | None = None,
-        changed_at: datetime | None = None,
-        review_retry_at: datetime | None = None,
-    ) -> MemoryRecord | None: ...
+    def update(self, scope: Scope, memory_id: str, change: MemoryChange) -> MemoryRecord | None: ...
 
     def delete(self, scope: Scope, ids: Iterable[str]) -> int: ...
 

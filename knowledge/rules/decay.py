@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from knowledge.records import Category, MemoryRecord, ReviewKind
+from knowledge.records import CLEAR, KEEP, MemoryChange, MemoryRecord, ReviewKind
 
 DAY = timedelta(days=1)
 
@@ -199,56 +199,37 @@ def needs_promote_review(record: MemoryRecord, boosted_to: float, policy: Memory
     )
 
 
-@dataclass(frozen=True, slots=True)
-class StateChange:
-    """What a lifecycle event writes to a memory, as arguments of the store's `update` (None: unchanged)."""
-
-    importance: float | None = None  # the new base, counted from `last_access`
-    last_access: datetime | None = None
-    hits: int | None = None
-    category: Category | None = None
-    decay_kept: bool | None = None
-    review_pending: ReviewKind | Literal[""] | None = None  # "": no review pending any more
-    review_retry_at: datetime | None = None
-
-    def as_update(self) -> dict[str, Any]:
-        """The changed fields, as keyword arguments of `KnowledgeBase.update`."""
-        return {
-            field.name: getattr(self, field.name) for field in fields(self) if getattr(self, field.name) is not None
-        }
-
-
-def after_boost(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> StateChange:
+def after_boost(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> MemoryChange:
     """A BOOST: more importance from now on, one more hit, and a promote review if it crossed the line."""
     importance = boosted(record, policy)
     promote = needs_promote_review(record, importance, policy)
-    return StateChange(
+    return MemoryChange(
         importance=importance,
         last_access=now,
         hits=record.hits + 1,
         # back above the decay-review line: a later fall is reviewed again
-        decay_kept=False if importance >= policy.decay_review_below else None,
-        review_pending="promote" if promote else None,
-        review_retry_at=review_retry_at(now, policy) if promote else None,
+        decay_kept=False if importance >= policy.decay_review_below else KEEP,
+        review_pending="promote" if promote else KEEP,
+        review_retry_at=review_retry_at(now, policy) if promote else KEEP,
     )
 
 
 def after_review(
     record: MemoryRecord, kind: ReviewKind, verdict: Literal["promote", "keep"], now: datetime, policy: MemoryPolicy
-) -> StateChange:
+) -> MemoryChange:
     """What a review that keeps the memory writes; a deletion writes nothing.
 
     The rule: docs/development/design-rules.md#reviews.
     """
     if verdict == "promote":
-        return StateChange(category="core", review_pending="")
+        return MemoryChange(category="core", review_pending=CLEAR)
     if kind == "promote":
         # not reviewed again while it stays above the line: only a boost across it asks again
-        return StateChange(review_pending="")
-    return StateChange(
+        return MemoryChange(review_pending=CLEAR)
+    return MemoryChange(
         # a boost since the review was queued must not be undone by the reset
         importance=max(record.importance, policy.decay_keep_importance),
         last_access=now,
         decay_kept=True,
-        review_pending="",
+        review_pending=CLEAR,
     )

@@ -7,8 +7,8 @@ from dataclasses import replace
 from core.companion import Companion
 from knowledge.journal.journal import Journal
 from knowledge.memory.chroma_store import ChromaKnowledgeBase
-from knowledge.memory.memory_file import ImportPlan, MemoryEdit
-from knowledge.records import MemoryRecord, Scope
+from knowledge.memory.memory_file import ImportPlan
+from knowledge.records import MemoryChange, MemoryRecord, Scope
 from tests.fakes.clock import FakeClock
 
 
@@ -24,7 +24,7 @@ async def test_an_edit_logs_old_and_new_text_before_it_changes_the_memory(
 ) -> None:
     record = kb.add(alice, "Alice lives in Beijing", category="fact", source="user")
     clock.advance(days=2)
-    edited = companion.editor.edit(MemoryEdit(record, content="Alice lives in Shanghai", category="core"))
+    edited = companion.editor.edit(record, MemoryChange(content="Alice lives in Shanghai", category="core"))
     assert edited is not None and (edited.content, edited.category) == ("Alice lives in Shanghai", "core")
     assert edited.last_access == record.last_access  # only a new importance counts as use
     assert changes(journal, alice) == [
@@ -44,7 +44,7 @@ async def test_a_new_importance_counts_from_now(
 ) -> None:
     record = kb.add(alice, "Alice plays the cello", category="fact", source="user")
     clock.advance(days=30)  # long faded
-    edited = companion.editor.edit(MemoryEdit(kb.get(alice, [record.id])[0], importance=2.0))
+    edited = companion.editor.edit(kb.get(alice, [record.id])[0], MemoryChange(importance=2.0))
     assert edited is not None and (edited.importance, edited.last_access) == (2.0, clock.now())
     [(_, action, _, old, new, detail)] = changes(journal, alice)
     assert (action, old, new) == ("edit", "Alice plays the cello", "Alice plays the cello")
@@ -56,7 +56,7 @@ async def test_an_edit_of_another_scopes_memory_changes_nothing(
 ) -> None:
     bobs = kb.add(bob, "Bob's PIN is 1234", category="fact", source="user")
     posing = replace(bobs, scope=alice)  # an id of Bob's, claimed for Alice's scope
-    assert companion.editor.edit(MemoryEdit(posing, content="leaked")) is None
+    assert companion.editor.edit(posing, MemoryChange(content="leaked")) is None
     assert kb.get(bob, [bobs.id])[0].content == "Bob's PIN is 1234"
 
 
@@ -87,7 +87,7 @@ async def test_an_import_applies_its_updates_additions_and_deletions_with_the_fi
         source="user",
     )
     plan = ImportPlan(
-        updates=[MemoryEdit(kept, content="Alice likes oolong tea")], additions=[added], deletions=[dropped]
+        updates=[(kept, MemoryChange(content="Alice likes oolong tea"))], additions=[added], deletions=[dropped]
     )
     companion.editor.apply_import(alice, plan, source="MEMORY.md")
 
@@ -107,5 +107,5 @@ async def test_an_edit_of_another_scopes_memory_writes_nothing_to_the_callers_ch
 ) -> None:
     bobs = kb.add(bob, "Bob's PIN is 1234", category="fact", source="user")
     posing = replace(bobs, scope=alice)
-    assert companion.editor.edit(MemoryEdit(posing, content="leaked")) is None
+    assert companion.editor.edit(posing, MemoryChange(content="leaked")) is None
     assert changes(journal, alice) == [] and changes(journal, bob) == []

@@ -22,7 +22,7 @@ from core import phrasebook
 from core.background.knowledge_monitor import NO_REPLY
 from core.companion import Companion
 from knowledge.memory.chroma_store import ChromaKnowledgeBase
-from knowledge.records import Scope
+from knowledge.records import MemoryChange, Scope
 from knowledge.rules.decay import MemoryPolicy
 from knowledge.rules.temporal import without_stamp
 from knowledge.search.embedding import Embedder
@@ -812,7 +812,9 @@ async def test_what_alice_told_in_private_never_reaches_a_group_prompt_unless_sh
         facts(kb, alice)["Alice's passport number is ZQX-4471"],
         facts(kb, alice)["Alice's birthday is on 3 May"],
     )
-    kb.update(alice, birthday, category="core")  # as a promote review would: core memories are always in mind
+    kb.update(
+        alice, birthday, MemoryChange(category="core")
+    )  # as a promote review would: core memories are always in mind
     assert [record.learned_in for record in kb.list(alice)] == [None, None]
     question = "what are my passport number, my diary code and my birthday?"
 

@@ -21,7 +21,7 @@ from core.llm.client import count_message_tokens, count_tokens
 from core.types import ChatMessage
 from knowledge.journal.journal import Journal
 from knowledge.memory.chroma_store import ChromaKnowledgeBase
-from knowledge.records import Scope
+from knowledge.records import MemoryChange, Scope
 from knowledge.rules.decay import MemoryPolicy
 from personas.loader import Persona
 from tests.fakes.clock import FakeClock
@@ -441,7 +441,7 @@ async def test_a_boost_rearms_a_kept_decaying_memory(
     monitor: KnowledgeMonitor, persona: Persona, kb: ChromaKnowledgeBase, fake_openai: FakeOpenAIServer, alice: Scope
 ) -> None:
     memory = kb.add(alice, "主人喜欢爬山", category="fact", source="user", importance=0.5)
-    kb.update(alice, memory.id, decay_kept=True)
+    kb.update(alice, memory.id, MemoryChange(decay_kept=True))
     fake_openai.script(MONITOR, f"[BOOST:{memory.id}]")
     await monitor.review_turn(persona, alice, make_turn("周末去爬山", shown=(memory.id,)))
     assert kb.get(alice, [memory.id])[0].decay_kept is False

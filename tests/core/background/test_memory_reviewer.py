@@ -9,7 +9,7 @@ from core.background.memory_reviewer import MemoryReviewer, last_verdict, search
 from core.errors import LLMError
 from knowledge.journal.journal import Journal
 from knowledge.memory.chroma_store import ChromaKnowledgeBase
-from knowledge.records import MemoryRecord, Scope
+from knowledge.records import MemoryChange, MemoryRecord, ReviewKind, Scope
 from knowledge.rules.decay import MemoryPolicy, boosted, needs_promote_review
 from personas.loader import Persona
 from tests.fakes.clock import FakeClock
@@ -23,9 +23,9 @@ def reviewer(app: App, kb: ChromaKnowledgeBase, journal: Journal, clock: FakeClo
     return MemoryReviewer(app.llm, kb, journal.changes, clock, kb.policy_for)
 
 
-def pending(kb: ChromaKnowledgeBase, scope: Scope, content: str, importance: float, kind: str) -> MemoryRecord:
+def pending(kb: ChromaKnowledgeBase, scope: Scope, content: str, importance: float, kind: ReviewKind) -> MemoryRecord:
     record = kb.add(scope, content, category="fact", source="background_ai", importance=importance)
-    updated = kb.update(scope, record.id, review_pending=kind)  # type: ignore[arg-type]
+    updated = kb.update(scope, record.id, MemoryChange(review_pending=kind))
     assert updated is not None
     return updated
 
@@ -218,7 +218,7 @@ async def test_the_prompt_has_the_memory_its_relatives_and_the_criteria(
     fake_openai.script(REVIEWER, "[KEEP]", "[KEEP]")
 
     await reviewer.review(persona, alice, memory.id, "promote")
-    kb.update(alice, memory.id, review_pending="decay")
+    kb.update(alice, memory.id, MemoryChange(review_pending="decay"))
     await reviewer.review(persona, alice, memory.id, "decay")
 
     promote, decay = fake_openai.requests_for(REVIEWER)

@@ -10,7 +10,7 @@ import pytest
 
 from knowledge.dates.windows import TimeWindow
 from knowledge.memory.chroma_store import COLLECTION, ChromaKnowledgeBase, _metadata, open_chroma_client
-from knowledge.records import MemoryRecord, Scope
+from knowledge.records import CLEAR, MemoryChange, MemoryRecord, Scope
 from knowledge.rules.decay import default_policy
 from knowledge.rules.discretion import PRIVATE, Audience
 from knowledge.rules.temporal import in_window
@@ -84,7 +84,7 @@ def test_no_operation_crosses_scopes(store: ChromaKnowledgeBase, alice: Scope, b
     assert store.search(other_persona, "bank PIN") == []
     assert store.get(bob, [secret.id]) == []
     assert store.list(bob) == [bobs]
-    assert store.update(bob, secret.id, content="hijacked") is None
+    assert store.update(bob, secret.id, MemoryChange(content="hijacked")) is None
     assert store.delete(bob, [secret.id]) == 0
     assert store.forget_all(bob) == 1
     assert store.get(alice, [secret.id])[0].content == "Alice's bank PIN is 4321"
@@ -110,7 +110,9 @@ def test_memories_survive_a_restart(tmp_path: Path, embedder: Embedder, clock: F
 def test_update_changes_content_and_reembeds(store: ChromaKnowledgeBase, alice: Scope, clock: FakeClock) -> None:
     added = store.add(alice, "Alice lives in Beijing", category="fact", source="user")
     later = clock.advance(days=2)
-    updated = store.update(alice, added.id, content="Alice lives in Shanghai", importance=1.3, last_access=later)
+    updated = store.update(
+        alice, added.id, MemoryChange(content="Alice lives in Shanghai", importance=1.3, last_access=later)
+    )
     assert updated is not None
     [found] = store.get(alice, [added.id])
     assert (found.content, found.importance, found.last_access) == ("Alice lives in Shanghai", 1.3, later)
@@ -132,7 +134,7 @@ def test_empty_content_is_refused(store: ChromaKnowledgeBase, alice: Scope) -> N
 def test_a_metadata_change_keeps_the_vector(store: ChromaKnowledgeBase, alice: Scope) -> None:
     added = store.add(alice, "Alice plays the cello", category="fact", source="user")
     before = store.search(alice, "music instrument", limit=1)[0].similarity
-    store.update(alice, added.id, importance=2.0, review_pending="promote")  # offline: no re-embedding
+    store.update(alice, added.id, MemoryChange(importance=2.0, review_pending="promote"))  # offline: no re-embedding
     [after] = store.search(alice, "music instrument", limit=1)
     assert after.similarity == before
     assert (after.record.importance, after.record.review_pending) == (2.0, "promote")
@@ -188,7 +190,7 @@ def test_a_group_audience_finds_only_what_was_learned_there_or_shared(
     in_a = store.add(alice, "Alice cooks ramen on Fridays", category="fact", source="user", learned_in=GROUP_A)
     in_b = store.add(alice, "Alice hates instant ramen", category="fact", source="user", learned_in=GROUP_B)
     told = store.add(alice, "Alice's ramen budget is 20 euros", category="fact", source="user")
-    told = store.update(alice, told.id, shared=True)
+    told = store.update(alice, told.id, MemoryChange(shared=True))
     assert told is not None and told.shared and told.learned_in is None
 
     def found(audience: Audience) -> set[str]:
@@ -201,7 +203,9 @@ def test_a_group_audience_finds_only_what_was_learned_there_or_shared(
     assert found(Audience(group_id=GROUP_A, shares_everything=True)) == found(PRIVATE)
     # the origin survives a restart and is never touched by other updates
     reopened = ChromaKnowledgeBase(open_chroma_client(path=tmp_path / "chroma"), embedder, now=clock.now)
-    updated = reopened.update(alice, in_a.id, content="Alice cooks tonkotsu ramen on Fridays", importance=2.0)
+    updated = reopened.update(
+        alice, in_a.id, MemoryChange(content="Alice cooks tonkotsu ramen on Fridays", importance=2.0)
+    )
     assert updated is not None and (updated.learned_in, updated.shared) == (GROUP_A, False)
     assert reopened.get(alice, [told.id])[0].shared
 
@@ -253,11 +257,13 @@ def test_dates_are_kept_changed_and_taken_away(store: ChromaKnowledgeBase, alice
     assert found == plan
 
     clock.advance(days=1)
-    moved = store.update(alice, plan.id, content="Alice has a second-round interview", until=monday, about="")
+    moved = store.update(
+        alice, plan.id, MemoryChange(content="Alice has a second-round interview", until=monday, about=CLEAR)
+    )
     assert moved is not None and (moved.about, moved.until) == (None, monday)
     assert moved.changed_at == moved.dated == clock.now()  # a new content is dated from now
     clock.advance(days=1)
-    ended = store.update(alice, plan.id, replaced_by="mem_new")
+    ended = store.update(alice, plan.id, MemoryChange(replaced_by="mem_new"))
     assert ended is not None and ended.changed_at == moved.changed_at  # metadata alone is no change of what it says
     assert store.get(alice, [plan.id]) == [ended]
     [hit] = store.search(alice, "interview")
@@ -281,7 +287,7 @@ def test_a_search_within_a_stretch_of_time_keeps_to_its_memories_even_with_nothi
         alice, f"[{monday:%Y-%m-%d %H:%M}] We talked about trains", category="episode", source="user"
     )
     store.add(alice, "We talked about the weather", category="episode", source="user")  # took place now
-    store.update(alice, changed_then.id, content="Alice hates coriander and parsley")  # changed now...
+    store.update(alice, changed_then.id, MemoryChange(content="Alice hates coriander and parsley"))  # changed now...
     [changed_then] = store.get(alice, [changed_then.id])  # ...though learned on Monday, which still counts
 
     found = store.search(alice, "what did we talk about?", during=window)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.journal.change_log import MemoryChange
+from knowledge.journal.change_log import LoggedChange
 from knowledge.journal.journal import Journal
 from knowledge.memory.chroma_store import ChromaKnowledgeBase, open_chroma_client
 from knowledge.memory.decay_pass import DecayPass
-from knowledge.records import Category, MemoryRecord, Scope
+from knowledge.records import Category, MemoryChange, MemoryRecord, Scope
 from knowledge.rules.decay import MemoryPolicy, PolicyFor, default_policy
 from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock
@@ -84,7 +84,7 @@ def test_an_episode_decays_faster_and_is_deleted_at_two_weeks_with_history(
     report = decay_pass.apply_decay()
     assert (report.deleted, current(store, alice, episode)) == (1, None)
     assert journal.changes.changes(alice) == [
-        MemoryChange(episode.id, "delete", "decay", episode.content, None, "episode older than 14 days", clock.now())
+        LoggedChange(episode.id, "delete", "decay", episode.content, None, "episode older than 14 days", clock.now())
     ]
 
 
@@ -128,7 +128,7 @@ def test_a_fact_kept_by_a_review_decays_again_and_is_deleted_without_another_rev
     store: ChromaKnowledgeBase, decay_pass: DecayPass, journal: Journal, clock: FakeClock, alice: Scope
 ) -> None:
     fact = store.add(alice, "主人最近在学吉他", category="fact", source="user")
-    store.update(alice, fact.id, importance=0.5, decay_kept=True)  # what a KEEP leaves behind
+    store.update(alice, fact.id, MemoryChange(importance=0.5, decay_kept=True))  # what a KEEP leaves behind
     clock.advance(days=16)  # 0.5 * 0.95**9 = 0.315
     report = decay_pass.apply_decay()
     assert (report.deleted, report.reviews) == (0, [])
@@ -138,7 +138,7 @@ def test_a_fact_kept_by_a_review_decays_again_and_is_deleted_without_another_rev
     report = decay_pass.apply_decay()
     assert (report.deleted, report.reviews, current(store, alice, fact)) == (1, [], None)
     assert journal.changes.changes(alice, fact.id) == [
-        MemoryChange(fact.id, "delete", "decay", fact.content, None, "importance 0.299", clock.now())
+        LoggedChange(fact.id, "delete", "decay", fact.content, None, "importance 0.299", clock.now())
     ]
 
 
@@ -180,7 +180,7 @@ def test_missed_runs_give_the_same_state_as_daily_runs(
         for category, content, value, kept in arrivals.get(day, []):
             for store in stores.values():
                 added = store.add(alice, content, category=category, source="user", importance=value)
-                store.update(alice, added.id, decay_kept=kept)
+                store.update(alice, added.id, MemoryChange(decay_kept=kept))
         daily.apply_decay()
     DecayPass(stores["late"], journals["late"].changes, clock.now).apply_decay()  # its only run, on day 30
 
@@ -278,7 +278,7 @@ def test_a_boost_postpones_the_day_the_fact_is_due(
 ) -> None:
     fact = store.add(alice, "Alice likes climbing", category="fact", source="user")
     clock.advance(days=20)
-    store.update(alice, fact.id, importance=1.3, last_access=clock.now())  # what a BOOST writes
+    store.update(alice, fact.id, MemoryChange(importance=1.3, last_access=clock.now()))  # what a BOOST writes
     clock.advance(days=1)  # the day the unused fact would have been reviewed
     assert decay_pass.apply_decay().scanned == 0
     clock.advance(days=7 + 18 - 1)  # 1.3 * 0.95**18 = 0.517

@@ -10,7 +10,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from knowledge.memory.memory_file import parse_memory_file, plan_import, render_json, render_markdown
-from knowledge.records import MemoryRecord, Scope
+from knowledge.records import CLEAR, MemoryChange, MemoryRecord, Scope
 from knowledge.rules.decay import MemoryPolicy
 
 NOW = datetime(2026, 2, 20, 18, 3, tzinfo=UTC)
@@ -88,11 +88,11 @@ def test_edits_become_updates_and_unknown_ids_new_memories_in_the_target_scope()
         + "\n### [mem_of_bob] fact | 1.0 | 2026-02-20 | 0\nBob's id, imported into Alice's scope\n"
     )
     plan = plan_import(RECORDS, parse_memory_file(text, ALICE), ALICE, now=NOW, policy=POLICY)
-    changes = {edit.record.id: (edit.content, edit.category, edit.importance) for edit in plan.updates}
+    changes = {record.id: change for record, change in plan.updates}
     assert changes == {
-        "mem_ramen": ("Alice loves udon\n#food is her favourite topic", None, None),
-        "mem_low": (None, "core", None),
-        "mem_ep": (None, None, 2.0),
+        "mem_ramen": MemoryChange(content="Alice loves udon\n#food is her favourite topic"),
+        "mem_low": MemoryChange(category="core"),
+        "mem_ep": MemoryChange(importance=2.0),
     }
     assert [(added.content, added.scope, added.last_access) for added in plan.additions] == [
         ("Alice has a cat called Mochi", ALICE, NOW),
@@ -181,14 +181,8 @@ def test_origin_and_sharing_are_written_and_read_back() -> None:
 def test_sharing_changed_in_the_file_is_an_update_and_the_origin_never_changes() -> None:
     stored = [record("mem_told", "Alice's sister is called Mei", 1.0)]
     text = render_markdown(stored, ALICE, now=NOW, archive_below=0.5).replace("| private", "| private, shared")
-    [edit] = plan_import(stored, parse_memory_file(text, ALICE), ALICE, now=NOW, policy=POLICY).updates
-    assert (edit.record.id, edit.shared, edit.content, edit.category, edit.importance) == (
-        "mem_told",
-        True,
-        None,
-        None,
-        None,
-    )
+    [(told, change)] = plan_import(stored, parse_memory_file(text, ALICE), ALICE, now=NOW, policy=POLICY).updates
+    assert (told.id, change) == ("mem_told", MemoryChange(shared=True))
     moved = text.replace("| private, shared", f"| group {GROUP}")
     assert plan_import(stored, parse_memory_file(moved, ALICE), ALICE, now=NOW, policy=POLICY).unchanged == 1
 
@@ -259,11 +253,11 @@ def test_dates_edited_in_the_file_are_updates_and_an_emptied_field_takes_them_aw
     stored = [record("mem_plan", "Alice has an interview", 1.0, about=MONDAY, until=FRIDAY)]
     text = render_markdown(stored, ALICE, now=NOW, archive_below=0.5)
     moved = text.replace("about 2026-02-23 02:00", "about 2026-02-24 09:30")
-    [edit] = plan_import(stored, parse_memory_file(moved, ALICE), ALICE, now=NOW, policy=POLICY).updates
-    assert (edit.about, edit.until) == (datetime(2026, 2, 24, 9, 30, tzinfo=UTC), None)
+    [(_, change)] = plan_import(stored, parse_memory_file(moved, ALICE), ALICE, now=NOW, policy=POLICY).updates
+    assert change == MemoryChange(about=datetime(2026, 2, 24, 9, 30, tzinfo=UTC))
     emptied = text.replace("| about 2026-02-23 02:00; until 2026-02-27 00:00", "| ")
-    [edit] = plan_import(stored, parse_memory_file(emptied, ALICE), ALICE, now=NOW, policy=POLICY).updates
-    assert (edit.about, edit.until) == ("", "")
+    [(_, change)] = plan_import(stored, parse_memory_file(emptied, ALICE), ALICE, now=NOW, policy=POLICY).updates
+    assert change == MemoryChange(about=CLEAR, until=CLEAR)
     broken = parse_memory_file(text.replace("about 2026", "when 2026"), ALICE)
     assert broken.entries == [] and "dates are 'about YYYY-MM-DD HH:MM'" in broken.warnings[0]
 

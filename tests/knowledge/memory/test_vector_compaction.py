@@ -22,7 +22,7 @@ from knowledge.memory.chroma_store import (
     open_chroma_client,
 )
 from knowledge.memory.store_guard import MemoryStoreGuard
-from knowledge.records import Scope
+from knowledge.records import MemoryChange, Scope
 from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock
 
@@ -157,7 +157,7 @@ def test_writes_made_while_the_rebuild_copies_are_all_in_the_rebuilt_store(
         copy_page(rebuild, ids)
         if not meanwhile:  # after the first page, as other calls would run between pages
             meanwhile.append(store.add(alice, "Alice adopted a second cat", category="fact", source="user").id)
-            store.update(alice, memories[0].id, content="Alice's note number 0: tonkotsu ramen")
+            store.update(alice, memories[0].id, MemoryChange(content="Alice's note number 0: tonkotsu ramen"))
             store.delete(alice, [memories[1].id])
 
     monkeypatch.setattr(chroma_erasure.Rebuild, "take", take_then_write)

@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 
-from knowledge.records import Category, MemoryRecord, Scope
+from knowledge.records import CLEAR, KEEP, Category, MemoryChange, MemoryRecord, Scope
 from knowledge.rules.decay import (
     DecayOutcome,
     MemoryPolicy,
-    StateChange,
     after_boost,
     after_review,
     boosted,
@@ -129,7 +128,7 @@ def test_the_pass_knows_which_due_memories_only_ask_for_a_review() -> None:
 def test_a_boost_that_asks_for_a_promote_review_sets_its_retry_time() -> None:
     change = after_boost(memory(importance=2.3), NOW, POLICY)
     assert change.review_retry_at == NOW + timedelta(days=POLICY.review_retry_days)
-    assert after_boost(memory(importance=1.0), NOW, POLICY).review_retry_at is None
+    assert after_boost(memory(importance=1.0), NOW, POLICY).review_retry_at is KEEP
 
 
 def test_a_fact_kept_by_a_review_is_deleted_below_the_line_without_another_review() -> None:
@@ -251,7 +250,7 @@ def test_a_factor_that_would_grow_importance_is_refused() -> None:
 
 def test_a_boost_counts_from_now_adds_a_hit_and_asks_nothing_below_the_promote_line() -> None:
     record = replace(memory(importance=1.0, idle_days=20), hits=2)
-    assert after_boost(record, NOW, POLICY) == StateChange(importance=1.3, last_access=NOW, hits=3, decay_kept=False)
+    assert after_boost(record, NOW, POLICY) == MemoryChange(importance=1.3, last_access=NOW, hits=3, decay_kept=False)
 
 
 def test_a_boost_across_the_promote_line_asks_for_a_promote_review() -> None:
@@ -261,27 +260,25 @@ def test_a_boost_across_the_promote_line_asks_for_a_promote_review() -> None:
 
 def test_a_boost_that_stays_below_the_decay_review_line_leaves_a_decay_keep_in_force() -> None:
     record = memory(importance=0.1, decay_kept=True)
-    assert after_boost(record, NOW, POLICY).decay_kept is None  # 0.4: a fall from here is not reviewed again
+    assert after_boost(record, NOW, POLICY).decay_kept is KEEP  # 0.4: a fall from here is not reviewed again
     assert after_boost(memory(importance=0.2, decay_kept=True), NOW, POLICY).decay_kept is False  # 0.5: re-armed
 
 
 def test_a_promote_verdict_makes_the_memory_core_and_clears_the_review() -> None:
     record = memory(importance=2.6, review_pending="promote")
-    assert after_review(record, "promote", "promote", NOW, POLICY) == StateChange(category="core", review_pending="")
+    assert after_review(record, "promote", "promote", NOW, POLICY) == MemoryChange(
+        category="core", review_pending=CLEAR
+    )
 
 
 def test_a_keep_on_a_promote_review_only_clears_the_review() -> None:
     record = memory(importance=2.6, review_pending="promote")
-    assert after_review(record, "promote", "keep", NOW, POLICY) == StateChange(review_pending="")
+    assert after_review(record, "promote", "keep", NOW, POLICY) == MemoryChange(review_pending=CLEAR)
 
 
 def test_a_keep_on_a_decay_review_resets_importance_from_now_and_marks_it_kept() -> None:
     record = memory(importance=0.42, idle_days=30, review_pending="decay")
     change = after_review(record, "decay", "keep", NOW, POLICY)
-    assert change == StateChange(importance=0.5, last_access=NOW, decay_kept=True, review_pending="")
+    assert change == MemoryChange(importance=0.5, last_access=NOW, decay_kept=True, review_pending=CLEAR)
     boosted_since = replace(record, importance=0.8)
     assert after_review(boosted_since, "decay", "keep", NOW, POLICY).importance == 0.8  # a boost is not undone
-
-
-def test_a_state_change_updates_only_what_it_names() -> None:
-    assert StateChange(review_pending="", hits=4).as_update() == {"hits": 4, "review_pending": ""}

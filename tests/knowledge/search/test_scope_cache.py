@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from knowledge.memory.chroma_store import ChromaKnowledgeBase, open_chroma_client
-from knowledge.records import Scope
+from knowledge.records import MemoryChange, Scope
 from knowledge.search.embedding import Embedder
 from knowledge.search.index import Query
 from knowledge.search.scope_cache import ScopeCache, ScopeSnapshot
@@ -57,7 +57,7 @@ def test_snapshots_follow_every_write(stores, alice: Scope, bob: Scope) -> None:
     first = cached.add(alice, "Alice lives in Beijing", category="fact", source="user")
     assert cached.search(alice, "where do I live", limit=1)[0].record.id == first.id  # loads the snapshot
 
-    cached.update(alice, first.id, content="Alice lives in Shanghai", importance=1.3)
+    cached.update(alice, first.id, MemoryChange(content="Alice lives in Shanghai", importance=1.3))
     [hit] = cached.search(alice, "Shanghai", limit=1)
     assert (hit.record.content, hit.record.importance) == ("Alice lives in Shanghai", 1.3)
 
@@ -83,7 +83,7 @@ def test_reads_by_id_follow_the_writes_and_keep_to_the_scope(stores, alice: Scop
 
     assert read(cached, alice, ids) == read(direct, alice, ids) == {(i, fact) for i, fact in zip(ids, FACTS)}
     assert cached.get(alice, [bobs.id]) == [] and cached.get(alice, ["no-such-id"]) == []
-    cached.update(alice, ids[0], content="Alice loves shoyu ramen")
+    cached.update(alice, ids[0], MemoryChange(content="Alice loves shoyu ramen"))
     cached.delete(alice, [ids[1]])
     assert read(cached, alice, ids[:2]) == read(direct, alice, ids[:2]) == {(ids[0], "Alice loves shoyu ramen")}
 
