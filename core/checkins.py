@@ -30,10 +30,10 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, tzinfo
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from core import phrasebook
-from core.background.tasks import BackgroundTasks
+from core.background.tasks import BackgroundTasks, FlatPayload
 from core.clock import Clock
 from core.errors import CompanionError
 from core.llm.client import LLMClient
@@ -62,11 +62,18 @@ from personas.loader import Persona
 
 log = logging.getLogger(__name__)
 
-CHECKIN_JOB = "checkin"
 PLAN_LOOKBACK = timedelta(days=2)  # a plan's check-in is stale by the end of the day after it
 RECENT_MESSAGES = 8  # of the conversation, in the prompt that writes a check-in
 ANSWER_WAIT = timedelta(days=2)  # a sent check-in keeps its conversation open this long for the answer
 DISPATCH_LIMIT = 1000  # check-ins turned into jobs per pass; more wait for the next
+
+
+@dataclass(frozen=True)
+class CheckinJob(FlatPayload):
+    """A planned check-in to write and send."""
+
+    KIND: ClassVar[str] = "checkin"
+    checkin_id: str
 
 
 class RecipientRefusedError(CompanionError):
@@ -151,7 +158,7 @@ class CheckIns:
         self._clock = clock
         self._memory_policy = memory_policy
         self._outboxes: list[Outbox] = []
-        tasks.register(CHECKIN_JOB, self._run)
+        tasks.register(CheckinJob, self._run)
 
     # -- consent -------------------------------------------------------------------------------
 
@@ -300,13 +307,13 @@ class CheckIns:
         return started
 
     def _start(self, checkin: Checkin) -> None:
-        job = self._tasks.submit(CHECKIN_JOB, checkin.scope, {"checkin_id": checkin.id})
+        job = self._tasks.submit(checkin.scope, CheckinJob(checkin.id))
         self.log.carried_by(checkin.id, job.id)  # a second job (a crash before this line) finds it claimed
 
     # -- carrying one out ----------------------------------------------------------------------
 
-    async def _run(self, job: Job) -> None:
-        checkin = self.log.get(job.payload["checkin_id"])
+    async def _run(self, job: Job, carried: CheckinJob) -> None:
+        checkin = self.log.get(carried.checkin_id)
         if checkin is None:
             return  # forgotten meanwhile
         outbox = self._outbox_for(checkin.scope.user_id)

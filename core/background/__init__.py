@@ -1,6 +1,7 @@
 """The background: what happens after the user has the reply. Nothing here is on the reply path.
 
-- `lifecycle.py`: `MemoryLifecycle`, which hands each turn, overflow and review to the jobs below.
+- `lifecycle.py`: `MemoryLifecycle`, which hands each turn, overflow and review to the jobs below (`MonitorJob`,
+  `SummarizeJob`, `ReviewJob`: what each kind of job carries, and its JSON).
 - `tasks.py`: the durable job runner (stored before it runs, retried, then a dead letter); `scheduler.py`: timed passes.
 - The roles: `knowledge_monitor.py` (ops after each turn, `monitor_ops.py` their language),
   `conversation_summarizer.py` (episodes), `memory_reviewer.py` (promote and decay reviews).

@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from core.background.conversation_summarizer import ConversationSummarizer
 from core.background.knowledge_monitor import KnowledgeMonitor, Turn
 from core.background.memory_reviewer import MemoryReviewer
-from core.background.tasks import BackgroundTasks
+from core.background.tasks import BackgroundTasks, FlatPayload
 from core.clock import Clock
 from core.types import StoredTurn
 from knowledge.conversations.history import ConversationHistory
@@ -29,9 +30,52 @@ from personas.loader import Persona
 
 log = logging.getLogger(__name__)
 
-MONITOR_JOB = "monitor"
-SUMMARIZE_JOB = "summarize"
-REVIEW_JOB = "review"
+
+@dataclass(frozen=True)
+class MonitorJob:
+    """A turn for the monitor: its messages' ids, never their text (it reads them when it runs)."""
+
+    KIND: ClassVar[str] = "monitor"
+    conversation_id: str
+    message_id: str  # the user's message ("" in a job that carries the `turn` itself)
+    group: bool
+    reply_id: str | None = None  # the stored reply, once the turn ended with one
+    shown_ids: tuple[str, ...] = ()  # the memories the reply's prompt showed
+    turn: Turn | None = None  # a job written before jobs carried message ids: the turn itself
+
+    def to_json(self) -> dict[str, Any]:
+        if self.turn is not None:
+            return {"turn": asdict(self.turn)}
+        saved = {"conversation_id": self.conversation_id, "message_id": self.message_id, "group": self.group}
+        if self.reply_id is not None:
+            saved |= {"reply_id": self.reply_id, "shown_ids": list(self.shown_ids)}
+        return saved
+
+    @classmethod
+    def from_json(cls, saved: dict[str, Any]) -> MonitorJob:
+        if "turn" in saved:  # JSON made the turn's tuples lists
+            fields: dict[str, Any] = {name: tuple(v) if isinstance(v, list) else v for name, v in saved["turn"].items()}
+            turn = Turn(**fields)
+            return cls(turn.conversation_id, "", turn.group, turn=turn)
+        shown_ids = tuple(saved.get("shown_ids", ()))
+        return cls(saved["conversation_id"], saved["message_id"], saved["group"], saved.get("reply_id"), shown_ids)
+
+
+@dataclass(frozen=True)
+class SummarizeJob(FlatPayload):
+    """A conversation whose messages left the window, to become episodes."""
+
+    KIND: ClassVar[str] = "summarize"
+    conversation_id: str
+
+
+@dataclass(frozen=True)
+class ReviewJob(FlatPayload):
+    """A promote or decay review of one memory."""
+
+    KIND: ClassVar[str] = "review"
+    memory_id: str
+    kind: ReviewKind
 
 
 class MemoryLifecycle:
@@ -71,9 +115,9 @@ class MemoryLifecycle:
         self._clock = clock
         self.idle_timeout = idle_timeout
         self.dead_letter_retention = dead_letter_retention
-        tasks.register(MONITOR_JOB, self._run_monitor)
-        tasks.register(SUMMARIZE_JOB, self._run_summarizer)
-        tasks.register(REVIEW_JOB, self._run_reviewer)
+        tasks.register(MonitorJob, self._run_monitor)
+        tasks.register(SummarizeJob, self._run_summarizer)
+        tasks.register(ReviewJob, self._run_reviewer)
 
     # -- events ------------------------------------------------------------------------------
 
@@ -88,8 +132,8 @@ class MemoryLifecycle:
         """
         if not self.enabled:
             return _ignore_end
-        payload = {"conversation_id": conversation_id, "message_id": message_id, "group": group}
-        job = self.tasks.hold(MONITOR_JOB, scope, payload)
+        held = MonitorJob(conversation_id, message_id, group)
+        job = self.tasks.hold(scope, held)
         ended = False
 
         def end(stored: StoredTurn | None) -> None:
@@ -97,8 +141,8 @@ class MemoryLifecycle:
             if ended:
                 return
             ended = True
-            answered = None if stored is None else {"reply_id": stored.reply_id, "shown_ids": list(stored.shown_ids)}
-            self.tasks.release(job, None if answered is None else {**payload, **answered})
+            answered = None if stored is None else replace(held, reply_id=stored.reply_id, shown_ids=stored.shown_ids)
+            self.tasks.release(job, answered)
             if self._working_memory.archived(scope.persona_id, conversation_id):
                 self.conversation_overflowed(scope, conversation_id)
 
@@ -108,13 +152,13 @@ class MemoryLifecycle:
         """Messages left the window (overflow, `/new`, idle): turn them into episodes."""
         if not self.enabled:
             return
-        self.tasks.submit(SUMMARIZE_JOB, scope, {"conversation_id": conversation_id})
+        self.tasks.submit(scope, SummarizeJob(conversation_id))
 
     def review(self, scope: Scope, memory_id: str, kind: ReviewKind) -> None:
         """Queue a promote or decay review of one memory."""
         if not self.enabled:
             return
-        self.tasks.submit(REVIEW_JOB, scope, {"memory_id": memory_id, "kind": kind})
+        self.tasks.submit(scope, ReviewJob(memory_id, kind))
 
     # -- scheduled passes ----------------------------------------------------------------------
 
@@ -165,54 +209,47 @@ class MemoryLifecycle:
 
     # -- job handlers --------------------------------------------------------------------------
 
-    async def _run_monitor(self, job: Job) -> None:
+    async def _run_monitor(self, job: Job, monitor: MonitorJob) -> None:
         # The turn's messages become searchable history first; catching up is idempotent: a retry costs nothing.
         await self.index_history()
         persona = self._persona(job.scope.persona_id)
-        turn = await asyncio.to_thread(self._turn_of, persona, job.payload)
+        turn = await asyncio.to_thread(self._turn_of, persona, monitor)
         if turn is None:
             return  # the message is gone (forgotten or deleted) or was never stored: nothing to learn
         report = await self._monitor.review_turn(persona, job.scope, turn, self.tasks.checkpoint(job))
         for memory_id, kind in report.reviews:
             self.review(job.scope, memory_id, kind)
 
-    def _turn_of(self, persona: Persona, payload: dict[str, Any]) -> Turn | None:
+    def _turn_of(self, persona: Persona, monitor: MonitorJob) -> Turn | None:
         """The turn a monitor job names, as its messages read now."""
-        if "turn" in payload:  # a job written before jobs carried message ids (JSON made its tuples lists)
-            fields = payload["turn"].items()
-            return Turn(**{name: tuple(value) if isinstance(value, list) else value for name, value in fields})
-        ids = [payload["message_id"], *([payload["reply_id"]] if payload.get("reply_id") else [])]
+        if monitor.turn is not None:
+            return monitor.turn
+        ids = [monitor.message_id, *([monitor.reply_id] if monitor.reply_id else [])]
         found = {message.id: message for message in self._working_memory.log.get(ids)}
-        said = found.get(payload["message_id"])
+        said = found.get(monitor.message_id)
         if said is None:
             return None
-        reply = found.get(payload.get("reply_id") or "")
+        reply = found.get(monitor.reply_id or "")
         return Turn(
             user_text=said.content,
             reply_text=None if reply is None else reply.content,
             speaker_name=said.speaker_name,
             persona_name=persona.name,
             user_title=persona.title_for(said.speaker_name),
-            shown_ids=tuple(payload.get("shown_ids", ())),
+            shown_ids=monitor.shown_ids,
             conversation_id=said.conversation_id,
             message_ids=tuple(found),
-            group=payload["group"],
+            group=monitor.group,
             sent_at=said.sent_at.isoformat(),
         )
 
-    async def _run_summarizer(self, job: Job) -> None:
-        await self._summarizer.summarize(
-            self._persona(job.scope.persona_id), job.payload["conversation_id"], self.tasks.checkpoint(job)
-        )
+    async def _run_summarizer(self, job: Job, summarize: SummarizeJob) -> None:
+        persona = self._persona(job.scope.persona_id)
+        await self._summarizer.summarize(persona, summarize.conversation_id, self.tasks.checkpoint(job))
 
-    async def _run_reviewer(self, job: Job) -> None:
-        await self._reviewer.review(
-            self._persona(job.scope.persona_id),
-            job.scope,
-            job.payload["memory_id"],
-            job.payload["kind"],
-            self.tasks.checkpoint(job),
-        )
+    async def _run_reviewer(self, job: Job, review: ReviewJob) -> None:
+        persona = self._persona(job.scope.persona_id)
+        await self._reviewer.review(persona, job.scope, review.memory_id, review.kind, self.tasks.checkpoint(job))
 
 
 TurnEnd = Callable[[StoredTurn | None], None]  # told once how a turn ended: what it stored, or None

@@ -19,11 +19,12 @@ while it runs is run again from what the forget left of it, instead of writing b
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar, Protocol, Self, TypeVar
 
 from core.background.checkpoint import Checkpoint, CrashPoint, no_crash
 from core.clock import Clock
@@ -35,8 +36,37 @@ from knowledge.sql.cluster import ClusterLocks, SingleProcess
 
 log = logging.getLogger(__name__)
 
-JobHandler = Callable[[Job], Awaitable[None]]
 DEFAULT_BACKOFF = (2.0, 15.0, 60.0)  # seconds before the 2nd, 3rd and 4th attempt
+
+
+class JobPayload(Protocol):
+    """What one kind of job carries (ids, not text, where it can), stored as JSON with the job under `KIND`."""
+
+    KIND: ClassVar[str]
+
+    def to_json(self) -> dict[str, Any]: ...
+
+    @classmethod
+    def from_json(cls, saved: dict[str, Any]) -> Self:
+        """The payload `to_json` stored, in any form a version of it has stored."""
+        ...
+
+
+class FlatPayload:
+    """A dataclass payload of plain JSON values (ids, flags), stored as an object of its fields."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, saved: dict[str, Any]) -> Self:
+        return cls(**saved)
+
+
+P = TypeVar("P", bound=JobPayload)
+JobHandler = Callable[[Job], Awaitable[None]]
 
 
 class BackgroundTasks:
@@ -71,28 +101,34 @@ class BackgroundTasks:
     def max_attempts(self) -> int:
         return len(self._backoff) + 1
 
-    def register(self, kind: str, handler: JobHandler) -> None:
-        """Say which coroutine runs jobs of `kind`."""
-        self._handlers[kind] = handler
+    def register(self, payload: type[P], handler: Callable[[Job, P], Awaitable[None]]) -> None:
+        """Say which coroutine runs the jobs that carry `payload`; it is handed the job and its payload."""
 
-    def submit(self, kind: str, scope: Scope, payload: dict[str, Any]) -> Job:
+        async def run(job: Job) -> None:
+            await handler(job, payload.from_json(job.payload))
+
+        self._handlers[payload.KIND] = run
+
+    def submit(self, scope: Scope, payload: JobPayload) -> Job:
         """Store a job and start it in the background; returns at once."""
-        if kind not in self._handlers:
-            raise ValueError(f"no handler registered for {kind!r} jobs")
-        job = self._jobs.enqueue(kind, scope, payload, at=self._clock.now())
+        job = self._jobs.enqueue(self._known(payload), scope, payload.to_json(), at=self._clock.now())
         self._schedule(scope)
         return job
 
-    def hold(self, kind: str, scope: Scope, payload: dict[str, Any]) -> Job:
+    def hold(self, scope: Scope, payload: JobPayload) -> Job:
         """Store a job that must not start yet; `release` starts it. Returns at once."""
-        if kind not in self._handlers:
-            raise ValueError(f"no handler registered for {kind!r} jobs")
-        return self._jobs.enqueue(kind, scope, payload, at=self._clock.now(), held_by=self._cluster.worker_id)
+        kind = self._known(payload)
+        return self._jobs.enqueue(kind, scope, payload.to_json(), at=self._clock.now(), held_by=self._cluster.worker_id)
 
-    def release(self, job: Job, payload: dict[str, Any] | None = None) -> None:
+    def release(self, job: Job, payload: JobPayload | None = None) -> None:
         """Start a held job, with the payload it learned while held, if any."""
-        self._jobs.release(job.id, payload)
+        self._jobs.release(job.id, None if payload is None else payload.to_json())
         self._schedule(job.scope)
+
+    def _known(self, payload: JobPayload) -> str:
+        if payload.KIND not in self._handlers:
+            raise ValueError(f"no handler registered for {payload.KIND!r} jobs")
+        return payload.KIND
 
     def checkpoint(self, job: Job) -> Checkpoint:
         """What earlier runs of `job` saved; what this run puts in it is saved with the job at once."""

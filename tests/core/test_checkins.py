@@ -14,7 +14,7 @@ import pytest
 from bot.app import App, build_app
 from bot.config import CheckinSettings, Settings
 from core import phrasebook
-from core.checkins import CHECKIN_JOB, RecipientRefusedError
+from core.checkins import CheckinJob, RecipientRefusedError
 from core.types import IncomingMessage
 from knowledge.records import Scope
 from knowledge.search.embedding import Embedder
@@ -133,7 +133,7 @@ async def test_nothing_due_means_no_model_call_and_no_job(
     await pass_time(app, clock, local(6, 12), step=timedelta(hours=2))
     assert outbox.sent == []
     assert len(fake_openai.requests_for("chat-model")) == chat_calls
-    assert not [job for job in app.journal.jobs.pending_jobs() if job.kind == CHECKIN_JOB]
+    assert not [job for job in app.journal.jobs.pending_jobs() if job.kind == CheckinJob.KIND]
 
 
 async def test_none_without_consent_and_off_cancels_what_is_planned_at_once(
@@ -227,7 +227,7 @@ async def test_a_checkin_the_model_cannot_write_fails_visibly_instead_of_waiting
     assert outbox.sent == []
     [failed] = app.journal.checkins.listing(since=local(5, 0))
     assert failed.state == "failed" and "could not be written" in failed.note
-    assert [letter.kind for letter in app.journal.jobs.dead_letters(ALICE)] == [CHECKIN_JOB]
+    assert [letter.kind for letter in app.journal.jobs.dead_letters(ALICE)] == [CheckinJob.KIND]
 
 
 async def test_a_kept_date_comes_on_its_day_every_year_in_the_users_daytime(

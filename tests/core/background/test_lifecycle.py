@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
+
+import pytest
 
 from bot.app import App, build_app
 from bot.config import Settings
 from core.background.knowledge_monitor import Turn
-from core.background.lifecycle import MONITOR_JOB, REVIEW_JOB, SUMMARIZE_JOB
+from core.background.lifecycle import MonitorJob, ReviewJob, SummarizeJob
 from core.types import StoredTurn
 from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.records import Scope
@@ -52,12 +55,12 @@ async def test_a_started_turn_writes_its_monitor_job_at_once_and_holds_it_until_
 ) -> None:
     end = app.lifecycle.turn_started(alice, "dm:cli:alice", "msg_1", group=False)
     held = {"conversation_id": "dm:cli:alice", "message_id": "msg_1", "group": False}  # ids, never text
-    assert pending(app) == [(MONITOR_JOB, alice, held)]
+    assert pending(app) == [(MonitorJob.KIND, alice, held)]
     await app.companion.tasks.drain()
-    assert pending(app) == [(MONITOR_JOB, alice, held)]  # not started while the turn goes on
+    assert pending(app) == [(MonitorJob.KIND, alice, held)]  # not started while the turn goes on
 
     end(StoredTurn(message_id="msg_1", reply_id="msg_2", reply_text="What is its name?", shown_ids=("mem_1",)))
-    assert pending(app) == [(MONITOR_JOB, alice, {**held, "reply_id": "msg_2", "shown_ids": ["mem_1"]})]
+    assert pending(app) == [(MonitorJob.KIND, alice, {**held, "reply_id": "msg_2", "shown_ids": ["mem_1"]})]
     await app.companion.tasks.drain()
     assert pending(app) == []
 
@@ -67,16 +70,44 @@ async def test_a_turn_whose_conversation_overflowed_also_queues_a_summary_reply_
     say(app, alice, "hello")
     app.working_memory.close_window(alice.persona_id, "dm:cli:alice")  # as an overflow leaves it: archived
     end(None)
-    assert [kind for kind, _, _ in pending(app)] == [MONITOR_JOB, SUMMARIZE_JOB]
-    assert pending(app)[1] == (SUMMARIZE_JOB, alice, {"conversation_id": "dm:cli:alice"})
+    assert [kind for kind, _, _ in pending(app)] == [MonitorJob.KIND, SummarizeJob.KIND]
+    assert pending(app)[1] == (SummarizeJob.KIND, alice, {"conversation_id": "dm:cli:alice"})
     await app.companion.tasks.drain()
+
+
+@pytest.mark.parametrize(
+    ("payload", "stored"),
+    [
+        (
+            MonitorJob("dm:cli:alice", "msg_1", False),
+            {"conversation_id": "dm:cli:alice", "message_id": "msg_1", "group": False},
+        ),
+        (
+            MonitorJob("g:1", "msg_1", True, "msg_2", ("mem_1",)),
+            {
+                "conversation_id": "g:1",
+                "message_id": "msg_1",
+                "group": True,
+                "reply_id": "msg_2",
+                "shown_ids": ["mem_1"],
+            },
+        ),
+        (SummarizeJob("dm:cli:alice"), {"conversation_id": "dm:cli:alice"}),
+        (ReviewJob("mem_1", "decay"), {"memory_id": "mem_1", "kind": "decay"}),
+    ],
+)
+def test_each_job_kind_is_stored_as_jobs_always_were_and_read_back(
+    payload: MonitorJob | SummarizeJob | ReviewJob, stored: dict[str, object]
+) -> None:
+    assert payload.to_json() == stored
+    assert type(payload).from_json(json.loads(json.dumps(stored))) == payload
 
 
 async def test_a_monitor_job_written_before_jobs_carried_message_ids_still_runs(
     app: App, fake_openai: FakeOpenAIServer, alice: Scope
 ) -> None:
     fake_openai.set_default("monitor-model", "[SKIP]")
-    app.journal.jobs.enqueue(MONITOR_JOB, alice, {"turn": asdict(turn())}, at=app.companion.clock.now())
+    app.journal.jobs.enqueue(MonitorJob.KIND, alice, {"turn": asdict(turn())}, at=app.companion.clock.now())
     app.companion.tasks.resume()
     await app.companion.tasks.drain()
     [request] = fake_openai.requests_for("monitor-model")
@@ -138,5 +169,5 @@ async def test_with_the_background_off_no_event_becomes_a_job(
 
 async def test_review_requests_are_jobs_with_the_memory_and_the_kind(app: App, alice: Scope) -> None:
     app.lifecycle.review(alice, "mem_1", "promote")
-    assert pending(app) == [(REVIEW_JOB, alice, {"memory_id": "mem_1", "kind": "promote"})]
+    assert pending(app) == [(ReviewJob.KIND, alice, {"memory_id": "mem_1", "kind": "promote"})]
     await app.companion.tasks.drain()  # the memory is gone: the review ends without a model call

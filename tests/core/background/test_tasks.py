@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
-from core.background.tasks import BackgroundTasks
+from core.background.tasks import BackgroundTasks, FlatPayload
 from knowledge.forget.fence import ForgetFence
 from knowledge.forget.target import REDACTED, ForgetTarget
 from knowledge.journal.job_queue import Job
@@ -21,6 +23,15 @@ def journal(tmp_path: Path) -> Journal:
     return Journal(tmp_path / "journal.sqlite3")
 
 
+@dataclass(frozen=True)
+class Work(FlatPayload):
+    """A test job: a number to record, or a text to learn."""
+
+    KIND: ClassVar[str] = "work"
+    n: int = 0
+    text: str = ""
+
+
 def runner(journal: Journal, clock: FakeClock, **options: object) -> BackgroundTasks:
     return BackgroundTasks(journal.jobs, clock, backoff=options.pop("backoff", (0, 0)), **options)  # type: ignore[arg-type]
 
@@ -28,15 +39,15 @@ def runner(journal: Journal, clock: FakeClock, **options: object) -> BackgroundT
 async def test_jobs_of_one_scope_run_one_at_a_time_in_order(journal: Journal, clock: FakeClock, alice: Scope) -> None:
     events: list[str] = []
 
-    async def slow(job: Job) -> None:
-        events.append(f"start {job.payload['n']}")
+    async def slow(job: Job, work: Work) -> None:
+        events.append(f"start {work.n}")
         await asyncio.sleep(0.01)
-        events.append(f"end {job.payload['n']}")
+        events.append(f"end {work.n}")
 
     tasks = runner(journal, clock)
-    tasks.register("work", slow)
+    tasks.register(Work, slow)
     for n in range(3):
-        tasks.submit("work", alice, {"n": n})
+        tasks.submit(alice, Work(n))
     await tasks.drain()
     assert events == ["start 0", "end 0", "start 1", "end 1", "start 2", "end 2"]
     assert journal.jobs.pending_jobs() == []
@@ -46,16 +57,16 @@ async def test_different_scopes_run_side_by_side(journal: Journal, clock: FakeCl
     both_running = asyncio.Event()
     running: set[str] = set()
 
-    async def meet(job: Job) -> None:
+    async def meet(job: Job, work: Work) -> None:
         running.add(job.scope.user_id)
         if len(running) == 2:
             both_running.set()
         await asyncio.wait_for(both_running.wait(), timeout=2)
 
     tasks = runner(journal, clock)
-    tasks.register("work", meet)
-    tasks.submit("work", alice, {})
-    tasks.submit("work", bob, {})
+    tasks.register(Work, meet)
+    tasks.submit(alice, Work())
+    tasks.submit(bob, Work())
     await tasks.drain()
     assert both_running.is_set()
 
@@ -63,32 +74,32 @@ async def test_different_scopes_run_side_by_side(journal: Journal, clock: FakeCl
 async def test_a_failing_job_is_retried_then_dead_lettered(journal: Journal, clock: FakeClock, alice: Scope) -> None:
     calls: list[int] = []
 
-    async def broken(job: Job) -> None:
+    async def broken(job: Job, work: Work) -> None:
         calls.append(1)
         raise RuntimeError("model said nonsense")
 
     tasks = runner(journal, clock, backoff=(0, 0))
-    tasks.register("work", broken)
-    tasks.submit("work", alice, {"turn": "hello"})
+    tasks.register(Work, broken)
+    tasks.submit(alice, Work(text="hello"))
     await tasks.drain()
     assert len(calls) == 3
     [letter] = journal.jobs.dead_letters(alice)
     assert letter.kind == "work" and "model said nonsense" in letter.error
-    assert letter.payload["turn"] == "hello"
+    assert letter.payload["text"] == "hello"
     assert journal.jobs.pending_jobs() == []
 
 
 async def test_a_job_that_fails_once_succeeds_on_retry(journal: Journal, clock: FakeClock, alice: Scope) -> None:
     outcomes = iter([RuntimeError("flaky"), None])
 
-    async def flaky(job: Job) -> None:
+    async def flaky(job: Job, work: Work) -> None:
         error = next(outcomes)
         if error:
             raise error
 
     tasks = runner(journal, clock)
-    tasks.register("work", flaky)
-    tasks.submit("work", alice, {})
+    tasks.register(Work, flaky)
+    tasks.submit(alice, Work())
     await tasks.drain()
     assert journal.jobs.dead_letters() == [] and journal.jobs.pending_jobs() == []
 
@@ -96,19 +107,19 @@ async def test_a_job_that_fails_once_succeeds_on_retry(journal: Journal, clock: 
 async def test_pending_jobs_run_after_a_restart_exactly_once(tmp_path: Path, clock: FakeClock, alice: Scope) -> None:
     path = tmp_path / "journal.sqlite3"
     first = Journal(path)
-    first.jobs.enqueue("work", alice, {"n": 1}, at=clock.now())
-    done = first.jobs.enqueue("work", alice, {"n": 2}, at=clock.now())
+    first.jobs.enqueue("work", alice, Work(1).to_json(), at=clock.now())
+    done = first.jobs.enqueue("work", alice, Work(2).to_json(), at=clock.now())
     first.jobs.complete(done.id)
     first.close()
 
     ran: list[int] = []
 
-    async def record(job: Job) -> None:
-        ran.append(job.payload["n"])
+    async def record(job: Job, work: Work) -> None:
+        ran.append(work.n)
 
     journal = Journal(path)
     tasks = runner(journal, clock)
-    tasks.register("work", record)
+    tasks.register(Work, record)
     assert tasks.resume() == 1
     await tasks.drain()
     assert tasks.resume() == 0
@@ -117,12 +128,12 @@ async def test_pending_jobs_run_after_a_restart_exactly_once(tmp_path: Path, clo
 
 
 async def test_closing_leaves_unfinished_work_pending(journal: Journal, clock: FakeClock, alice: Scope) -> None:
-    async def forever(job: Job) -> None:
+    async def forever(job: Job, work: Work) -> None:
         await asyncio.sleep(3600)
 
     tasks = runner(journal, clock)
-    tasks.register("work", forever)
-    job = tasks.submit("work", alice, {})
+    tasks.register(Work, forever)
+    job = tasks.submit(alice, Work())
     await asyncio.sleep(0)
     await tasks.aclose(grace=0.05)
     assert [pending.id for pending in journal.jobs.pending_jobs()] == [job.id]
@@ -133,15 +144,15 @@ async def test_queued_jobs_a_forget_erased_do_not_run(
 ) -> None:
     ran: list[str] = []
 
-    async def record(job: Job) -> None:
+    async def record(job: Job, work: Work) -> None:
         await asyncio.sleep(0.01)
-        ran.append(f"{job.scope.user_id} {job.payload['n']}")
+        ran.append(f"{job.scope.user_id} {work.n}")
 
     tasks = runner(journal, clock)
-    tasks.register("work", record)
+    tasks.register(Work, record)
     for n in range(3):
-        tasks.submit("work", alice, {"n": n})
-        tasks.submit("work", bob, {"n": n})
+        tasks.submit(alice, Work(n))
+        tasks.submit(bob, Work(n))
     await asyncio.sleep(0)  # each scope's first job is running
     journal.jobs.forget(alice)  # as `/forget` does
     await tasks.drain()
@@ -151,7 +162,7 @@ async def test_queued_jobs_a_forget_erased_do_not_run(
 
 def test_unknown_job_kinds_are_refused(journal: Journal, clock: FakeClock, alice: Scope) -> None:
     with pytest.raises(ValueError, match="no handler"):
-        runner(journal, clock).submit("mystery", alice, {})
+        runner(journal, clock).submit(alice, Work())
 
 
 async def test_a_job_whose_scope_is_forgotten_while_it_runs_writes_nothing_it_read_before(
@@ -161,8 +172,8 @@ async def test_a_job_whose_scope_is_forgotten_while_it_runs_writes_nothing_it_re
     started, release = asyncio.Event(), asyncio.Event()
     seen: list[str] = []
 
-    async def learn(job: Job) -> None:
-        seen.append(job.payload["text"])
+    async def learn(job: Job, work: Work) -> None:
+        seen.append(work.text)
         started.set()
         await release.wait()  # the forced race: the forget lands exactly here
         await asyncio.to_thread(
@@ -172,13 +183,13 @@ async def test_a_job_whose_scope_is_forgotten_while_it_runs_writes_nothing_it_re
             action="add",
             actor="background_ai",
             old_content=None,
-            new_content=job.payload["text"],
+            new_content=work.text,
             at=clock.now(),
         )
 
     tasks = BackgroundTasks(journal.jobs, clock, backoff=(0, 0), fence=fence)
-    tasks.register("learn", learn)
-    tasks.submit("learn", alice, {"text": "my PIN is 4471"})
+    tasks.register(Work, learn)
+    tasks.submit(alice, Work(text="my PIN is 4471"))
     await started.wait()
     with fence.forgetting(alice):
         journal.erase(alice, set(), ForgetTarget.of_phrase("my PIN 4471"))
