@@ -33,6 +33,7 @@ from datetime import datetime, timedelta, tzinfo
 from typing import ClassVar, Protocol
 
 from core import phrasebook
+from core.background.checkpoint import Stage
 from core.background.tasks import BackgroundTasks, FlatPayload
 from core.clock import Clock
 from core.errors import CompanionError
@@ -327,7 +328,7 @@ class CheckIns:
         elif checkin.job_id != job.id or checkin.state not in ("writing", "sending"):
             return  # done, cancelled, or carried out by another job
         progress = self._tasks.checkpoint(job)
-        text = progress.get("text")
+        text = progress.get(Stage.CHECKIN_TEXT)
         note = "sent before a restart; delivery not confirmed"  # found `sending`: it may have gone out
         if checkin.state == "writing":
             if outbox is None:
@@ -338,7 +339,7 @@ class CheckIns:
                 if text is None:
                     self.log.end(checkin.id, "dropped", "its memory is gone", self._clock.now())
                     return
-                progress.put("text", text)
+                progress.put(Stage.CHECKIN_TEXT, text)
                 progress.reached("checkin: written, not sent")
             self.log.sending(checkin.id)
             progress.reached("checkin: about to send")

@@ -13,6 +13,7 @@ the job runner a hook that raises at a named point, which is what a kill at that
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Any
 
 CrashPoint = Callable[[str], None]  # told the name of each point between two writes of a job
@@ -22,8 +23,18 @@ def no_crash(point: str) -> None:
     """The product's crash-point hook: every point passes."""
 
 
+class Stage(StrEnum):
+    """A step of a job whose decision the job's checkpoint keeps, under the same name as ever."""
+
+    EXPLICIT = "explicit"  # the monitor: what the user's own "remember …" writes
+    MODEL = "model"  # the monitor: the model's ops, checked and planned
+    VERDICT = "verdict"  # a review: the model's verdict and its writes
+    CHECKIN_TEXT = "text"  # a check-in: the message, written before it is sent
+
+
 class Checkpoint:
-    """One job's saved progress: named values, each saved durably the moment it is put."""
+    """One job's saved progress: what each stage decided and how many of its writes are applied, each saved
+    durably the moment it is put."""
 
     def __init__(
         self,
@@ -37,12 +48,23 @@ class Checkpoint:
         self._save = save
         self._crash_point = crash_point
 
-    def get(self, name: str) -> Any | None:
-        """What a run of this job saved under `name`, if any."""
-        return self._values.get(name)
+    def get(self, stage: Stage) -> Any | None:
+        """What a run of this job decided at `stage`, if it got there."""
+        return self._values.get(stage)
 
-    def put(self, name: str, value: Any) -> None:
-        """Save `value` under `name` (JSON-serialisable), durably before returning."""
+    def put(self, stage: Stage, value: Any) -> None:
+        """Save what this run decided at `stage` (JSON-serialisable), durably before returning."""
+        self._save_value(stage, value)
+
+    def applied(self, stage: Stage) -> int:
+        """How many of the writes planned at `stage` a run of this job applied."""
+        return int(self._values.get(f"{stage}:applied", 0))
+
+    def count_applied(self, stage: Stage, count: int) -> None:
+        """Save that `count` of the writes planned at `stage` are applied, durably before returning."""
+        self._save_value(f"{stage}:applied", count)
+
+    def _save_value(self, name: str, value: Any) -> None:
         self._values[name] = value
         if self._save is not None:
             self._save(self._values)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeAlias
 
-from core.background.checkpoint import Checkpoint
+from core.background.checkpoint import Checkpoint, Stage
 from knowledge.journal.change_log import ChangeLog, LoggedChange
 from knowledge.memory.store import KnowledgeBase
 from knowledge.records import Category, MemoryChange, Scope, Source
@@ -69,13 +69,12 @@ class MemoryWriter:
         self._knowledge = knowledge
         self._changes = changes
 
-    def apply(self, scope: Scope, effects: Sequence[Effect], checkpoint: Checkpoint, *, stage: str) -> None:
+    def apply(self, scope: Scope, effects: Sequence[Effect], checkpoint: Checkpoint, *, stage: Stage) -> None:
         """Apply the effects of `stage` that no earlier run of the job finished (sync: run in a worker thread)."""
-        counter = f"{stage}:applied"
-        for index in range(checkpoint.get(counter) or 0, len(effects)):
+        for index in range(checkpoint.applied(stage), len(effects)):
             self._apply(scope, effects[index])
             checkpoint.reached(f"{stage}: effect {index + 1} of {len(effects)} written")
-            checkpoint.put(counter, index + 1)
+            checkpoint.count_applied(stage, index + 1)
 
     def _apply(self, scope: Scope, effect: Effect) -> None:
         match effect:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from core.background.checkpoint import Checkpoint
+from core.background.checkpoint import Checkpoint, Stage
 from core.background.effects import (
     AddMemory,
     ChangeMemory,
@@ -389,9 +389,9 @@ class KnowledgeMonitor:
         audience = await asyncio.to_thread(self._audience, scope, turn)
         request = explicit_request(turn.user_text)
         explicit = await self._stage(
-            checkpoint, "explicit", lambda: self._plan_explicit(scope, turn, request, policy, audience)
+            checkpoint, Stage.EXPLICIT, lambda: self._plan_explicit(scope, turn, request, policy, audience)
         )
-        await asyncio.to_thread(self._writer.apply, scope, explicit.effects, checkpoint, stage="explicit")
+        await asyncio.to_thread(self._writer.apply, scope, explicit.effects, checkpoint, stage=Stage.EXPLICIT)
         explicit.report_to(report)
         forgetting = request is not None and request.kind == "forget"
         forgotten = NOTHING
@@ -411,14 +411,14 @@ class KnowledgeMonitor:
             checkpoint.reached("explicit-last: the request's messages forgotten")
         return report
 
-    async def _stage(self, checkpoint: Checkpoint, name: str, plan: Callable[[], _Plan]) -> _Plan:
-        """The plan an earlier run saved for stage `name`, or a new one, saved before it is applied."""
-        saved = checkpoint.get(name)
+    async def _stage(self, checkpoint: Checkpoint, stage: Stage, plan: Callable[[], _Plan]) -> _Plan:
+        """The plan an earlier run saved for `stage`, or a new one, saved before it is applied."""
+        saved = checkpoint.get(stage)
         if saved is not None:
             return _Plan.from_json(saved)
         planned = await asyncio.to_thread(plan)
-        checkpoint.put(name, planned.to_json())
-        checkpoint.reached(f"{name}: planned")
+        checkpoint.put(stage, planned.to_json())
+        checkpoint.reached(f"{stage}: planned")
         return planned
 
     async def _review_with_model(
@@ -433,7 +433,7 @@ class KnowledgeMonitor:
         checkpoint: Checkpoint,
         report: MonitorReport,
     ) -> None:
-        saved = checkpoint.get("model")
+        saved = checkpoint.get(Stage.MODEL)
         if saved is None:
             shown = await asyncio.to_thread(self._shown, scope, turn, audience)
             turn_time = self._turn_time(scope, turn)
@@ -456,7 +456,7 @@ class KnowledgeMonitor:
                 )
                 await asyncio.to_thread(self._plan_all, state, [op for op in parsed.ops if not isinstance(op, Skip)])
                 saved = state.plan.to_json()
-            checkpoint.put("model", saved)
+            checkpoint.put(Stage.MODEL, saved)
             checkpoint.reached("model: planned")
         if "unreadable" in saved:
             report.dead_letter = self._dead_letters.dead_letter(
@@ -469,7 +469,7 @@ class KnowledgeMonitor:
             )
             return
         plan = _Plan.from_json(saved)
-        await asyncio.to_thread(self._writer.apply, scope, plan.effects, checkpoint, stage="model")
+        await asyncio.to_thread(self._writer.apply, scope, plan.effects, checkpoint, stage=Stage.MODEL)
         plan.report_to(report)
 
     def _shown(self, scope: Scope, turn: Turn, audience: Audience) -> list[MemoryRecord]:

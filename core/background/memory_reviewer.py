@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from core.background.checkpoint import Checkpoint
+from core.background.checkpoint import Checkpoint, Stage
 from core.background.effects import ChangeMemory, DeleteMemory, Effect, MemoryWriter, effects_from_json, effects_to_json
 from core.clock import Clock
 from core.llm.client import LLMClient, count_message_tokens, count_tokens
@@ -134,7 +134,7 @@ class MemoryReviewer:
     ) -> ReviewDecision:
         """Run one review of a memory waiting for it, and apply its verdict."""
         checkpoint = checkpoint or Checkpoint()
-        saved = checkpoint.get("verdict")
+        saved = checkpoint.get(Stage.VERDICT)
         if saved is None:
             found = await asyncio.to_thread(self._knowledge.get, scope, [memory_id])
             if not found:
@@ -147,11 +147,11 @@ class MemoryReviewer:
             decision = await self._deliberate(persona, scope, record, related, kind)
             effects = self._effects(record, decision, self._policy_for(persona.id))
             saved = {"decision": asdict(decision), "effects": effects_to_json(effects)}
-            checkpoint.put("verdict", saved)
+            checkpoint.put(Stage.VERDICT, saved)
             checkpoint.reached("review: verdict saved")
         decision = ReviewDecision(**saved["decision"])
         await asyncio.to_thread(
-            self._writer.apply, scope, effects_from_json(saved["effects"]), checkpoint, stage="verdict"
+            self._writer.apply, scope, effects_from_json(saved["effects"]), checkpoint, stage=Stage.VERDICT
         )
         return decision
 
