@@ -14,6 +14,7 @@ from pathlib import Path
 
 from knowledge.records import Scope, StoredMessage
 from knowledge.sql.database import Database, iso, opened
+from knowledge.sql.rows import Row
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -181,5 +182,7 @@ def _key(scope: Scope) -> tuple[str, str]:
 _COLUMNS = "id, persona_id, conversation_id, user_id, role, speaker_name, content, sent_at, in_group"
 
 
-def _message(row: tuple[object, ...]) -> StoredMessage:
-    return StoredMessage(*row[:7], sent_at=datetime.fromisoformat(str(row[7])), in_group=bool(row[8]))  # type: ignore[arg-type]
+def _message(row: Row) -> StoredMessage:
+    return StoredMessage(
+        **{**row, "sent_at": datetime.fromisoformat(row["sent_at"]), "in_group": bool(row["in_group"])}
+    )

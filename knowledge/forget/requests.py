@@ -52,9 +52,9 @@ class ForgetRequests:
                 "SELECT persona_id, user_id, what, asked_at FROM forget_requests WHERE key = ?", (key,)
             ).fetchone()
             db.execute("DELETE FROM forget_requests WHERE key = ?", (key,))
-        if row is None or row[3] < iso(now - REQUEST_TTL):
+        if row is None or row["asked_at"] < iso(now - REQUEST_TTL):
             return None
-        return Scope(row[0], row[1]), row[2]
+        return Scope(row["persona_id"], row["user_id"]), row["what"]
 
     def forget(self, scope: Scope) -> int:
         """Delete the scope's open questions; returns how many."""

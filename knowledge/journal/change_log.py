@@ -17,6 +17,7 @@ from knowledge.forget.fence import fenced_write
 from knowledge.forget.target import ForgetTarget
 from knowledge.records import Scope
 from knowledge.sql.database import Database, iso
+from knowledge.sql.rows import Row
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS memory_history (
@@ -46,6 +47,10 @@ class LoggedChange:
     new_content: str | None
     detail: str
     at: datetime
+
+
+def _logged(row: Row) -> LoggedChange:
+    return LoggedChange(**{**row, "at": datetime.fromisoformat(row["at"])})
 
 
 class ChangeLog:
@@ -118,7 +123,7 @@ class ChangeLog:
             sql += " AND memory_id = ?"
             params.append(memory_id)
         rows = self._db.query(sql + " ORDER BY seq", params)
-        return [LoggedChange(*row[:6], at=datetime.fromisoformat(row[6])) for row in rows]
+        return [_logged(row) for row in rows]
 
     def scrub(self, scope: Scope, memory_ids: Collection[str], target: ForgetTarget) -> int:
         """Erase the content of the scope's rows about these memories or matching `target`; returns how many.

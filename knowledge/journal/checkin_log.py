@@ -16,13 +16,14 @@ No text is kept here: the message itself is stored in the conversation once sent
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
 from knowledge.records import Scope
 from knowledge.sql.database import Database, iso, scope_conditions
+from knowledge.sql.rows import Row
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS checkin_contacts (
@@ -126,33 +127,32 @@ def _moment(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
 
 
-def _checkin(row: Sequence[object]) -> Checkin:
+def _checkin(row: Row) -> Checkin:
     return Checkin(
-        id=str(row[0]),
-        scope=Scope(str(row[1]), str(row[2])),
-        rule=str(row[3]),
-        memory_id=None if row[4] is None else str(row[4]),
-        occasion=datetime.fromisoformat(str(row[5])),
-        conversation_id=str(row[6]),
-        due_at=datetime.fromisoformat(str(row[7])),
-        stale_at=datetime.fromisoformat(str(row[8])),
-        state=row[9],  # type: ignore[arg-type]
-        job_id=None if row[10] is None else str(row[10]),
-        planned_at=_moment(row[11]),  # type: ignore[arg-type]
-        done_at=_moment(row[12]),  # type: ignore[arg-type]
-        message_id=None if row[13] is None else str(row[13]),
-        note=str(row[14]),
+        id=row["id"],
+        scope=Scope(row["persona_id"], row["user_id"]),
+        rule=row["rule"],
+        memory_id=row["memory_id"],
+        occasion=datetime.fromisoformat(row["occasion"]),
+        conversation_id=row["conversation_id"],
+        due_at=datetime.fromisoformat(row["due_at"]),
+        stale_at=datetime.fromisoformat(row["stale_at"]),
+        state=row["state"],
+        job_id=row["job_id"],
+        planned_at=_moment(row["planned_at"]),
+        done_at=_moment(row["done_at"]),
+        message_id=row["message_id"],
+        note=row["note"],
     )
 
 
-def _contact(row: Sequence[object]) -> Contact:
-    persona_id, user_id, conversation_id, last_user_at, unanswered, off_reason = row
+def _contact(row: Row) -> Contact:
     return Contact(
-        Scope(str(persona_id), str(user_id)),
-        str(conversation_id),
-        datetime.fromisoformat(str(last_user_at)),
-        int(unanswered),  # type: ignore[call-overload]
-        str(off_reason),
+        scope=Scope(row["persona_id"], row["user_id"]),
+        conversation_id=row["conversation_id"],
+        last_user_at=datetime.fromisoformat(row["last_user_at"]),
+        unanswered=int(row["unanswered"]),
+        off_reason=row["off_reason"],
     )
 
 

@@ -29,6 +29,7 @@ from knowledge.forget.fence import fenced_write
 from knowledge.forget.target import ForgetTarget
 from knowledge.records import Scope
 from knowledge.sql.database import Database, Transaction, iso
+from knowledge.sql.rows import Row
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS dead_letters (
@@ -92,6 +93,16 @@ class Job:
 def new_letter_id() -> str:
     """A fresh dead-letter id, `dl_<hex>`."""
     return f"dl_{uuid.uuid4().hex[:12]}"
+
+
+def _job(row: Row) -> Job:
+    payload, not_before = json.loads(row["payload"]), datetime.fromisoformat(row["not_before"])
+    return Job(row["id"], row["kind"], Scope(row["persona_id"], row["user_id"]), payload, row["attempts"], not_before)
+
+
+def _dead_letter(row: Row) -> DeadLetter:
+    payload, at = json.loads(row["payload"]), datetime.fromisoformat(row["at"])
+    return DeadLetter(row["id"], row["kind"], Scope(row["persona_id"], row["user_id"]), payload, row["error"], at)
 
 
 def _insert_dead_letter(db: Transaction, letter: DeadLetter) -> None:
@@ -189,10 +200,7 @@ class JobQueue:
             f" WHERE state = 'pending' {condition} ORDER BY seq{'' if limit is None else f' LIMIT {int(limit)}'}",
             params,
         )
-        return [
-            Job(row[0], row[1], Scope(row[2], row[3]), json.loads(row[4]), row[5], datetime.fromisoformat(row[6]))
-            for row in rows
-        ]
+        return [_job(row) for row in rows]
 
     def job(self, job_id: str) -> Job | None:
         """The job if it is still pending (a forget may have erased or changed it meanwhile)."""
@@ -262,12 +270,7 @@ class JobQueue:
             sql += " WHERE persona_id = ? AND user_id = ?"
             params = [scope.persona_id, scope.user_id]
         rows = self._db.query(sql + " ORDER BY seq", params)
-        return [
-            DeadLetter(
-                row[0], row[1], Scope(row[2], row[3]), json.loads(row[4]), row[5], datetime.fromisoformat(row[6])
-            )
-            for row in rows
-        ]
+        return [_dead_letter(row) for row in rows]
 
     # -- retention and erasure -----------------------------------------------------------------
 

@@ -28,7 +28,7 @@ class PlacePersonas:
             f"SELECT place, persona_id FROM persona_choices WHERE platform = ? AND place IN ({marks})",
             (self._platform, *places),
         )
-        chosen = dict(rows)
+        chosen = {row["place"]: row["persona_id"] for row in rows}
         return next((chosen[place] for place in places if place in chosen), None)
 
     def set(self, place: int, persona_id: str | None) -> None:
@@ -45,6 +45,5 @@ class PlacePersonas:
 
     def all(self) -> dict[int, str]:
         """Every choice of the platform (for `companion migrate`)."""
-        return dict(
-            self._db.query("SELECT place, persona_id FROM persona_choices WHERE platform = ?", (self._platform,))
-        )
+        rows = self._db.query("SELECT place, persona_id FROM persona_choices WHERE platform = ?", (self._platform,))
+        return {row["place"]: row["persona_id"] for row in rows}

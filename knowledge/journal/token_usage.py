@@ -52,7 +52,16 @@ class TokenUsageLog:
     def totals(self) -> list[TokenUsage]:
         """Tokens spent per role and model since the data directory was created."""
         rows = self._db.query(
-            "SELECT role, model, SUM(calls), SUM(prompt_tokens), SUM(completion_tokens) FROM token_usage"
-            " GROUP BY role, model ORDER BY role, model"
+            "SELECT role, model, SUM(calls) AS calls, SUM(prompt_tokens) AS prompt_tokens,"
+            " SUM(completion_tokens) AS completion_tokens FROM token_usage GROUP BY role, model ORDER BY role, model"
         )
-        return [TokenUsage(*row) for row in rows]
+        return [
+            TokenUsage(
+                role=row["role"],
+                model=row["model"],
+                calls=int(row["calls"]),
+                prompt_tokens=int(row["prompt_tokens"]),
+                completion_tokens=int(row["completion_tokens"]),
+            )
+            for row in rows
+        ]

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from knowledge.records import Scope
+from knowledge.sql.rows import Row
 from knowledge.sql.sqlite import SQLiteDatabase
 
 SCOPE_BATCH = 500  # scopes per `(persona_id = ? AND user_id = ?) OR ...` condition
@@ -32,9 +33,9 @@ class Cursor(Protocol):
     @property
     def rowcount(self) -> int: ...
 
-    def fetchall(self) -> list[Any]: ...
+    def fetchall(self) -> list[Row]: ...
 
-    def fetchone(self) -> Any: ...
+    def fetchone(self) -> Row | None: ...
 
 
 class Transaction(Protocol):
@@ -60,8 +61,8 @@ class Database(Protocol):
         """A write transaction; rolled back if the block raises."""
         ...
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """Rows of one read statement."""
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Rows of one read statement, each read by column name (`row["sent_at"]`)."""
         ...
 
     def checkpoint(self) -> bool:

@@ -21,9 +21,14 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from knowledge.records import Scope
+from knowledge.sql.rows import Row, row_type
+
+if TYPE_CHECKING:  # psycopg comes with the server extra
+    from psycopg._cursor_base import BaseCursor
+    from psycopg.rows import RowMaker
 
 MIGRATIONS = "migrations"  # package directory of the SQL migrations
 QUERY_POOL = 8  # statements are short: a few connections serve a busy process
@@ -74,6 +79,11 @@ def migrate(url: str) -> list[str]:
             backend.connection.close()
 
 
+def named_rows(cursor: BaseCursor[Any, Any]) -> RowMaker[Row]:
+    """psycopg's row factory for `Row`: the row class of the cursor's columns."""
+    return row_type(tuple(column.name for column in cursor.description or ()))
+
+
 def _yoyo_url(url: str) -> str:
     """yoyo names the psycopg 3 driver in the URL's scheme."""
     return re.sub(r"^postgres(ql)?://", "postgresql+psycopg://", url)
@@ -86,10 +96,10 @@ class _Transaction:
         self._connection = connection
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self._connection.execute(postgres_sql(sql), params)
+        return self._connection.cursor(row_factory=named_rows).execute(postgres_sql(sql), params)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
-        cursor = self._connection.cursor()
+        cursor = self._connection.cursor(row_factory=named_rows)
         cursor.executemany(postgres_sql(sql), list(rows))
         return cursor
 
@@ -140,9 +150,9 @@ class PostgresDatabase:
         with self._pool.connection() as connection, connection.transaction():
             yield _Transaction(connection)
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         with self._pool.connection() as connection:
-            return connection.execute(postgres_sql(sql), params).fetchall()
+            return connection.cursor(row_factory=named_rows).execute(postgres_sql(sql), params).fetchall()
 
     def checkpoint(self) -> bool:
         """Nothing of the server's files is ours to reach: its autovacuum reclaims what deletes free."""

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from knowledge.sql.rows import Row, row_type
+
 
 class SQLiteDatabase:
     """One connection used from any thread; every statement runs under one lock."""
@@ -23,6 +25,7 @@ class SQLiteDatabase:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.row_factory = _named
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA secure_delete=ON")
@@ -53,7 +56,7 @@ class SQLiteDatabase:
                 raise
             self._db.execute("COMMIT")
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Rows of one read statement."""
         with self._lock:
             return self._db.execute(sql, params).fetchall()
@@ -72,3 +75,7 @@ class SQLiteDatabase:
         """Close the connection."""
         with self._lock:
             self._db.close()
+
+
+def _named(cursor: sqlite3.Cursor, values: tuple[Any, ...]) -> Row:
+    return row_type(tuple(column[0] for column in cursor.description))(values)
