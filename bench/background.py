@@ -485,7 +485,7 @@ def _memory_counts(app: App, users: int) -> dict[str, int]:
     counts = {"fact": 0, "core": 0, "episode": 0}
     for user_index in range(users):
         scope = Scope(persona, f"cli:bench-bg-user{user_index}")
-        for record in app.companion.knowledge.list(scope, categories=list(counts)):
+        for record in app.companion.knowledge.memories(scope, categories=list(counts)):
             counts[record.category] += 1
     return counts
 

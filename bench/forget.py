@@ -132,7 +132,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             everything_seconds, during_everything = await timed_forget(
                 app, others, app.companion.forgetting.everything(alice)
             )
-            assert app.companion.knowledge.list(alice) == [] and app.history.messages(alice) == []
+            assert app.companion.knowledge.memories(alice) == [] and app.history.messages(alice) == []
             live = sum(app.companion.knowledge.count(scope) for scope in [bob, *others])
             compact_seconds, during_compact = await timed_forget(app, others, app.compact_vectors())
             return {

@@ -177,7 +177,7 @@ class Companion:
 
     async def memories(self, scope: Scope) -> list[MemoryRecord]:
         """`/memory`: what the companion remembers about this user, most important first."""
-        return await asyncio.to_thread(self.knowledge.list, scope, categories=["core", "fact", "episode"])
+        return await asyncio.to_thread(self.knowledge.memories, scope, categories=["core", "fact", "episode"])
 
     async def memory_listing(self, scope: Scope) -> str:
         """`/memory`, as the user reads it: their memories, dated in their time zone, and that zone."""

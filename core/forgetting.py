@@ -214,7 +214,7 @@ class Forgetting:
             target = target | ForgetTarget.of_texts([item.content for item in [*records, *named]])
             records += [
                 record
-                for record in self._knowledge.list(scope, categories=["fact", "core", "episode"])
+                for record in self._knowledge.memories(scope, categories=["fact", "core", "episode"])
                 if target.matches(record.content) and record.id not in {known.id for known in records}
             ]
             messages = {message.id for message in named}
@@ -261,7 +261,7 @@ class Forgetting:
             with self.fence.lock(other):
                 learned = [
                     record.id
-                    for record in self._knowledge.list(other)
+                    for record in self._knowledge.memories(other)
                     if record.learned_in in groups and target.matches(record.content)
                 ]
                 forgotten = self._editor.forget(other, learned, actor=actor)

@@ -320,7 +320,7 @@ def memory_export(
     """Write a scope's memories as MEMORY.md (readable, editable) or JSON; an existing file is kept as .bak."""
 
     async def export(app: App, scope: Scope) -> None:
-        records = await asyncio.to_thread(app.companion.knowledge.list, scope, categories=FILE_CATEGORIES)
+        records = await asyncio.to_thread(app.companion.knowledge.memories, scope, categories=FILE_CATEGORIES)
         text = _render(app, scope, records, as_json or (output is not None and output.suffix == ".json"))
         if output is None:
             click.echo(text, nl=False)
@@ -371,7 +371,7 @@ def memory_import(
             click.echo(f"warning: {file.name}: {warning}", err=True)
         if replace_all and parsed.warnings:
             raise click.ClickException("with --replace every block must be readable: fix the blocks above first")
-        stored = await asyncio.to_thread(app.companion.knowledge.list, scope, categories=FILE_CATEGORIES)
+        stored = await asyncio.to_thread(app.companion.knowledge.memories, scope, categories=FILE_CATEGORIES)
         now = app.companion.clock.now()
         plan = plan_import(
             stored, parsed, scope, now=now, policy=app.policy_for(scope.persona_id), replace_all=replace_all

@@ -393,12 +393,12 @@ class KnowledgeMonitor:
         )
         await asyncio.to_thread(self._writer.apply, scope, explicit.effects, checkpoint, stage=Stage.EXPLICIT)
         explicit.report_to(report)
-        forgetting = request is not None and request.kind == "forget"
+        forget = request.what if request is not None and request.kind == "forget" else None
         forgotten = NOTHING
-        if forgetting:
+        if forget is not None:
             # Done again by a re-run (the forget is idempotent). The request's own messages, which quote
             # what is forgotten, stay until the job's last step: a re-run after a crash must still read them.
-            done = await asyncio.to_thread(self._forgetting.requested, scope, request.what, keep=turn.message_ids)
+            done = await asyncio.to_thread(self._forgetting.requested, scope, forget, keep=turn.message_ids)
             report.applied += [Delete(memory_id) for memory_id in done.memory_ids]
             forgotten = done.target
             checkpoint.reached("explicit: forgotten")
@@ -406,8 +406,8 @@ class KnowledgeMonitor:
             await self._review_with_model(
                 persona, scope, turn, policy, audience, forgotten, explicit.notes, checkpoint, report
             )
-        if forgetting:
-            await asyncio.to_thread(self._forgetting.request_done, scope, request.what, turn.message_ids)
+        if forget is not None:
+            await asyncio.to_thread(self._forgetting.request_done, scope, forget, turn.message_ids)
             checkpoint.reached("explicit-last: the request's messages forgotten")
         return report
 

@@ -217,7 +217,7 @@ class ResponseHandler:
         `audience` may hear of and the prompt may show now; a time the message names comes first."""
         query = text[:MAX_QUERY_CHARS]
         try:
-            core = await asyncio.to_thread(self._knowledge.list, scope, categories=["core"])
+            core = await asyncio.to_thread(self._knowledge.memories, scope, categories=["core"])
             hits = await asyncio.to_thread(
                 self._knowledge.search,
                 scope,
@@ -275,7 +275,7 @@ class ResponseHandler:
     def _last_episodes(self, scope: Scope, audience: Audience, when: TurnTime) -> list[MemoryRecord]:
         episodes = [
             record
-            for record in self._knowledge.list(scope, categories=["episode"])
+            for record in self._knowledge.memories(scope, categories=["episode"])
             if audience.may_use(record) and episode_moment(record) < when.conversation_start
         ]
         return sorted(episodes, key=episode_moment, reverse=True)[:LAST_TIME_EPISODES]

@@ -354,7 +354,7 @@ class ChromaKnowledgeBase:
             return self._current(self._cache.get(scope).records_with(wanted))
         return self._current(self._fetch(ids=wanted, where=_scope_filter(scope)))
 
-    def list(self, scope: Scope, *, categories: Iterable[Category] | None = None) -> list[MemoryRecord]:
+    def memories(self, scope: Scope, *, categories: Iterable[Category] | None = None) -> list[MemoryRecord]:
         """Every memory of `scope`, most important first."""
         if self._cache is not None:
             stored = self._cache.get(scope).records(categories)

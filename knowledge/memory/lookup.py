@@ -54,7 +54,7 @@ def memories_about(
     """The memories of `scope` about `phrase`: very close in meaning, or carrying what `target` matches."""
     hits = knowledge.search(scope, phrase, limit=20, categories=FORGETTABLE)
     found = {hit.record.id: hit.record for hit in hits if hit.similarity >= min_similarity}
-    for record in knowledge.list(scope, categories=FORGETTABLE):
+    for record in knowledge.memories(scope, categories=FORGETTABLE):
         if target.matches(record.content):
             found[record.id] = record
     return list(found.values())

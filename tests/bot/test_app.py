@@ -63,14 +63,14 @@ async def test_quiet_conversations_are_summarised_at_shutdown_and_at_start(
     await app.aclose()  # alice's conversation is idle: summarised now; bob's just spoke: kept
     restarted = build_app(settings, clock=clock, embedder=embedder)
     try:
-        assert [r.category for r in restarted.companion.knowledge.list(alice)] == ["episode"]
-        assert restarted.companion.knowledge.list(bob) == []
+        assert [r.category for r in restarted.companion.knowledge.memories(alice)] == ["episode"]
+        assert restarted.companion.knowledge.memories(bob) == []
         assert len(restarted.working_memory.window("xiaoxiang", f"dm:{bob.user_id}")) == 2
 
         clock.advance(minutes=31)  # bob's conversation goes quiet while the bot is down
         await restarted.start(schedule=True)
         await restarted.companion.tasks.drain()
-        assert [r.category for r in restarted.companion.knowledge.list(bob)] == ["episode"]
+        assert [r.category for r in restarted.companion.knowledge.memories(bob)] == ["episode"]
     finally:
         await restarted.aclose()
 

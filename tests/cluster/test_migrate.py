@@ -99,7 +99,9 @@ async def test_migrate_round_trips_a_locomo_conversation_with_the_same_recall(
         embedder=embedder,
     )
     try:
-        assert [record.content for record in moved.companion.knowledge.list(ALICE)] == ["Alice's cat is called Mochi"]
+        assert [record.content for record in moved.companion.knowledge.memories(ALICE)] == [
+            "Alice's cat is called Mochi"
+        ]
         assert [job.payload for job in moved.journal.jobs.pending_jobs()] == [{"message_id": "msg_1"}]
         assert moved.router("discord").persona_for([42]) == "xiaoxiang"
         assert moved.companion.user_settings.chosen_time_zone(ALICE) == "Europe/Berlin"

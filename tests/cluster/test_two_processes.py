@@ -65,11 +65,11 @@ async def test_a_job_killed_mid_run_is_retried_once_elsewhere_and_applied_once(
     await Person(dying.companion, clock).say("My best friend Kai visits every summer, and my cat is Mochi.")
     await dying.companion.tasks.drain()
     assert crash.passed[-1] == "model: effect 1 of 2 written"  # died between its two writes
-    assert len(surviving.companion.knowledge.list(ALICE)) == 1
+    assert len(surviving.companion.knowledge.memories(ALICE)) == 1
 
     assert surviving.companion.tasks.resume() == 1  # the other process takes the job over
     await surviving.companion.tasks.drain()
-    assert sorted(record.content for record in surviving.companion.knowledge.list(ALICE)) == [
+    assert sorted(record.content for record in surviving.companion.knowledge.memories(ALICE)) == [
         "Alice's best friend Kai visits every summer",
         "Alice's cat is Mochi",
     ]
@@ -114,7 +114,7 @@ async def test_a_job_running_in_one_process_cannot_write_back_what_another_forgo
     await second.companion.forgetting.everything(ALICE)
     await first.companion.tasks.drain()
 
-    assert first.companion.knowledge.list(ALICE) == [] and second.companion.knowledge.list(ALICE) == []
+    assert first.companion.knowledge.memories(ALICE) == [] and second.companion.knowledge.memories(ALICE) == []
     assert second.journal.jobs.pending_jobs() == [] and second.journal.changes.changes(ALICE) == []
 
 

@@ -95,7 +95,7 @@ def state(app: App) -> dict[str, Any]:
     memories = sorted(
         (r.category, r.content, r.importance, r.hits, r.verified, r.review_pending, r.source, r.decay_kept)
         + (r.about, r.until, r.replaced_by is not None)
-        for r in app.companion.knowledge.list(ALICE)
+        for r in app.companion.knowledge.memories(ALICE)
     )
     changes = [(c.action, c.actor, c.old_content, c.new_content, c.detail) for c in app.journal.changes.changes(ALICE)]
     messages = app.working_memory.log.db.query("SELECT role, content, state FROM messages ORDER BY seq")

@@ -74,7 +74,7 @@ async def store_the_secret(app: App, fake_openai: FakeOpenAIServer, alice: Scope
     await companion.tasks.drain()
     await companion.lifecycle.index_history()
 
-    memories = {record.category: record.content for record in companion.knowledge.list(alice)}
+    memories = {record.category: record.content for record in companion.knowledge.memories(alice)}
     assert memories == {"fact": UPDATED, "episode": memories["episode"]} and SECRET in memories["episode"]
     assert [change.new_content for change in app.journal.changes.changes(alice)] == [UPDATED]
     assert len(app.journal.jobs.dead_letters(alice)) == 1
@@ -126,7 +126,7 @@ async def forget_typed(app: App, alice: Scope) -> None:
 
 
 async def forget_by_cli_id(app: App, alice: Scope) -> None:
-    [fact] = app.companion.knowledge.list(alice, categories=["fact"])
+    [fact] = app.companion.knowledge.memories(alice, categories=["fact"])
     await asyncio.to_thread(cli_run, "memory", "forget", "--persona", "xiaoxiang", "--user", "alice", fact.id)
 
 
@@ -198,7 +198,7 @@ async def test_a_forget_racing_an_in_flight_monitor_job_is_not_undone(
         await ROUTES[route](app, alice)
         answer.set()
         await app.companion.tasks.drain()
-        assert app.companion.knowledge.list(alice) == []  # the job did not write it back
+        assert app.companion.knowledge.memories(alice) == []  # the job did not write it back
         assert app.journal.jobs.pending_jobs() == []
         await asyncio.to_thread(assert_gone, app, alice)
     finally:
@@ -216,8 +216,8 @@ async def test_forget_what_matches_the_distinctive_content_not_the_literal_phras
     plan = await app.companion.forgetting.find(alice, "my passport number ZQX-4471")
     assert [record.content for record in plan.memories] == [FACT]  # shown before deleting
     await app.companion.forgetting.forget(plan)
-    assert [record.content for record in knowledge.list(alice)] == ["Alice's passport is blue"]
-    assert [record.content for record in knowledge.list(bob)] == [FACT]  # another scope is never touched
+    assert [record.content for record in knowledge.memories(alice)] == ["Alice's passport is blue"]
+    assert [record.content for record in knowledge.memories(bob)] == [FACT]  # another scope is never touched
 
 
 @pytest.mark.parametrize(
@@ -266,7 +266,7 @@ async def test_what_the_companion_repeated_to_others_in_a_group_is_forgotten_wit
         await companion.tasks.drain()
     told_bob = [message.content for message in app.history.messages(bob) if message.role == "assistant"]
     assert told_bob == [f"Alice said her locker code is {LOCKER}.", "Nice!"]
-    assert [record.content for record in companion.knowledge.list(bob)] == [f"Alice's locker code is {LOCKER}"]
+    assert [record.content for record in companion.knowledge.memories(bob)] == [f"Alice's locker code is {LOCKER}"]
 
     if route == "/forget":
         await companion.forgetting.everything(alice)
@@ -280,6 +280,6 @@ async def test_what_the_companion_repeated_to_others_in_a_group_is_forgotten_wit
         "and the weather is nice today",
         "Nice!",
     ]
-    assert companion.knowledge.list(bob) == []
+    assert companion.knowledge.memories(bob) == []
     report = scan_directory(app.settings.data_dir, LOCKER)
     assert report.in_files == {} and report.in_rows == {}, (report.in_files, report.in_rows)

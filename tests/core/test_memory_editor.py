@@ -91,7 +91,7 @@ async def test_an_import_applies_its_updates_additions_and_deletions_with_the_fi
     )
     companion.editor.apply_import(alice, plan, source="MEMORY.md")
 
-    assert sorted(record.content for record in kb.list(alice)) == [
+    assert sorted(record.content for record in kb.memories(alice)) == [
         "Alice likes oolong tea",
         "Alice's birthday is 3 May",
     ]

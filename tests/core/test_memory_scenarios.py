@@ -76,7 +76,7 @@ def days_until_below(start: float, line: float, factor: float) -> int:
 
 def facts(kb: ChromaKnowledgeBase, scope: Scope) -> dict[str, str]:
     """content -> id of the scope's facts and core memories."""
-    return {record.content: record.id for record in kb.list(scope, categories=["fact", "core"])}
+    return {record.content: record.id for record in kb.memories(scope, categories=["fact", "core"])}
 
 
 async def no_trouble(companion: Companion, *scopes: Scope) -> None:
@@ -106,7 +106,7 @@ async def test_a_correction_replaces_the_old_fact_and_keeps_it_only_in_history(
 
     await me.say("Hi! I live in Beijing, by the way.")
     await settle(companion)
-    [beijing] = kb.list(alice, categories=["fact"])
+    [beijing] = kb.memories(alice, categories=["fact"])
     assert (beijing.content, beijing.source) == ("The user lives in Beijing", "background_ai")
 
     await days.days(3)
@@ -115,7 +115,7 @@ async def test_a_correction_replaces_the_old_fact_and_keeps_it_only_in_history(
 
     # the monitor could correct the memory because it was retrieved for the turn and shown to it
     assert memories_in(monitor_request(fake_openai, "moved from Beijing"))[beijing.id] == "The user lives in Beijing"
-    [shanghai] = kb.list(alice, categories=["fact"])
+    [shanghai] = kb.memories(alice, categories=["fact"])
     assert (shanghai.id, shanghai.content) == (beijing.id, "The user lives in Shanghai")
     hits = kb.search(alice, "where do I live")
     assert hits[0].record.content == "The user lives in Shanghai"
@@ -161,7 +161,7 @@ async def test_a_change_over_time_keeps_both_states(
     nervous_id = facts(kb, alice)["主人对面试很紧张"]
     assert nervous_id in memories_in(monitor_request(fake_openai, "很放松"))  # the monitor saw the old state
     assert "change over time" in prompt_text(monitor_request(fake_openai, "很放松"))  # and was told how to judge it
-    kept = {record.content: record for record in kb.list(alice, categories=["fact"])}
+    kept = {record.content: record for record in kb.memories(alice, categories=["fact"])}
     assert set(kept) == {"主人对面试很紧张", "主人现在对面试很放松"}
     policy = policy_of(companion)
     # ten days later the old state is fading (3 days past the grace period), not replaced or boosted
@@ -268,7 +268,7 @@ async def test_a_fact_used_again_and_again_is_promoted_to_core_and_always_in_min
         assert MOCHI in core and MOCHI not in retrieved
     [promoted] = kb.get(alice, [cat_id])
     assert (promoted.category, promoted.importance) == ("core", record.importance)  # core never decays
-    [ramen] = [r for r in kb.list(alice, categories=["fact"]) if "ramen" in r.content]
+    [ramen] = [r for r in kb.memories(alice, categories=["fact"]) if "ramen" in r.content]
     assert ramen.importance < policy.new_fact_importance  # while an unused fact of the same age did
     assert len(fake_openai.requests_for(REVIEWER)) == 1
     await no_trouble(companion, alice)
@@ -344,7 +344,7 @@ async def test_the_oldest_messages_become_an_episode_that_expires_after_two_week
         clock.advance(minutes=1)
     await settle(companion)
 
-    [episode] = kb.list(alice, categories=["episode"])
+    [episode] = kb.memories(alice, categories=["episode"])
     assert episode.content == f"[{started:%Y-%m-%d %H:%M}] 主人说领养了一只叫Mochi的猫，小祥很开心。"
     [summary_request] = fake_openai.requests_for(SUMMARIZER)
     transcript = prompt_text(summary_request)
@@ -395,7 +395,7 @@ async def test_new_conversation_summarises_the_window_and_starts_fresh(
     assert greeting in companion.persona().greetings
     await settle(companion)
 
-    [episode] = kb.list(alice, categories=["episode"])
+    [episode] = kb.memories(alice, categories=["episode"])
     assert episode.content == f"[{started:%Y-%m-%d %H:%M}] 主人和小祥聊了周末去爬山的计划。"
     transcript = prompt_text(fake_openai.requests_for(SUMMARIZER)[0])
     assert all(text in transcript for text in said)
@@ -437,9 +437,9 @@ async def test_a_quiet_conversation_is_closed_and_summarised(
 
     assert await companion.lifecycle.summarize_idle() == 1  # Alice's conversation only
     await settle(companion)
-    [episode] = kb.list(alice, categories=["episode"])
+    [episode] = kb.memories(alice, categories=["episode"])
     assert episode.content.endswith("主人说今天加班很累。") and EPISODE_HEADER.match(episode.content)
-    assert kb.list(bob, categories=["episode"]) == []
+    assert kb.memories(bob, categories=["episode"]) == []
     assert len(companion.responses.working_memory.window("xiaoxiang", "dm:cli:bob")) == 2
     assert await companion.lifecycle.summarize_idle() == 0  # closed once, not again
 
@@ -494,7 +494,7 @@ async def test_explicit_remember_and_forget_in_chat(
     for said in others:
         await me.say(said)
     await settle(companion)
-    [sister] = [record for record in kb.list(alice, categories=["fact"]) if record.content == remembered]
+    [sister] = [record for record in kb.memories(alice, categories=["fact"]) if record.content == remembered]
     assert (sister.source, sister.verified, sister.importance) == ("user", True, policy.verified_fact_importance)
     assert "Already done in code" in prompt_text(monitor_request(fake_openai, remember))
     assert set(facts(kb, alice)) == {remembered, *others.values()}
@@ -545,7 +545,7 @@ async def test_background_work_left_at_shutdown_runs_exactly_once_after_a_restar
             await first.companion.tasks.aclose(grace=0)  # cancels the job in flight
             fake_openai.set_delay(MONITOR, 0.0)
         assert [(job.kind, job.scope) for job in first.journal.jobs.pending_jobs()] == [("monitor", alice)]
-        assert first.companion.knowledge.list(alice) == []
+        assert first.companion.knowledge.memories(alice) == []
     finally:
         await first.aclose()
     asked_before_restart = len(fake_openai.requests_for(MONITOR))
@@ -555,7 +555,7 @@ async def test_background_work_left_at_shutdown_runs_exactly_once_after_a_restar
         await second.start(schedule=False)
         await second.companion.tasks.drain()
         assert len(fake_openai.requests_for(MONITOR)) == asked_before_restart + 1
-        assert [record.content for record in second.companion.knowledge.list(alice)] == [flight]
+        assert [record.content for record in second.companion.knowledge.memories(alice)] == [flight]
         await no_trouble(second.companion, alice)
     finally:
         await second.aclose()
@@ -566,7 +566,7 @@ async def test_background_work_left_at_shutdown_runs_exactly_once_after_a_restar
         await third.start(schedule=False)
         await third.companion.tasks.drain()
         assert len(fake_openai.requests_for(MONITOR)) == asked_before_restart + 1
-        assert [record.content for record in third.companion.knowledge.list(alice)] == [flight]
+        assert [record.content for record in third.companion.knowledge.memories(alice)] == [flight]
     finally:
         await third.aclose()
 
@@ -611,7 +611,7 @@ async def test_what_the_user_says_reaches_the_monitor_whatever_becomes_of_the_re
     try:
         await second.start(schedule=False)  # resumes the monitor job a dead process left held
         await settle(second.companion)
-        [memory] = second.companion.knowledge.list(alice)
+        [memory] = second.companion.knowledge.memories(alice)
         assert (memory.content, memory.verified, memory.source) == (fact, True, "user")
         [request] = fake_openai.requests_for(MONITOR)  # once, in one process or the other
         assert turn_user_text(request) == said and f"小祥: {NO_REPLY}" in prompt_text(request)
@@ -737,7 +737,7 @@ async def test_replies_are_delivered_while_the_monitor_is_still_thinking(
     try:
         await app.companion.tasks.drain()
         assert events == ["first reply delivered", "monitor asked", "second reply delivered", "monitor answered"]
-        assert [r.content for r in app.companion.knowledge.list(alice)] == ["The user is learning the guitar"]
+        assert [r.content for r in app.companion.knowledge.memories(alice)] == ["The user is learning the guitar"]
         await no_trouble(app.companion, alice)
     finally:
         await app.aclose()
@@ -758,11 +758,11 @@ async def test_explicit_memory_mode_keeps_what_was_asked_and_never_calls_a_backg
         await me.say("I had a long day at the bank")
         await settle(companion)
         assert set(facts(kb, alice)) == {"my locker code is LOCK-9913", "我喜欢拉面"}
-        assert all(record.verified for record in kb.list(alice, categories=["fact"]))
+        assert all(record.verified for record in kb.memories(alice, categories=["fact"]))
 
         await companion.new_conversation(None, "dm:cli:alice")
         await settle(companion)
-        [episode] = kb.list(alice, categories=["episode"])
+        [episode] = kb.memories(alice, categories=["episode"])
         assert EPISODE_HEADER.sub("", episode.content) == (
             "主人 said: remember that my locker code is LOCK-9913 / 记住我喜欢拉面 / I had a long day at the bank"
         )
@@ -815,7 +815,7 @@ async def test_what_alice_told_in_private_never_reaches_a_group_prompt_unless_sh
     kb.update(
         alice, birthday, MemoryChange(category="core")
     )  # as a promote review would: core memories are always in mind
-    assert [record.learned_in for record in kb.list(alice)] == [None, None]
+    assert [record.learned_in for record in kb.memories(alice)] == [None, None]
     question = "what are my passport number, my diary code and my birthday?"
 
     async def asked_in_the_group() -> tuple[str, str]:
@@ -858,7 +858,7 @@ async def test_a_fact_learned_in_one_group_is_used_there_and_in_private_but_not_
     in_private = Person(companion, clock, user_id=alice.user_id)
     await in_a.say("I sing in a choir every Thursday", group=True)
     await settle(companion)
-    [choir] = kb.list(alice)
+    [choir] = kb.memories(alice)
     assert (choir.content, choir.learned_in, choir.shared) == ("Alice sings in a choir", GROUP_A, False)
 
     for person, group, heard in ((in_a, True, True), (in_b, True, False), (in_private, False, True)):
@@ -870,7 +870,7 @@ async def test_a_fact_learned_in_one_group_is_used_there_and_in_private_but_not_
     # told again in group B, it becomes known there too: a memory of its own, not a boost of group A's
     await in_b.say("I sing in a choir, did you know?", group=True)
     await settle(companion)
-    by_origin = {record.learned_in: record for record in kb.list(alice)}
+    by_origin = {record.learned_in: record for record in kb.memories(alice)}
     assert set(by_origin) == {GROUP_A, GROUP_B}
     assert by_origin[GROUP_A] == kb.get(alice, [choir.id])[0] and by_origin[GROUP_A].hits == 0
     await no_trouble(companion, alice)
@@ -895,7 +895,7 @@ async def test_the_monitor_and_the_summarizer_record_where_each_memory_was_learn
     await in_group.say("I work at a bakery now", group=True)
     await in_group.say("remember that my locker code is 9913", group=True)  # done in code, not by the model
     await settle(companion)
-    learned = {record.content: record.learned_in for record in kb.list(alice)}
+    learned = {record.content: record.learned_in for record in kb.memories(alice)}
     assert learned == {
         "Alice lives in Lyon": None,
         "Alice works at a bakery": GROUP_A,
@@ -913,6 +913,6 @@ async def test_the_monitor_and_the_summarizer_record_where_each_memory_was_learn
     await companion.new_conversation(None, GROUP_A)
     await companion.new_conversation(None, in_private.message("").conversation_id)
     await settle(companion)
-    episodes = {record.learned_in for record in kb.list(alice, categories=["episode"])}
+    episodes = {record.learned_in for record in kb.memories(alice, categories=["episode"])}
     assert episodes == {None, GROUP_A}  # an episode is as private as the conversation it sums up
     await no_trouble(companion, alice)

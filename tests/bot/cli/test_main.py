@@ -95,8 +95,8 @@ def test_forget_what_shows_the_matches_then_deletes_only_them(runner: CliRunner)
     assert "I don't remember anything about 'spiders'." in confirmed.output
 
     after = build_app(load_settings())
-    assert [record.content for record in after.companion.knowledge.list(alice)] == ["Alice loves ramen"]
-    assert [record.content for record in after.companion.knowledge.list(bob)] == ["Bob's brother is called Tom"]
+    assert [record.content for record in after.companion.knowledge.memories(alice)] == ["Alice loves ramen"]
+    assert [record.content for record in after.companion.knowledge.memories(bob)] == ["Bob's brother is called Tom"]
     [entry] = after.journal.changes.changes(alice)
     assert (entry.action, entry.actor, entry.old_content) == ("delete", "user", None)
 

@@ -42,7 +42,7 @@ def memory(runner: CliRunner, *args: str, user: str = "alice", input: str | None
 def contents(scope: Scope) -> dict[str, MemoryRecord]:
     app = build_app(load_settings())
     try:
-        return {record.content: record for record in app.companion.knowledge.list(scope)}
+        return {record.content: record for record in app.companion.knowledge.memories(scope)}
     finally:
         app.working_memory.close()
         app.journal.close()

@@ -79,7 +79,7 @@ async def test_archived_messages_become_one_episode(
     assert episode.content == "[2026-01-03 18:00] 主人说明天上午十点要面试、很紧张，小祥给主人加油。"
     assert (episode.scope, episode.category, episode.source) == (alice, "episode", "background_ai")
     assert episode.conversation_id == DM and len(episode.message_ids) == 4
-    assert kb.list(alice) == [episode] and kb.count(bob) == 0
+    assert kb.memories(alice) == [episode] and kb.count(bob) == 0
     assert working_memory.archived(persona.id, DM) == []
     [request] = fake_openai.requests_for(SUMMARIZER)
     system, transcript = request.messages[0]["content"], request.messages[1]["content"]
@@ -113,7 +113,7 @@ async def test_a_group_conversation_gives_each_user_their_own_episode(
         (alice, "[2026-01-03 18:00] Alice got a bakery job starting Monday."),
         (bob, "[2026-01-03 18:02] Bob shared a password; 小祥 told him to keep it private."),
     ]
-    assert [record.content for record in kb.list(alice)] == [episodes[0].content]
+    assert [record.content for record in kb.memories(alice)] == [episodes[0].content]
     for_alice, for_bob = (request.messages[1]["content"] for request in fake_openai.requests_for(SUMMARIZER))
     assert "Alice: I got the job at the bakery!" in for_alice and "Alice: I start on Monday" in for_alice
     assert "hunter2" not in for_alice and "Bob" not in for_alice

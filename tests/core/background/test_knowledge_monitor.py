@@ -57,7 +57,7 @@ def make_turn(
 
 
 def contents(kb: ChromaKnowledgeBase, scope: Scope) -> set[str]:
-    return {record.content for record in kb.list(scope)}
+    return {record.content for record in kb.memories(scope)}
 
 
 # -- the parser ----------------------------------------------------------------------------------
@@ -295,7 +295,7 @@ async def test_an_add_that_duplicates_a_memory_boosts_it(
     report = await monitor.review_turn(persona, alice, make_turn("拉面真好吃"))
 
     assert report.applied == [Boost(ramen.id)]
-    [after] = kb.list(alice)
+    [after] = kb.memories(alice)
     assert after.id == ramen.id
     assert after.importance == pytest.approx(1.3)
     assert after.last_access == clock.now()
@@ -487,7 +487,7 @@ async def test_remember_requests_become_verified_user_facts(
 ) -> None:
     fake_openai.script(MONITOR, "[SKIP]")
     report = await monitor.review_turn(persona, alice, make_turn(text))
-    [record] = kb.list(alice)
+    [record] = kb.memories(alice)
     assert (record.content, record.source, record.verified) == (fact, "user", True)
     assert record.importance == MemoryPolicy().verified_fact_importance
     assert report.applied == [Add(fact)]
@@ -524,7 +524,7 @@ async def test_remembering_twice_keeps_one_fact(
     with pytest.raises(LLMError):
         await monitor.review_turn(persona, alice, make_turn("记住：我对花生过敏"))
     await monitor.review_turn(persona, alice, make_turn("记住：我对花生过敏"))
-    assert [record.content for record in kb.list(alice)] == ["我对花生过敏"]
+    assert [record.content for record in kb.memories(alice)] == ["我对花生过敏"]
 
 
 @pytest.mark.parametrize(
@@ -697,7 +697,7 @@ async def test_the_code_resolves_dates_against_the_turns_local_time(
     fake_openai.script(MONITOR, '[ADD about="tomorrow 10:00"] 主人约了朋友吃饭\n[ADD about="someday"] 主人想去冰岛')
     report = await zoned_monitor.review_turn(persona, alice, dated_turn("明天十点和朋友吃饭", sent_at=sent))
 
-    [dinner] = [record for record in kb.list(alice) if "吃饭" in record.content]
+    [dinner] = [record for record in kb.memories(alice) if "吃饭" in record.content]
     assert dinner.about == datetime(2026, 11, 28, 10, 0, tzinfo=ZoneInfo("Asia/Shanghai"))
     [(_, reason)] = report.rejected
     assert reason == "about: 'someday' is not a date the code can read"  # never a guess
@@ -735,7 +735,7 @@ async def test_a_change_keeps_the_old_value_as_the_past_and_an_update_does_not(
     report = await monitor.review_turn(persona, alice, turn)
 
     [old] = kb.get(alice, [beijing.id])
-    [new] = [record for record in kb.list(alice) if record.id != beijing.id]
+    [new] = [record for record in kb.memories(alice) if record.id != beijing.id]
     assert (new.content, new.category, new.importance) == ("Alice lives in Shanghai", "core", 3.0)
     assert (old.content, old.until, old.replaced_by) == ("Alice lives in Beijing", clock.now(), new.id)
     assert old.category == "fact"  # the past may fade; the present stays core

@@ -146,7 +146,7 @@ async def test_the_idle_pass_closes_quiet_conversations_and_queues_their_summary
 
     assert app.working_memory.window(alice.persona_id, "dm:cli:alice") == []
     assert len(app.working_memory.window(alice.persona_id, "dm:other")) == 2
-    [episode] = kb.list(alice, categories=["episode"])
+    [episode] = kb.memories(alice, categories=["episode"])
     assert episode.content.endswith("Alice starts a new job on Monday.")
 
 

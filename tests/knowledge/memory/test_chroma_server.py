@@ -24,4 +24,4 @@ def test_two_processes_share_memories_through_the_server(
     assert hit.record.id == written.id
     assert second.get(bob, [written.id]) == []
     second.delete(alice, [written.id])
-    assert first.list(alice) == []
+    assert first.memories(alice) == []

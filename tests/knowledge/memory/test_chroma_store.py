@@ -83,7 +83,7 @@ def test_no_operation_crosses_scopes(store: ChromaKnowledgeBase, alice: Scope, b
     assert [hit.record.id for hit in store.search(bob, "bank PIN", limit=10)] == [bobs.id]
     assert store.search(other_persona, "bank PIN") == []
     assert store.get(bob, [secret.id]) == []
-    assert store.list(bob) == [bobs]
+    assert store.memories(bob) == [bobs]
     assert store.update(bob, secret.id, MemoryChange(content="hijacked")) is None
     assert store.delete(bob, [secret.id]) == 0
     assert store.forget_all(bob) == 1
@@ -293,7 +293,7 @@ def test_a_search_within_a_stretch_of_time_keeps_to_its_memories_even_with_nothi
     found = store.search(alice, "what did we talk about?", during=window)
     expected = {learned_then.id, changed_then.id, about_then.id, told_later.id}
     assert {hit.record.id for hit in found} == expected
-    assert {record.id for record in store.list(alice) if in_window(record, window)} == expected
+    assert {record.id for record in store.memories(alice) if in_window(record, window)} == expected
     assert store.search(alice, "ramen", audience=Audience(group_id=GROUP_A), during=window) == []  # the audience holds
 
 

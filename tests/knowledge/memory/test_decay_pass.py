@@ -154,12 +154,12 @@ def test_a_second_pass_at_the_same_moment_changes_nothing(
     clock.advance(days=12)
 
     first = decay_pass.apply_decay()
-    after_first = [store.list(scope) for scope in (alice, bob)]
+    after_first = [store.memories(scope) for scope in (alice, bob)]
     second = decay_pass.apply_decay()
     # due: the old episode (deleted), Bob's fact (0.95**15) and Alice's (0.6 * 0.95**5), not the young episode
     assert (first.scanned, first.deleted, len(first.reviews), first.rescheduled) == (3, 1, 2, 0)
     assert (second.scanned, second.deleted, second.reviews) == (0, 0, [])
-    assert [store.list(scope) for scope in (alice, bob)] == after_first
+    assert [store.memories(scope) for scope in (alice, bob)] == after_first
 
 
 def test_missed_runs_give_the_same_state_as_daily_runs(
@@ -185,7 +185,7 @@ def test_missed_runs_give_the_same_state_as_daily_runs(
     DecayPass(stores["late"], journals["late"].changes, clock.now).apply_decay()  # its only run, on day 30
 
     def state(name: str) -> dict[str, tuple[float, str | None]]:
-        return {memory.content: (memory.importance, memory.review_pending) for memory in stores[name].list(alice)}
+        return {memory.content: (memory.importance, memory.review_pending) for memory in stores[name].memories(alice)}
 
     def deleted(name: str) -> list[str]:
         return sorted(

@@ -94,9 +94,11 @@ def test_a_deleted_memorys_vector_leaves_every_file_at_the_next_compaction(
     assert files_holding(chroma_dir, bobs)
     reopened = open_store(chroma_dir, embedder, clock)
     for current in (store, reopened):
-        assert {record.id for record in current.list(alice)} == {record.id for record in kept if record.scope == alice}
+        assert {record.id for record in current.memories(alice)} == {
+            record.id for record in kept if record.scope == alice
+        }
         assert current.search(alice, "my running training", limit=1)[0].record.id == kept[2].id
-        assert [record.content for record in current.list(bob)] == ["Bob plays the cello"]
+        assert [record.content for record in current.memories(bob)] == ["Bob plays the cello"]
         assert current.get(alice, [kept[0].id]) == store.get(alice, [kept[0].id])
     assert reopened.count(alice) == len(FACTS) + 1
     guard.check(open_chroma_client(path=chroma_dir), messages_held=True)  # still the store the data directory knows
@@ -121,7 +123,7 @@ def test_a_rebuild_cut_short_while_copying_keeps_the_old_collection(
     client.create_collection(COLLECTION + chroma_erasure.REBUILDING, embedding_function=None)  # half a copy
     reopened = open_store(chroma_dir, embedder, clock)
     assert [collection.name for collection in client.list_collections()] == [COLLECTION]
-    assert {record.id for record in reopened.list(alice)} == {record.id for record in memories}
+    assert {record.id for record in reopened.memories(alice)} == {record.id for record in memories}
 
 
 def test_a_rebuild_cut_short_after_the_old_collection_went_takes_the_copy(
@@ -138,7 +140,7 @@ def test_a_rebuild_cut_short_after_the_old_collection_went_takes_the_copy(
     client.delete_collection(COLLECTION)  # the crash came right after this
     reopened = open_store(chroma_dir, embedder, clock)
     assert [collection.name for collection in client.list_collections()] == [COLLECTION]
-    assert {record.id for record in reopened.list(alice)} == {record.id for record in memories}
+    assert {record.id for record in reopened.memories(alice)} == {record.id for record in memories}
     assert reopened.search(alice, "my running training", limit=1)[0].record.id == memories[2].id
     assert chroma_erasure.store_identity(client.get_collection(COLLECTION)) == str(old.id)
 
@@ -164,7 +166,7 @@ def test_writes_made_while_the_rebuild_copies_are_all_in_the_rebuilt_store(
     assert store.compact()
     expected = {memory.id for memory in memories[2:]} | {memories[0].id, meanwhile[0]}
     for current in (store, open_store(chroma_dir, embedder, clock)):
-        assert {record.id for record in current.list(alice)} == expected
+        assert {record.id for record in current.memories(alice)} == expected
         assert current.get(alice, [memories[0].id])[0].content == "Alice's note number 0: tonkotsu ramen"
         assert current.search(alice, "a new kitten", limit=1)[0].record.id == meanwhile[0]
 

@@ -62,21 +62,21 @@ def test_snapshots_follow_every_write(stores, alice: Scope, bob: Scope) -> None:
     assert (hit.record.content, hit.record.importance) == ("Alice lives in Shanghai", 1.3)
 
     second = cached.add(alice, "Alice plays the cello", category="core", source="user")
-    assert [record.id for record in cached.list(alice, categories=["core"])] == [second.id]
+    assert [record.id for record in cached.memories(alice, categories=["core"])] == [second.id]
 
     cached.delete(alice, [first.id])
     assert [hit.record.id for hit in cached.search(alice, "where do I live")] == [second.id]
     cached.add(bob, "Bob lives in Lyon", category="fact", source="user")
     cached.forget_all(alice)
-    assert cached.search(alice, "cello") == [] and cached.list(alice) == []
-    assert cached.list(bob)[0].content == "Bob lives in Lyon"
+    assert cached.search(alice, "cello") == [] and cached.memories(alice) == []
+    assert cached.memories(bob)[0].content == "Bob lives in Lyon"
 
 
 def test_reads_by_id_follow_the_writes_and_keep_to_the_scope(stores, alice: Scope, bob: Scope) -> None:  # type: ignore[no-untyped-def]
     cached, direct = stores
     ids = [cached.add(alice, fact, category="fact", source="user").id for fact in FACTS]
     bobs = cached.add(bob, "Bob's PIN is 1234", category="fact", source="user")
-    cached.list(alice)  # loads the snapshot
+    cached.memories(alice)  # loads the snapshot
 
     def read(store: ChromaKnowledgeBase, scope: Scope, wanted: list[str]) -> set[tuple[str, str]]:
         return {(record.id, record.content) for record in store.get(scope, wanted)}
@@ -94,11 +94,11 @@ def test_every_read_gives_the_importance_of_the_moment(  # type: ignore[no-untyp
 ) -> None:
     store = stores[0 if cache_scopes else 1]
     fact = store.add(alice, "Alice loves tonkotsu ramen", category="fact", source="user")
-    [first] = store.list(alice)  # loads the snapshot before the days pass
+    [first] = store.memories(alice)  # loads the snapshot before the days pass
     for days, expected in ((7, 1.0), (1, 0.95), (6, 0.95**7)):
         clock.advance(days=days)
         [got] = store.get(alice, [fact.id])
-        [listed] = store.list(alice)
+        [listed] = store.memories(alice)
         [hit] = store.search(alice, "ramen", limit=1)
         assert got.importance == listed.importance == hit.record.importance == pytest.approx(expected, abs=1e-12)
     assert first.importance == 1.0  # what a reader already holds does not change under it
@@ -107,11 +107,11 @@ def test_every_read_gives_the_importance_of_the_moment(  # type: ignore[no-untyp
 def test_maintenance_writes_reload_the_snapshots(stores, alice: Scope) -> None:  # type: ignore[no-untyped-def]
     cached, _ = stores
     record = cached.add(alice, "Alice likes tea", category="fact", source="user")
-    cached.list(alice)
+    cached.memories(alice)
     cached.write_decay_state_many([replace(record, review_pending="decay")])
-    assert cached.list(alice)[0].review_pending == "decay"
+    assert cached.memories(alice)[0].review_pending == "decay"
     cached.delete_many([(record.scope, record.id)])
-    assert cached.list(alice) == []
+    assert cached.memories(alice) == []
 
 
 def test_a_load_that_overlaps_a_write_is_not_kept(alice: Scope) -> None:

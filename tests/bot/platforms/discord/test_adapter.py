@@ -258,13 +258,13 @@ async def test_forget_asks_first_and_then_deletes_only_the_callers_memories(cog:
     bob_presses = FakeInteraction(bob, channel())
     await press(confirm, confirm.yes, bob_presses)
     assert bob_presses.log[0].content == NOT_YOUR_BUTTON
-    assert [record.content for record in kb.list(scope_of(alice))] == ["Alice loves ramen"]
+    assert [record.content for record in kb.memories(scope_of(alice))] == ["Alice loves ramen"]
 
     alice_presses = FakeInteraction(alice, channel())
     await press(confirm, confirm.yes, alice_presses)
     assert (alice_presses.log[-1].content or "").startswith("Done. I forgot 1 memory")
-    assert kb.list(scope_of(alice)) == [] and kb.search(scope_of(alice), "ramen") == []
-    assert [record.content for record in kb.list(scope_of(bob))] == ["Bob plays the cello"]
+    assert kb.memories(scope_of(alice)) == [] and kb.search(scope_of(alice), "ramen") == []
+    assert [record.content for record in kb.memories(scope_of(bob))] == ["Bob plays the cello"]
 
 
 async def test_forget_what_shows_the_matches_and_deletes_only_them(cog: CompanionCog, kb: Any) -> None:
@@ -278,7 +278,7 @@ async def test_forget_what_shows_the_matches_and_deletes_only_them(cog: Companio
     confirm = question.view
     assert isinstance(confirm, ForgetConfirmation)
     await press(confirm, confirm.yes, FakeInteraction(alice, channel()))
-    assert [record.content for record in kb.list(scope_of(alice))] == ["Alice loves ramen"]
+    assert [record.content for record in kb.memories(scope_of(alice))] == ["Alice loves ramen"]
 
     nothing = FakeInteraction(alice, channel())
     await CompanionCog.forget.callback(cog, nothing, what="sailing")  # type: ignore[arg-type]

@@ -223,14 +223,14 @@ async def test_in_a_shared_group_each_user_sees_and_forgets_only_their_own_memor
     refusal = fake_telegram.calls_to("answerCallbackQuery")[-1].params
     assert refusal["text"] == NOT_YOUR_BUTTON and refusal["show_alert"] is True
     assert len(fake_telegram.calls_to("editMessageText")) == edits  # the question is left as it was
-    assert [record.content for record in kb.list(ALICE_SCOPE)] == ["Alice loves ramen"]
+    assert [record.content for record in kb.memories(ALICE_SCOPE)] == ["Alice loves ramen"]
 
     await feed(telegram, button(buttons[0], user=ALICE, sent=asked))
     edited = fake_telegram.calls_to("editMessageText")[-1].params
     assert edited["text"].startswith("Done. I forgot 1 memory")
-    assert kb.search(ALICE_SCOPE, "ramen") == [] and kb.list(ALICE_SCOPE) == []
+    assert kb.search(ALICE_SCOPE, "ramen") == [] and kb.memories(ALICE_SCOPE) == []
     assert app.working_memory.log.count(ALICE_SCOPE) == 0
-    assert [record.content for record in kb.list(BOB_SCOPE)] == ["Bob plays the cello"]
+    assert [record.content for record in kb.memories(BOB_SCOPE)] == ["Bob plays the cello"]
     assert app.working_memory.log.count(BOB_SCOPE) > 0
 
 
@@ -246,7 +246,7 @@ async def test_forget_no_keeps_everything(telegram: Application, kb: Any, fake_t
     }
     await feed(telegram, button(f"forget:no:{ALICE['id']}", user=ALICE, sent=asked))
     assert fake_telegram.calls_to("editMessageText")[-1].params["text"] == "Okay, I won't forget anything."
-    assert len(kb.list(ALICE_SCOPE)) == 1
+    assert len(kb.memories(ALICE_SCOPE)) == 1
 
 
 async def test_new_starts_a_fresh_conversation(
@@ -354,8 +354,8 @@ async def test_forget_what_deletes_only_the_callers_matching_memories(
     assert fake_telegram.calls_to("answerCallbackQuery")[-1].params["text"] == NOT_YOUR_BUTTON
     await feed(telegram, button(yes, user=ALICE, sent=asked))
     assert fake_telegram.calls_to("editMessageText")[-1].params["text"] == "Done. I forgot 1 memory."
-    assert [record.content for record in kb.list(ALICE_SCOPE)] == ["Alice has a cat called Mochi"]
-    assert [record.content for record in kb.list(BOB_SCOPE)] == ["Bob loves ramen too"]
+    assert [record.content for record in kb.memories(ALICE_SCOPE)] == ["Alice has a cat called Mochi"]
+    assert [record.content for record in kb.memories(BOB_SCOPE)] == ["Bob loves ramen too"]
 
     await feed(telegram, button(yes, user=ALICE, sent=asked))  # pressed again: nothing left to do
     assert fake_telegram.calls_to("editMessageText")[-1].params["text"] == EXPIRED
