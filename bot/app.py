@@ -448,9 +448,9 @@ def build_app(
     try:
         policy_for(companion.persona().id)
     except UnknownPersonaError as error:
-        where = personas.path(companion.default_persona)
+        path = personas.path(companion.default_persona)
         raise StartupError(
-            f"{error}{f' ({where})' if where else ''}; fix the file (`companion persona validate` says what is "
+            f"{error}{f' ({path})' if path else ''}; fix the file (`companion persona validate` says what is "
             "wrong) or choose another COMPANION_DEFAULT_PERSONA"
         ) from error
     return App(

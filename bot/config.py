@@ -115,7 +115,7 @@ class CheckinSettings(BaseModel):
     @property
     def switches(self) -> CheckinDefaults:
         """The feature's switch and the per-platform defaults."""
-        return CheckinDefaults(enabled=self.enabled, platforms=dict(self.defaults))
+        return CheckinDefaults(enabled=self.enabled, platforms={name: on for name, on in self.defaults.items()})
 
 
 class Settings(BaseSettings):

@@ -30,6 +30,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, tzinfo
+from functools import partial
 from typing import ClassVar, Protocol
 
 from core import phrasebook
@@ -261,9 +262,9 @@ class CheckIns:
         kept = self._knowledge.records_on_days(sorted(days), categories=["core"])
         found: list[tuple[Scope, Callable[[tzinfo], Due | None]]] = []
         for record in plans:
-            found.append((record.scope, lambda zone, record=record: plan_passed(record, now, zone, policy)))
+            found.append((record.scope, partial(plan_passed, record, now, policy=policy)))
         for record in kept:
-            found.append((record.scope, lambda zone, record=record: kept_date(record, now, zone, policy)))
+            found.append((record.scope, partial(kept_date, record, now, policy=policy)))
         return found
 
     def _silence_due(self, contact: Contact, now: datetime, zone: tzinfo) -> Due | None:

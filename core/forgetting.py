@@ -211,7 +211,8 @@ class Forgetting:
             records = self._knowledge.get(scope, memory_ids)
             named = self._history.messages_by_id(scope, message_ids)
             # The text of what was named by id is forgotten wherever else it is quoted (an episode, a dead letter).
-            target = target | ForgetTarget.of_texts([item.content for item in [*records, *named]])
+            quoted = [record.content for record in records] + [message.content for message in named]
+            target = target | ForgetTarget.of_texts(quoted)
             records += [
                 record
                 for record in self._knowledge.memories(scope, categories=["fact", "core", "episode"])

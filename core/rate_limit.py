@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from core.clock import Clock
 
@@ -18,7 +18,7 @@ class RateLimiter:
             raise ValueError("the rate limit cannot be negative")
         self.per_minute = per_minute
         self._clock = clock
-        self._recent: defaultdict[str, deque] = defaultdict(deque)  # user id -> times of accepted messages
+        self._recent: defaultdict[str, deque[datetime]] = defaultdict(deque)  # user id -> times of accepted messages
 
     def allow(self, user_id: str) -> bool:
         """Whether this user may send a message now; an allowed message counts against the limit."""

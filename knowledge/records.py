@@ -165,7 +165,8 @@ class MemoryChange:
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> MemoryChange:
         """The change whose `values()` these are."""
-        return cls(**{name: CLEAR if value is None else value for name, value in values.items()})
+        fields: dict[str, Any] = {name: CLEAR if value is None else value for name, value in values.items()}
+        return cls(**fields)
 
     def applied_to(self, record: MemoryRecord) -> MemoryRecord:
         """`record` as this change leaves it."""

@@ -124,7 +124,8 @@ def send(data_dir: Path, request: Request) -> Response | None:
             answer = stream.read()
     if not taken or not answer:
         raise ConnectionError("the running companion closed the control socket without answering")
-    return json.loads(answer)
+    reply: dict[str, Any] | None = json.loads(answer)
+    return reply
 
 
 class NotAnsweringError(ConnectionError):

@@ -174,10 +174,10 @@ def memory_search(
             click.echo(f"Nothing in {scope} matches.")
         for hit in hits:
             click.echo(f"{hit.relevance:4.2f}  {_line(hit.record)}")
-        for found in messages:
-            message = found.message
+        for said in messages:
+            message = said.message
             click.echo(
-                f"{found.relevance:4.2f}  [{message.sent_at:%Y-%m-%d %H:%M}] {message.speaker_name}: {message.content}"
+                f"{said.relevance:4.2f}  [{message.sent_at:%Y-%m-%d %H:%M}] {message.speaker_name}: {message.content}"
             )
 
     _in_scope(ctx, persona_id, user_name, show)

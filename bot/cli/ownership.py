@@ -256,7 +256,8 @@ class _RoutedStream(io.TextIOBase):
         return self.stream if buffers is None else buffers[self._index]
 
     def write(self, text: str) -> int:
-        return self._target().write(text)
+        written: int = self._target().write(text)
+        return written
 
     def flush(self) -> None:
         self._target().flush()

@@ -36,6 +36,11 @@ __all__ = ["MemoryReviewer", "ReviewDecision", "Verdict", "last_verdict", "searc
 Verdict = Literal["promote", "keep", "delete", "gone", "settled"]  # settled: no such review was waiting
 
 _FULL_WIDTH = str.maketrans({"【": "[", "】": "]", "［": "[", "］": "]", "：": ":"})
+_VERDICT_TOKENS: dict[str, Literal["promote", "keep", "delete"]] = {
+    "promote": "promote",
+    "keep": "keep",
+    "delete": "delete",
+}
 _VERDICT = re.compile(r"\[\s*(PROMOTE|KEEP|DELETE)\s*\]", re.IGNORECASE)
 _SEARCH = re.compile(r"\[\s*SEARCH\s*:\s*([^\]]+?)\s*\]", re.IGNORECASE)
 MAX_SEARCHES_PER_ROUND = 3
@@ -84,7 +89,7 @@ class ReviewDecision:
 def last_verdict(text: str) -> Literal["promote", "keep", "delete"] | None:
     """The last verdict token in a reply (the reasoning before it may mention others)."""
     found = _VERDICT.findall(text.translate(_FULL_WIDTH))
-    return found[-1].lower() if found else None  # type: ignore[return-value]
+    return _VERDICT_TOKENS[found[-1].lower()] if found else None
 
 
 def search_requests(text: str) -> list[str]:

@@ -53,7 +53,8 @@ def decay_trigger(cron: str) -> CronTrigger:
 
 def next_run(trigger: BaseTrigger, now: datetime) -> datetime | None:
     """When `trigger` fires next after `now` (a pure function, for tests and `--help` output)."""
-    return trigger.get_next_fire_time(None, now)
+    fires: datetime | None = trigger.get_next_fire_time(None, now)
+    return fires
 
 
 def slot_of(moment: datetime, length: timedelta) -> datetime:

@@ -126,8 +126,8 @@ def memory_line(record: MemoryRecord, when: TurnTime, policy: MemoryPolicy) -> s
         return f"- {record.content}"
     if record.category == "episode":
         return f"- [{relative_day(episode_moment(record), now)}] {without_stamp(record.content)}"
-    if has_ended(record, now):  # only a changed fact's old value is still shown
-        return f"- [used to be true, until {short_date(record.until, now)}] {record.content}"  # type: ignore[arg-type]
+    if record.until is not None and has_ended(record, now):  # only a changed fact's old value is still shown
+        return f"- [used to be true, until {short_date(record.until, now)}] {record.content}"
     notes = []
     stage = plan_stage(record, now, policy)
     if record.about is not None and stage == "upcoming":

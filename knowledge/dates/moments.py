@@ -192,12 +192,11 @@ def _clock(text: str) -> time | None:
             hour += 12
         return time(hour, minute) if hour < 24 and minute < 60 else None
     if match := _CLOCK_ZH.search(text):
-        hour = _number(match["hour"])
+        named = _number(match["hour"])
         minute = 30 if match["half"] else int(match["minute"] or 0)
-        if hour is None:
+        if named is None:
             return None
-        if match["part"] in _AFTERNOON_ON and hour < 12:
-            hour += 12
+        hour = named + 12 if match["part"] in _AFTERNOON_ON and named < 12 else named
         return time(hour, minute) if hour < 24 and minute < 60 else None
     if match := part:
         return time(_PART_HOURS[match["part"].lower()])
@@ -231,8 +230,9 @@ def find_moment(text: str, now: datetime) -> datetime | None:
     if day is None and (past := find_window(text, now)) is not None and not past.last_time:
         day = past.start.date()
     clock = _clock(text)
-    if day is None and clock is None:
-        return None
-    if day is None:  # a time alone: today's, or tomorrow's once it has passed
-        day = today if clock >= now.timetz().replace(tzinfo=None) else today + timedelta(days=1)  # type: ignore[operator]
+    if day is None:
+        if clock is None:
+            return None
+        # a time alone: today's, or tomorrow's once it has passed
+        day = today if clock >= now.timetz().replace(tzinfo=None) else today + timedelta(days=1)
     return datetime.combine(day, clock or time(0), tzinfo=now.tzinfo)

@@ -147,9 +147,10 @@ class ForgetTarget:
     def matches_serialized(self, serialized: str) -> bool:
         """Whether a stored JSON document carries a match (decoded first, so no escape hides one)."""
         try:
-            return self.redacted(json.loads(serialized)) != json.loads(serialized)
+            document = json.loads(serialized)
         except ValueError:
             return self.matches(serialized)
+        return bool(self.redacted(document) != document)
 
 
 NOTHING = ForgetTarget()

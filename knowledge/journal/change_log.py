@@ -7,7 +7,7 @@ a memory changed (when, by whom, how) and erases *what* it said (`scrub`).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime
@@ -102,7 +102,7 @@ class ChangeLog:
                 fences.enter_context(fenced_write(scope))  # no content may come back into a forgotten scope
             self._write(rows)
 
-    def _write(self, rows: list[tuple[object, ...]]) -> None:
+    def _write(self, rows: Sequence[tuple[object, ...]]) -> None:
         with self._db.transaction() as db:
             db.executemany(
                 "INSERT INTO memory_history (persona_id, user_id, memory_id, action, actor, old_content,"

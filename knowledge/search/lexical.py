@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections import Counter
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -46,7 +45,8 @@ def _stem(words: list[str]) -> list[str]:
     stemmer = getattr(_stemmers, "english", None)
     if stemmer is None:
         stemmer = _stemmers.english = Stemmer.Stemmer("english")
-    return stemmer.stemWords(words)
+    stems: list[str] = stemmer.stemWords(words)
+    return stems
 
 
 def mentions(content: str, phrase: str) -> bool:
@@ -72,11 +72,11 @@ def tokenize(text: str) -> list[str]:
     return _stem(words) + cjk
 
 
-def terms_of(text: str, weight: float = 1.0) -> Counter[str]:
+def terms_of(text: str, weight: float = 1.0) -> dict[str, float]:
     """The terms of `text` with their frequencies, each occurrence counting `weight`."""
-    terms: Counter[str] = Counter()
+    terms: dict[str, float] = {}
     for token in tokenize(text):
-        terms[token] += weight
+        terms[token] = terms.get(token, 0.0) + weight
     return terms
 
 

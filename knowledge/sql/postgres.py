@@ -35,7 +35,7 @@ QUERY_POOL = 8  # statements are short: a few connections serve a busy process
 LOCK_POOL = 64  # a turn holds one while it runs (a conversation's turns never overlap, cluster-wide); configurable
 # Waiting for a lock connection is waiting for a turn: past LOCK_POOL turns at once, the next waits its turn.
 LOCK_POOL_WAIT = 3600.0
-CONNECT_TIMEOUT = 10.0
+CONNECT_TIMEOUT = 10  # seconds
 _MIGRATION_LOCK = "schema:migrations"
 
 
@@ -186,7 +186,7 @@ class PostgresCluster:
         self._life = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
         self._life.execute("SELECT pg_advisory_lock(%s)", (lock_key(self._worker_id),))
         kwargs = {"autocommit": True}
-        sizes = {"min_size": 0, "max_size": pool_size, "kwargs": kwargs, "timeout": LOCK_POOL_WAIT}
+        sizes: dict[str, Any] = {"min_size": 0, "max_size": pool_size, "kwargs": kwargs, "timeout": LOCK_POOL_WAIT}
         self._threads = ConnectionPool(url, open=True, name="companion-locks", **sizes)
         self._tasks = AsyncConnectionPool(url, open=False, name="companion-turns", **sizes)
         self._opening = asyncio.Lock()

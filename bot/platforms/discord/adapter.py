@@ -312,7 +312,7 @@ class CompanionCog(commands.Cog):
     async def memory(self, interaction: discord.Interaction) -> None:
         listing = await self.companion.memory_listing(self._scope(interaction))
         pages = MemoryPages(interaction.user.id, split_message(listing, PAGE_CHARS))
-        await interaction.response.send_message(**pages.current(), ephemeral=True)
+        await interaction.response.send_message(pages.current(), view=pages, ephemeral=True)
 
     @app_commands.command(name="timezone", description="Your time zone, so I know your day (only you see it)")
     @app_commands.describe(zone="an IANA name such as Europe/Berlin or Asia/Shanghai; leave empty to see yours")
@@ -452,21 +452,22 @@ class MemoryPages(_OwnedView):
         if len(self.pages) == 1:
             self.clear_items()
 
-    def current(self) -> dict[str, object]:
+    def current(self) -> str:
+        """The page shown now, with the buttons set for it."""
         footer = f"\n\n(page {self.index + 1} of {len(self.pages)})" if len(self.pages) > 1 else ""
         self.previous.disabled = self.index == 0
         self.next.disabled = self.index == len(self.pages) - 1
-        return {"content": self.pages[self.index] + footer, "view": self}
+        return self.pages[self.index] + footer
 
     @discord.ui.button(label="Previous", style=discord.ButtonStyle.secondary)
     async def previous(self, interaction: discord.Interaction, button: discord.ui.Button[MemoryPages]) -> None:
         self.index = max(self.index - 1, 0)
-        await interaction.response.edit_message(**self.current())
+        await interaction.response.edit_message(content=self.current(), view=self)
 
     @discord.ui.button(label="Next", style=discord.ButtonStyle.secondary)
     async def next(self, interaction: discord.Interaction, button: discord.ui.Button[MemoryPages]) -> None:
         self.index = min(self.index + 1, len(self.pages) - 1)
-        await interaction.response.edit_message(**self.current())
+        await interaction.response.edit_message(content=self.current(), view=self)
 
 
 class ForgetConfirmation(_OwnedView):

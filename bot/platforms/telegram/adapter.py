@@ -108,10 +108,15 @@ def build_telegram_application(
     paces growing replies (tests pass one that does not really wait).
     """
     base_url = base_url.rstrip("/")
-    builder = ApplicationBuilder().token(token).base_url(f"{base_url}/bot").base_file_url(f"{base_url}/file/bot")
-    # many chats at once, each one in order (across processes too, in server mode)
-    builder = builder.concurrent_updates(PerChatUpdateProcessor(order=app.turn_order("telegram:")))
-    builder = builder.rate_limiter(FloodControl())
+    builder = (
+        ApplicationBuilder()
+        .token(token)
+        .base_url(f"{base_url}/bot")
+        .base_file_url(f"{base_url}/file/bot")
+        # many chats at once, each one in order (across processes too, in server mode)
+        .concurrent_updates(PerChatUpdateProcessor(order=app.turn_order("telegram:")))
+        .rate_limiter(FloodControl())
+    )
     if not polling:
         builder = builder.updater(None)
     application = builder.build()
@@ -246,7 +251,7 @@ class TelegramAdapter:
         replied = message.reply_to_message
         if replied is not None and replied.from_user is not None and replied.from_user.id == bot.id:
             return True
-        kinds = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION]
+        kinds: list[str | None] = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION]
         mentions = {**message.parse_entities(kinds), **message.parse_caption_entities(kinds)}
         for entity, text in mentions.items():
             if entity.type == MessageEntity.TEXT_MENTION and entity.user is not None and entity.user.id == bot.id:
