@@ -88,7 +88,7 @@ from bench.stats import summarize
 from bot.app import App, build_app
 from bot.config import Settings
 from core.llm.client import MESSAGE_OVERHEAD_TOKENS, count_tokens
-from core.types import IncomingMessage
+from core.types import ConversationRef, IncomingMessage, UserRef
 from knowledge.records import Scope
 from knowledge.search.embedding import Embedder, load_embedder
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -419,8 +419,8 @@ def role_settings(data_dir: Path, llm_url: str) -> Settings:
 
 def _message(user_index: int, text: str) -> IncomingMessage:
     return IncomingMessage(
-        conversation_id=f"cli:bench-bg-{user_index}",
-        user_id=f"cli:bench-bg-user{user_index}",
+        conversation=ConversationRef("cli", "", f"bench-bg-{user_index}"),
+        user=UserRef("cli", f"bench-bg-user{user_index}"),
         speaker_name=SPEAKERS[user_index % len(SPEAKERS)],
         text=text,
         sent_at=datetime.now(UTC),

@@ -230,7 +230,7 @@ async def run(args: argparse.Namespace, embedder: Embedder, account: CPUAccount)
         await app.start(schedule=False)
         traffic.listen_to(telegram)
         try:
-            async with polling(build_telegram_application(app, TOKEN, telegram.url)):
+            async with polling(build_telegram_application(app.platform("telegram"), TOKEN, telegram.url)):
                 print(f"{args.users} users x {args.messages} messages...", file=sys.stderr)
                 cpu_before = account.snapshot()
                 started = time.perf_counter()

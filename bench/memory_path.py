@@ -77,7 +77,7 @@ from bench.templates import slots
 from bot.app import App, build_app, build_llm
 from bot.config import Settings
 from core.llm.client import LLMClient, ModelSettings, count_tokens
-from core.types import ChatMessage, IncomingMessage, Role
+from core.types import ChatMessage, ConversationRef, IncomingMessage, Role, UserRef
 from knowledge.dates.windows import find_window
 from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.records import MemoryRecord, Scope
@@ -373,7 +373,11 @@ def _fact_record(scope: Scope, index: int, text: str, now: datetime, rng: random
 async def handle_turn(bench: Bench, text: str) -> dict[str, float]:
     """One turn as an adapter makes it: Companion.handle() and the consumed stream (which stores the reply)."""
     message = IncomingMessage(
-        conversation_id=CONVERSATION, user_id=USER_ID, speaker_name=SPEAKER, text=text, sent_at=datetime.now(UTC)
+        conversation=ConversationRef.parse(CONVERSATION),
+        user=UserRef.parse(USER_ID),
+        speaker_name=SPEAKER,
+        text=text,
+        sent_at=datetime.now(UTC),
     )
     bench.embedder.reset()
     STATEMENTS.reset()

@@ -100,7 +100,7 @@ async def telegram_case(
 
     fake.listen(on_call)
     figures = []
-    async with polling(build_telegram_application(app, TOKEN, fake.url)):
+    async with polling(build_telegram_application(app.platform("telegram"), TOKEN, fake.url)):
         for _ in range(replies):
             done.clear()
             watch.start()
@@ -121,7 +121,7 @@ async def discord_case(app: App, replies: int) -> list[tuple[float, float]]:
     from bot.platforms.discord.adapter import build_discord_bot
     from tests.fakes.discord import record_http
 
-    bot = build_discord_bot(app)
+    bot = build_discord_bot(app.platform("discord"))
     await bot._async_setup_hook()  # what discord.py sets up at login, which dpytest skips
     await bot.setup_hook()
     # dpytest's members exist only in a member cache, which Discord fills only with the members intent

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from bot.config import ConfigError, Settings
 from bot.ordering import TurnOrder
+from bot.platforms.pipeline import PlatformContext
 from bot.routing import ChosenPersonas, PersonaChoices, Router
 from bot.startup import RESTORE_MEMORIES, RESTORE_MESSAGES, StartupError, ensure_writable, opening
 from core.background.checkpoint import CrashPoint, no_crash
@@ -144,10 +145,14 @@ class App:
     def lifecycle(self) -> MemoryLifecycle:
         return self.companion.lifecycle
 
-    def turn_order(self, namespace: str = "") -> TurnOrder:
-        """The order of turns per conversation key (`namespace` qualifies keys that are not already unique),
-        kept across every process that shares the stores."""
-        return TurnOrder(self.storage.cluster, namespace=namespace)
+    def turn_order(self) -> TurnOrder:
+        """The order of turns per conversation, kept across every process that shares the stores."""
+        return TurnOrder(self.storage.cluster)
+
+    def platform(self, platform: Literal["discord", "telegram"]) -> PlatformContext:
+        """What a platform adapter is given: the companion, the platform's rules, the turn order, streaming or not."""
+        streaming = getattr(self.settings, f"{platform}_streaming")
+        return PlatformContext(self.companion, self.router(platform), self.turn_order(), streaming=streaming)
 
     def router(self, platform: Literal["discord", "telegram"]) -> Router:
         """The operator's rules for one platform; every persona they name must exist (checked now, not mid-chat)."""

@@ -24,11 +24,10 @@ class _Queue:
 class TurnOrder:
     """Per-key locks that exist only while someone holds or waits for them, so idle keys cost nothing."""
 
-    def __init__(self, cluster: ClusterLocks | None = None, *, namespace: str = "") -> None:
-        """`cluster`: the processes sharing the conversations; `namespace` names the keys' platform among them."""
+    def __init__(self, cluster: ClusterLocks | None = None) -> None:
+        """`cluster`: the processes sharing the conversations (a key's text names it among them)."""
         self._queues: dict[Hashable, _Queue] = {}
         self._cluster = cluster or SingleProcess()
-        self._namespace = namespace
 
     def __len__(self) -> int:
         """How many keys have a turn running or waiting."""
@@ -41,7 +40,7 @@ class TurnOrder:
         queue = self._queues.setdefault(key, _Queue())
         queue.waiting += 1
         try:
-            async with queue.lock, self._cluster.acquire(f"turn:{self._namespace}{key}"):
+            async with queue.lock, self._cluster.acquire(f"turn:{key}"):
                 yield
         finally:
             queue.waiting -= 1

@@ -1,8 +1,9 @@
 """Operator rules for a chat platform: which persona speaks where, who may talk, where every message counts.
 
-A *place* is a platform id (a Discord server, channel or thread; a Telegram chat). Adapters pass the
-ids of a message's places from the most specific to the broadest (thread, channel, server), so a
-channel's rule beats its server's. Runtime choices made with `/persona` beat the config file.
+A *place* is a platform id (a Discord server, channel or thread; a Telegram chat). Adapters describe
+where a message came from as a `Place`: its conversation and the ids of its places from the most
+specific to the broadest (thread, channel, server), so a channel's rule beats its server's. Runtime
+choices made with `/persona` beat the config file.
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ import os
 import tempfile
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from core.types import ConversationRef, UserRef
 
 
 class PlaceRules(BaseModel):
@@ -39,9 +43,10 @@ class PlaceRules(BaseModel):
         """The configured persona of the most specific place that has one."""
         return next((self.personas[place] for place in places if place in self.personas), None)
 
-    def allows(self, user_id: int, places: Sequence[int], *, direct: bool) -> bool:
-        """Whether this user may talk to the companion here (`places` is empty for a direct message)."""
-        if self.allowed_users and user_id not in self.allowed_users:
+    def allows(self, user_id: int | str, places: Sequence[int], *, direct: bool) -> bool:
+        """Whether this user (the platform's own id) may talk to the companion here (`places` is empty for a
+        direct message)."""
+        if self.allowed_users and str(user_id) not in {str(allowed) for allowed in self.allowed_users}:
             return False
         if direct:
             return self.direct_messages
@@ -100,13 +105,35 @@ class PersonaChoices:
         os.replace(temporary, self.path)
 
 
-class Router:
-    """Answers the adapters' questions about a place: its persona, who may talk, what to answer."""
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a message or a command came from: its conversation, the ids the operator's rules name it by (most
+    specific first; none for a Discord DM or the terminal), and whether it is private (only the user and the
+    companion read it)."""
 
-    def __init__(self, rules: PlaceRules, choices: ChosenPersonas, default_persona: str) -> None:
+    conversation: ConversationRef
+    ids: tuple[int, ...] = ()
+    private: bool = True
+
+
+class Router:
+    """Answers the adapters' questions about a place: its persona, who may talk, what to answer.
+
+    Without `choices`, no persona is chosen at runtime (the terminal's router: no rules, one persona)."""
+
+    def __init__(self, rules: PlaceRules, choices: ChosenPersonas | None, default_persona: str) -> None:
         self.rules = rules
         self.choices = choices
         self.default_persona = default_persona
 
     def persona_for(self, places: Sequence[int]) -> str:
-        return self.choices.get(places) or self.rules.persona_for(places) or self.default_persona
+        chosen = self.choices.get(places) if self.choices is not None else None
+        return chosen or self.rules.persona_for(places) or self.default_persona
+
+    def allows(self, user: UserRef, place: Place) -> bool:
+        """Whether the operator lets this user talk to the companion there."""
+        return self.rules.allows(user.id, place.ids, direct=place.private)
+
+    def answers_every_message(self, place: Place) -> bool:
+        """Whether every message there is answered, not only those meant for the companion."""
+        return self.rules.every_message_in(place.ids)

@@ -37,11 +37,11 @@ from core import phrasebook
 from core.background.checkpoint import Stage
 from core.background.tasks import BackgroundTasks, FlatPayload
 from core.clock import Clock
-from core.errors import CompanionError
+from core.errors import RecipientRefusedError
 from core.llm.client import LLMClient
 from core.reply.prompt import persona_prompt
 from core.reply.time_context import TurnTime, duration, memory_line, now_section
-from core.types import ChatMessage
+from core.types import ChatMessage, ConversationRef, UserRef
 from knowledge.conversations.working_memory import WorkingMemory
 from knowledge.journal.checkin_log import Checkin, CheckinLog, Contact, checkin_id
 from knowledge.journal.job_queue import Job
@@ -78,18 +78,14 @@ class CheckinJob(FlatPayload):
     checkin_id: str
 
 
-class RecipientRefusedError(CompanionError):
-    """The platform will not deliver to this user: they blocked the bot, or their DMs are closed."""
-
-
 class Outbox(Protocol):
     """Where check-ins leave the process: one per platform adapter (core never imports a platform)."""
 
-    def reaches(self, user_id: str) -> bool:
+    def reaches(self, user: UserRef) -> bool:
         """Whether this outbox can write to the user (`telegram:7` on Telegram; the terminal's own user)."""
         ...
 
-    async def deliver(self, user_id: str, conversation_id: str, text: str) -> None:
+    async def deliver(self, user: UserRef, conversation: ConversationRef, text: str) -> None:
         """Send `text` to the user's private conversation; raise `RecipientRefusedError` if the platform refuses."""
         ...
 
@@ -117,7 +113,7 @@ class CheckinDefaults:
     platforms: Mapping[str, bool] = field(default_factory=dict)  # "telegram", "discord", "cli"
 
     def default_for(self, user_id: str) -> bool:
-        return bool(self.platforms.get(user_id.split(":", 1)[0], False))
+        return bool(self.platforms.get(UserRef.parse(user_id).platform, False))
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +205,8 @@ class CheckIns:
         self._outboxes = [each for each in self._outboxes if each is not outbox]
 
     def _outbox_for(self, user_id: str) -> Outbox | None:
-        return next((outbox for outbox in self._outboxes if outbox.reaches(user_id)), None)
+        user = UserRef.parse(user_id)
+        return next((outbox for outbox in self._outboxes if outbox.reaches(user)), None)
 
     # -- planning ------------------------------------------------------------------------------
 
@@ -375,10 +372,11 @@ class CheckIns:
 
     async def _deliver(self, outbox: Outbox, checkin: Checkin, text: str) -> bool:
         """Send it; a refusal turns check-ins off for the user, with the reason kept. False: it did not go."""
+        user = UserRef.parse(checkin.scope.user_id)
         try:
-            await outbox.deliver(checkin.scope.user_id, checkin.conversation_id, text)
+            await outbox.deliver(user, ConversationRef.parse(checkin.conversation_id), text)
         except RecipientRefusedError as error:
-            reason = f"{checkin.scope.user_id.split(':', 1)[0]} refused on {self._clock.now():%Y-%m-%d}: {error}"
+            reason = f"{user.platform} refused on {self._clock.now():%Y-%m-%d}: {error}"
             self._settings.set_checkins(checkin.scope, False)
             self.log.switched_off(checkin.scope, reason)
             self.log.end(checkin.id, "failed", reason, self._clock.now())

@@ -5,16 +5,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from datetime import datetime
 
 from core import phrasebook
 from core.background.lifecycle import MemoryLifecycle
 from core.background.tasks import BackgroundTasks
-from core.checkins import CheckIns
+from core.checkins import CheckIns, Outbox
 from core.clock import Clock
 from core.errors import UserFacingError
-from core.forgetting import Forgetting
+from core.forgetting import ForgetQuestion, ForgetReport, Forgetting
 from core.memory_editor import MemoryEditor
 from core.rate_limit import RateLimiter
+from core.reply.images import check_size
 from core.reply.response_handler import ResponseHandler
 from core.sharing import Sharing
 from core.types import IncomingMessage, TurnResult, clean_text
@@ -152,6 +154,23 @@ class Companion:
             return False  # the stored wording stays; nothing said is lost
         return await asyncio.to_thread(self.history.edit, source_id, text) is not None
 
+    def now(self) -> datetime:
+        """The companion's "now" (the clock tests set)."""
+        return self.clock.now()
+
+    def persona_ids(self) -> list[str]:
+        """The ids of every persona there is."""
+        return self.personas.ids()
+
+    def check_image_size(self, size: int) -> None:
+        """Refuse, before it is downloaded, an image of `size` bytes beyond the operator's limit (`UserFacingError`)."""
+        check_size(size, self.responses.image_limits)
+
+    def image_side(self) -> int:
+        """The longest side, in pixels, an image is shown to the model at (of the sizes a platform offers, the
+        smallest that reaches it is enough)."""
+        return self.responses.image_limits.max_side
+
     async def message_deleted(self, source_id: str) -> bool:
         """A message was deleted on its platform: it is forgotten, with what quotes it (see `Forgetting`)."""
         return await self.forgetting.message_deleted(source_id)
@@ -205,6 +224,44 @@ class Companion:
         zone = self.user_settings.time_zone(scope)
         chosen = self.user_settings.chosen_time_zone(scope) is not None
         return phrasebook.time_zone_status(self.clock.now().astimezone(zone), chosen)
+
+    # -- forgetting ------------------------------------------------------------------------------
+
+    async def ask_to_forget(self, scope: Scope, what: str) -> ForgetQuestion | None:
+        """`/forget <what>`: what it would forget, kept as a question whose answer any process may take (None if
+        nothing matches)."""
+        return await self.forgetting.ask(scope, what)
+
+    async def forget_as_asked(self, key: str, user_id: str) -> ForgetReport | None:
+        """`/forget <what>`, confirmed by `user_id`: forget what question `key` found (None if it is unknown,
+        expired, answered already or someone else's)."""
+        return await self.forgetting.answered(key, user_id)
+
+    async def keep_as_asked(self, key: str) -> None:
+        """`/forget <what>`, declined: the question goes, nothing else."""
+        await self.forgetting.declined(key)
+
+    async def forget_everything(self, scope: Scope) -> ForgetReport:
+        """`/forget`, confirmed: every memory, message, change, job and file of the scope."""
+        return await self.forgetting.everything(scope)
+
+    # -- check-ins -------------------------------------------------------------------------------
+
+    def send_checkins_through(self, outbox: Outbox) -> None:
+        """Check-ins for the users `outbox` reaches leave through it from now on (a platform adapter's own)."""
+        self.checkins.add_outbox(outbox)
+
+    def stop_checkins_through(self, outbox: Outbox) -> None:
+        """No more check-ins through `outbox` (its platform stopped)."""
+        self.checkins.remove_outbox(outbox)
+
+    def send_due_checkins(self) -> int:
+        """Start the check-ins whose time has come on the platforms this process sends on; returns how many."""
+        return self.checkins.dispatch()
+
+    async def send_checkins_due_for(self, scope: Scope) -> int:
+        """Plan and send what is due for one user now (the terminal, as a chat starts); returns how many went out."""
+        return await self.checkins.run_due_for(scope)
 
     async def search(
         self, scope: Scope, query: str, *, limit: int = 10, during: TimeWindow | None = None

@@ -11,6 +11,10 @@ class UserFacingError(CompanionError):
     """An error whose message is safe and useful to show to the person chatting."""
 
 
+class RecipientRefusedError(CompanionError):
+    """A platform will not deliver to this user: they blocked the bot, or their DMs are closed."""
+
+
 class LLMError(CompanionError):
     """The language model could not produce an answer (after retries)."""
 

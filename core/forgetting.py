@@ -72,6 +72,14 @@ class ForgetPlan:
         return [*self.memories, *self.messages]
 
 
+@dataclass(frozen=True, slots=True)
+class ForgetQuestion:
+    """`/forget <what>`, asked: the key its answer names, and what the user is shown before answering."""
+
+    key: str
+    found: list[MemoryRecord | StoredMessage]
+
+
 class Forgetting:
     """Forgets for every route, in every place text can live."""
 
@@ -110,9 +118,15 @@ class Forgetting:
         (work that finished between the question and the answer may have written it again)."""
         return await asyncio.to_thread(self._forget_plan, plan, actor)
 
-    async def ask(self, plan: ForgetPlan) -> str:
-        """`/forget <what>`, the question: kept where any process may take its answer; returns its key."""
-        return await asyncio.to_thread(self._journal.forget_requests.ask, plan.scope, plan.what, self._now())
+    async def ask(self, scope: Scope, what: str) -> ForgetQuestion | None:
+        """`/forget <what>`, the question: what it would delete, kept where any process may take the answer
+        (a button pressed after a restart, in another process, or the terminal's typed yes); None if nothing
+        matches."""
+        plan = await self.find(scope, what)
+        if not plan.found:
+            return None
+        key = await asyncio.to_thread(self._journal.forget_requests.ask, plan.scope, plan.what, self._now())
+        return ForgetQuestion(key, plan.found)
 
     async def answered(self, key: str, user_id: str) -> ForgetReport | None:
         """`/forget <what>`, confirmed by `user_id`: what the question `key` found is forgotten, with what

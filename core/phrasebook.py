@@ -29,6 +29,7 @@ CANT_SEE_IMAGES = "I can't see images with this model. Could you tell me in word
 CANT_SEE_IMAGES_READ_CAPTION = "(I can't see images with this model, so I only read what you wrote with it.)"
 IMAGE_UNREADABLE = "I couldn't open that image. Could you send it as a photo (JPEG or PNG)?"
 CANT_HEAR_VOICE = "I can't listen to voice messages yet. Could you write it down for me?"
+NOT_TEXT = "I can read text and look at pictures, but stickers and files don't reach me. Could you write it?"
 
 
 def image_too_large(size: int, limit: int, *, pixels: bool = False) -> str:

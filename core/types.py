@@ -46,11 +46,53 @@ def clean_text(text: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class UserRef:
+    """Someone on a platform. Its text (`str`) is how every store keys them: "telegram:7", "discord:99",
+    "cli:alice"; an adapter builds one where a person reaches it, and `parse` reads a stored one back."""
+
+    platform: str  # "telegram", "discord", "cli"
+    id: str  # the platform's own id of the person (a number on Telegram and Discord, a name in the terminal)
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.id}"
+
+    @classmethod
+    def parse(cls, text: str) -> UserRef:
+        """The reference a stored user id names (the inverse of `str`)."""
+        platform, _, own = text.partition(":")
+        if not platform or not own:
+            raise ValueError(f"not a platform-qualified user id: {text!r}")
+        return cls(platform, own)
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationRef:
+    """A conversation on a platform. Its text (`str`) is how every store keys it: "telegram:chat:-1001",
+    "discord:channel:42", "discord:thread:43", "discord:dm:7", "cli:alice" (the terminal's have no kind);
+    an adapter builds one where a message arrives, and `parse` reads a stored one back."""
+
+    platform: str
+    kind: str  # "chat", "channel", "thread", "dm"; "" for the terminal
+    id: str  # the platform's own id of the chat, channel or thread (the user's name in the terminal)
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.kind}:{self.id}" if self.kind else f"{self.platform}:{self.id}"
+
+    @classmethod
+    def parse(cls, text: str) -> ConversationRef:
+        """The reference a stored conversation id names (the inverse of `str`)."""
+        parts = text.split(":", 2)
+        if len(parts) < 2 or not all(parts):
+            raise ValueError(f"not a platform-qualified conversation id: {text!r}")
+        return cls(parts[0], parts[1], parts[2]) if len(parts) == 3 else cls(parts[0], "", parts[1])
+
+
+@dataclass(frozen=True, slots=True)
 class IncomingMessage:
     """A message a person sent, already translated from its platform; its text is cleaned on the way in."""
 
-    conversation_id: str  # "telegram:chat:-1001", "discord:channel:42", "cli:alice"
-    user_id: str  # platform-qualified: "telegram:7", "discord:99", "cli:alice"
+    conversation: ConversationRef
+    user: UserRef
     speaker_name: str
     text: str
     sent_at: datetime  # aware, UTC
@@ -62,6 +104,16 @@ class IncomingMessage:
         # Every adapter builds one of these: the one place where text from outside is made safe to keep.
         object.__setattr__(self, "text", clean_text(self.text))
         object.__setattr__(self, "speaker_name", clean_text(self.speaker_name))
+
+    @property
+    def conversation_id(self) -> str:
+        """The conversation as the stores key it ("telegram:chat:-1001")."""
+        return str(self.conversation)
+
+    @property
+    def user_id(self) -> str:
+        """The sender as the stores key them ("telegram:7")."""
+        return str(self.user)
 
 
 @dataclass(frozen=True, slots=True)

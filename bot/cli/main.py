@@ -171,12 +171,14 @@ def _platforms(settings: Settings, shards: Shards | None = None) -> list[Callabl
                 settings.telegram_webhook_port,
                 None if secret is None else secret.get_secret_value(),
             )
-        platforms.append(lambda app: run_telegram(app, token, settings.telegram_base_url, webhook=webhook))
+        platforms.append(
+            lambda app: run_telegram(app.platform("telegram"), token, settings.telegram_base_url, webhook=webhook)
+        )
     if settings.discord_token is not None:
         from bot.platforms.discord.adapter import run_discord
 
         discord_token = settings.discord_token.get_secret_value()
-        platforms.append(lambda app: run_discord(app, discord_token, shards=shards))
+        platforms.append(lambda app: run_discord(app.platform("discord"), discord_token, shards=shards))
     return platforms
 
 

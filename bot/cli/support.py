@@ -68,7 +68,9 @@ def cli_settings(ctx: click.Context, **overrides: Any) -> Settings:
 
 def user_id_for(name: str) -> str:
     """A terminal user name becomes `cli:<name>`; a platform-qualified id (`telegram:7`) is kept."""
-    return name if ":" in name else f"cli:{name}"
+    from bot.platforms.terminal import terminal_user  # the terminal, with the companion, loads only when needed
+
+    return name if ":" in name else str(terminal_user(name))
 
 
 def scope_options(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -1,30 +1,42 @@
-"""The terminal adapter: interactive chat with streamed replies, or one message per line from a pipe."""
+"""The terminal adapter: interactive chat with streamed replies, or one message per line from a pipe.
+
+A line is a message for the pipeline or one of the chat commands, as on every platform; a question
+(`/forget`) is answered by typing yes. The person at the terminal is `cli:<name>`, and so is their
+conversation: every answer is for them alone.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import io
+import sys
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
-from core import phrasebook
+from bot.platforms.commands import COMMANDS, Call, ChatCommands, Reply, help_text
+from bot.platforms.pipeline import Arrival, MessagePipeline
+from bot.routing import Place, PlaceRules, Router
 from core.companion import Companion
 from core.errors import UserFacingError
-from core.types import IncomingMessage
+from core.types import ConversationRef, UserRef
 from knowledge.records import Scope
 
-HELP = (
-    "Commands: /new (start afresh), /memory (what I remember), /forget (forget everything), "
-    "/forget <what> (forget memories about it), /share [on|off|<memory id> [on|off]] (what I may bring up "
-    "in group chats), /timezone [Area/City] (your time zone), /checkins [on|off] (whether I may write first: "
-    "shown when you start a chat), /quit"
-)
+PLATFORM = "cli"
+QUIT = "/quit"
+HELP_TEXT = help_text("Write to talk to me; these commands do the rest:", [f"{QUIT} - end the chat"])
 CONFIRMATIONS = {"yes", "y", "是", "确认"}
 ReadLine = Callable[[str], Awaitable[str | None]]
 
 
+def terminal_user(name: str) -> UserRef:
+    """The person at a terminal, by the name they chat under."""
+    return UserRef(PLATFORM, name)
+
+
 class TerminalChat:
-    """One person chatting with one persona in a terminal."""
+    """One person chatting with one persona in a terminal (the pipeline's `Chat` for their messages)."""
+
+    limit = sys.maxsize  # a terminal takes any length
 
     def __init__(
         self,
@@ -37,13 +49,21 @@ class TerminalChat:
         interactive: bool,
     ) -> None:
         self._companion = companion
-        self._persona_id = companion.persona(persona_id).id
+        self._persona = companion.persona(persona_id)
         self._user_name = user_name
         self._read_line = read_line
         self._out = output
         self._interactive = interactive
-        self.conversation_id = f"cli:{user_name}"
-        self.scope = Scope(self._persona_id, f"cli:{user_name}")
+        self.user = terminal_user(user_name)
+        self.place = Place(ConversationRef(PLATFORM, "", user_name))
+        router = Router(PlaceRules(), None, self._persona.id)  # no operator's rules: one person, one persona
+        self._pipeline = MessagePipeline(companion, router)
+        self._commands = ChatCommands(companion, router, help=HELP_TEXT)
+        self.pace = 0.0 if interactive else None  # a reply is shown as it comes, or printed whole to a pipe
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(self._persona.id, str(self.user))
 
     def _say(self, text: str) -> None:
         self._out.write(text + "\n")
@@ -51,17 +71,16 @@ class TerminalChat:
 
     def show(self, text: str) -> None:
         """Words of the persona's own, not a reply (a check-in)."""
-        self._say(f"{self._companion.persona(self._persona_id).name}: {text}")
+        self._say(f"{self._persona.name}: {text}")
 
     async def run(self) -> None:
         """Chat until /quit or end of input."""
-        persona = self._companion.persona(self._persona_id)
         if self._interactive:
-            self._say(HELP)
+            self._say(HELP_TEXT)
         if not await self._checkins_due() and self._interactive:
-            self._say(f"{persona.name}: {self._companion.greeting(persona.id, self._user_name)}")
+            self._say(f"{self._persona.name}: {self._companion.greeting(self._persona.id, self._user_name)}")
         while (line := await self._read_line("> " if self._interactive else "")) is not None:
-            if line.strip() == "/quit":
+            if line.strip() == QUIT:
                 break
             try:
                 await self._dispatch(line)
@@ -71,79 +90,72 @@ class TerminalChat:
     async def _checkins_due(self) -> int:
         """A check-in due for this user is shown at the start of the chat, in place of the greeting."""
         outbox = _TerminalOutbox(self)
-        self._companion.checkins.add_outbox(outbox)
+        self._companion.send_checkins_through(outbox)
         try:
-            return await self._companion.checkins.run_due_for(self.scope)
+            return await self._companion.send_checkins_due_for(self.scope)
         finally:
-            self._companion.checkins.remove_outbox(outbox)
+            self._companion.stop_checkins_through(outbox)
 
     async def _dispatch(self, line: str) -> None:
-        command = line.strip().split(maxsplit=1)[0] if line.strip() else ""
-        if command == "/new":
-            self._say(await self._companion.new_conversation(self._persona_id, self.conversation_id))
-        elif command == "/memory":
-            self._say(await self._companion.memory_listing(self.scope))
-        elif command == "/forget":
-            what = line.strip()[len("/forget") :].strip()
-            await (self._forget_about(what) if what else self._forget())
-        elif command == "/share":
-            self._say(await self._companion.share(self.scope, line.strip()[len("/share") :]))
-        elif command == "/timezone":
-            self._say(await self._companion.time_zone(self.scope, line.strip()[len("/timezone") :]))
-        elif command == "/checkins":
-            request = line.strip()[len("/checkins") :]
-            self._say(
-                await self._companion.checkins_command(self.scope, request, private_conversation=self.conversation_id)
-            )
-        elif command == "/help":
-            self._say(HELP)
-        elif command.startswith("/"):
-            self._say(f"Unknown command {command}. {HELP}")
+        command, _, argument = line.strip().partition(" ")
+        if not command.startswith("/"):
+            arrival = Arrival(self.user, self._user_name, self.place, line, self._companion.now())
+            await self._pipeline.receive(arrival, self)
+            return
+        call = Call(self.user, self._user_name, self.place, argument.strip())
+        if command[1:] in {known.name for known in COMMANDS}:
+            await self._answer(call, await self._commands.run(command[1:], call))
         else:
-            await self._chat(line)
+            await self._answer(call, self._commands.unknown(command))
 
-    async def _forget(self) -> None:
-        answer = await self._read_line("Forget everything about you, for good? Type 'yes' to confirm: ")
-        if (answer or "").strip().lower() not in CONFIRMATIONS:
-            self._say(phrasebook.FORGETTING_NOTHING)
+    async def _answer(self, call: Call, reply: Reply | None) -> None:
+        """Print the answer; a question after it is answered by typing yes (anything else keeps everything)."""
+        if reply is None:
             return
-        report = await self._companion.forgetting.everything(self.scope)
-        self._say(phrasebook.forgot_everything(report.memories, report.messages))
+        if reply.text:
+            self._say(reply.text)
+        if reply.question is not None:
+            typed = await self._read_line(f"{reply.question.text} Type 'yes' to confirm: ")
+            confirmed = (typed or "").strip().lower() in CONFIRMATIONS
+            choice = reply.question.yes if confirmed else reply.question.no
+            self._say(await self._commands.answer(choice.data, call))
 
-    async def _forget_about(self, what: str) -> None:
-        plan = await self._companion.forgetting.find(self.scope, what)
-        if not plan.found:
-            self._say(phrasebook.nothing_about(what))
-            return
-        self._say(phrasebook.remembered(plan.found))
-        answer = await self._read_line("Forget these? Type 'yes' to confirm: ")
-        if (answer or "").strip().lower() not in CONFIRMATIONS:
-            self._say(phrasebook.FORGETTING_NOTHING)
-            return
-        report = await self._companion.forgetting.forget(plan)
-        self._say(phrasebook.forgot(report.memories + report.messages))
+    # -- the pipeline's `Chat` --------------------------------------------------------------------------
 
-    async def _chat(self, text: str) -> None:
-        message = IncomingMessage(
-            conversation_id=self.conversation_id,
-            user_id=self.scope.user_id,
-            speaker_name=self._user_name,
-            text=text,
-            sent_at=self._companion.clock.now(),
-            persona_id=self._persona_id,
-        )
-        result = await self._companion.handle(message)
-        if isinstance(result.reply, str):
-            self._say(result.reply)
-            return
-        if not self._interactive:
-            self._say(await result.text())
-            return
-        self._out.write(f"{self._companion.persona(self._persona_id).name}: ")
-        async for piece in result.reply:
-            self._out.write(piece)
-            self._out.flush()
-        self._say("")
+    def reply(self) -> _PrintedReply:
+        return _PrintedReply(self._out, f"{self._persona.name}: " if self._interactive else "")
+
+    async def send(self, text: str) -> None:
+        self._say(text)
+
+    def typing(self) -> None:
+        """A terminal shows no typing: the reply's first words come soon enough."""
+
+
+class _PrintedReply:
+    """A reply printed as it grows: what is new of each version, after the persona's name."""
+
+    def __init__(self, out: TextIO, name: str) -> None:
+        self._out = out
+        self._name = name
+        self._printed = ""
+
+    async def show(self, text: str) -> None:
+        self._print(text)
+
+    async def finish(self, text: str) -> None:
+        self._print(text)
+        self._out.write("\n")
+        self._out.flush()
+        self._printed = ""
+
+    def _print(self, text: str) -> None:
+        if self._name:
+            self._out.write(self._name)
+            self._name = ""
+        self._out.write(text.removeprefix(self._printed))
+        self._out.flush()
+        self._printed = text
 
 
 class _TerminalOutbox:
@@ -152,10 +164,10 @@ class _TerminalOutbox:
     def __init__(self, chat: TerminalChat) -> None:
         self._chat = chat
 
-    def reaches(self, user_id: str) -> bool:
-        return user_id == self._chat.scope.user_id
+    def reaches(self, user: UserRef) -> bool:
+        return user == self._chat.user
 
-    async def deliver(self, user_id: str, conversation_id: str, text: str) -> None:
+    async def deliver(self, user: UserRef, conversation: ConversationRef, text: str) -> None:
         self._chat.show(text)
 
 

@@ -62,7 +62,7 @@ class ResponseHandler:
         `image_limits`: the largest photo accepted, and the size it is scaled to for the model;
         `policy_for`: a persona's memory rules (when a past plan leaves the prompt)."""
         self.working_memory = working_memory
-        self._image_limits = image_limits or ImageLimits()
+        self.image_limits = image_limits or ImageLimits()
         self._knowledge = knowledge
         self._llm = llm
         self._prompt_builder = prompt_builder
@@ -207,7 +207,7 @@ class ResponseHandler:
             if not message.text.strip():
                 raise ImageError(phrasebook.CANT_SEE_IMAGES)
             return None
-        url = await asyncio.to_thread(prepare_image, message.image, self._image_limits)
+        url = await asyncio.to_thread(prepare_image, message.image, self.image_limits)
         return _Photo(url, message.text)
 
     async def _recall(

@@ -1,9 +1,10 @@
 """`/forget <what>` questions waiting for the user's answer, in the database every process shares.
 
-The user sees what would be forgotten and answers with a button; the answer may reach another process
-than the one that asked (Telegram webhooks behind a proxy), so the question is kept here, not in
-memory. It holds what the user asked to forget, so it lives no longer than needed: an answer takes
-it, `/forget` (everything) deletes the scope's, and questions older than `REQUEST_TTL` are expired.
+The user sees what would be forgotten and answers with a button (or, in the terminal, by typing yes); the
+answer may reach another process than the one that asked (Telegram webhooks behind a proxy, another
+Discord shard) or come after a restart, so the question is kept here, not in memory. It holds what the
+user asked to forget, so it lives no longer than needed: an answer takes it, `/forget` (everything)
+deletes the scope's, and questions older than `REQUEST_TTL` are expired.
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ import pytest
 from bot.app import App, build_app
 from bot.config import CheckinSettings, Settings
 from core import phrasebook
-from core.checkins import CheckinJob, RecipientRefusedError
-from core.types import IncomingMessage
+from core.checkins import CheckinJob
+from core.errors import RecipientRefusedError
+from core.types import ConversationRef, IncomingMessage, UserRef
 from knowledge.records import Scope
 from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock
@@ -35,13 +36,13 @@ class RecordingOutbox:
         self._clock = clock
         self._refusal = refusal
 
-    def reaches(self, user_id: str) -> bool:
-        return user_id.startswith("cli:")
+    def reaches(self, user: UserRef) -> bool:
+        return user.platform == "cli"
 
-    async def deliver(self, user_id: str, conversation_id: str, text: str) -> None:
+    async def deliver(self, user: UserRef, conversation: ConversationRef, text: str) -> None:
         if self._refusal is not None:
             raise RecipientRefusedError(self._refusal)
-        self.sent.append((self._clock.now(), user_id, text))
+        self.sent.append((self._clock.now(), str(user), text))
 
 
 def local(day: int, hour: int, minute: int = 0) -> datetime:
@@ -51,10 +52,11 @@ def local(day: int, hour: int, minute: int = 0) -> datetime:
 
 async def say(app: App, text: str, scope: Scope = ALICE) -> str:
     """The user writes in private; returns the reply."""
+    user = UserRef.parse(scope.user_id)
     message = IncomingMessage(
-        conversation_id=scope.user_id,
-        user_id=scope.user_id,
-        speaker_name=scope.user_id.split(":")[1],
+        conversation=ConversationRef(user.platform, "", user.id),
+        user=user,
+        speaker_name=user.id,
         text=text,
         sent_at=app.companion.clock.now(),
     )

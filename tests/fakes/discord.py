@@ -1,15 +1,18 @@
 """Helpers around dpytest for the Discord adapter's tests.
 
-dpytest runs the real discord.py client against an in-memory backend (its `FakeHttp`). It does not
-record the request payloads (allowed mentions, message references) nor fake interactions, so:
-`record_http` wraps its sending and editing calls to keep every payload, and `FakeInteraction` stands in
-for the `discord.Interaction` a slash command or button receives (the response calls are what is
-recorded). `message_with_file` sends a message with an attachment (an image, a voice message), which
-dpytest's own `message()` cannot describe (no content type, no size).
+`started_bot` sets the companion's bot up as at login, and `configure` lets dpytest run it. dpytest runs
+the real discord.py client against an in-memory backend (its `FakeHttp`). It does not record the request
+payloads (allowed mentions, message references) nor fake interactions, so: `record_http` wraps its
+sending and editing calls to keep every payload, and `FakeInteraction` stands in for the
+`discord.Interaction` a slash command or button receives (the response calls are what is recorded);
+`press_custom_id` presses a button as discord.py dispatches one that no view in memory knows.
+`message_with_file` sends a message with an attachment (an image, a voice message), which dpytest's own
+`message()` cannot describe (no content type, no size).
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import itertools
 from collections.abc import Callable
@@ -20,7 +23,31 @@ from typing import Any
 
 import discord
 import discord.ext.test as dpytest
+from discord.ext import commands
 from discord.ext.test import backend, factories
+
+from bot.platforms.discord.adapter import build_discord_bot
+from bot.platforms.pipeline import PlatformContext
+from tests.fakes.clock import FakeTimer
+
+
+async def started_bot(context: PlatformContext, timer: FakeTimer | None = None) -> commands.Bot:
+    """The companion's bot, set up as at login (its cog and its buttons registered), without a gateway."""
+    bot = build_discord_bot(context, timer=timer or FakeTimer())
+    await bot._async_setup_hook()  # the event loop parts discord.py sets up at login
+    await bot.setup_hook()
+    bot._connection.loop = asyncio.get_running_loop()  # set at login, which dpytest skips (typing needs it)
+    return bot
+
+
+def configure(bot: commands.Bot, *members: str) -> None:
+    """dpytest runs `bot`, in a server with these members."""
+    # dpytest's members exist only in a member cache, which Discord fills only with the members intent.
+    bot._connection._intents.members = True
+    bot._connection.member_cache_flags = discord.MemberCacheFlags.all()
+    registered = list(bot._connection._view_store._dynamic_items.values())
+    dpytest.configure(bot, members=list(members))
+    bot.add_dynamic_items(*registered)  # dpytest's connection state starts without the bot's buttons
 
 
 @dataclass
@@ -214,8 +241,11 @@ class FakeInteraction:
         *,
         manage_guild: bool = False,
         log: list[Response] | None = None,
+        client: discord.Client | None = None,
     ) -> None:
+        """`client`: the bot it reaches (by default the one dpytest runs)."""
         self.id = next(_interaction_ids)
+        self.client = client or dpytest.get_config().client
         self.user = user
         self.channel = channel
         self.guild = getattr(channel, "guild", None)
@@ -234,7 +264,20 @@ class FakeInteraction:
         self.log.append(Response("edit", content, view=view))
 
 
-async def press(view: discord.ui.View, button: discord.ui.Button[Any], interaction: FakeInteraction) -> None:
-    """Press a button as discord.py's view dispatch does: the view's check first, then the callback."""
-    if await view.interaction_check(interaction):  # type: ignore[arg-type]
+async def press(view: discord.ui.View, button: discord.ui.Item[Any], interaction: FakeInteraction) -> None:
+    """Press a button as discord.py's view dispatch does: the button's and the view's checks, then the callback."""
+    if await button.interaction_check(interaction) and await view.interaction_check(interaction):  # type: ignore[arg-type]
         await button.callback(interaction)  # type: ignore[arg-type]
+
+
+async def press_custom_id(custom_id: str, interaction: FakeInteraction) -> None:
+    """Press a button of a message sent earlier (maybe by another process, or before a restart), by its custom id:
+    as discord.py dispatches it to the dynamic items `interaction.client` registered, with no view in memory."""
+    store = interaction.client._connection._view_store  # type: ignore[attr-defined]
+    for pattern, factory in store._dynamic_items.items():
+        if (match := pattern.fullmatch(custom_id)) is not None:
+            item = await factory.from_custom_id(interaction, discord.ui.Button(custom_id=custom_id), match)
+            if await item.interaction_check(interaction):
+                await item.callback(interaction)
+            return
+    raise AssertionError(f"no dynamic item answers {custom_id!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from core.types import IncomingMessage
+from core.types import ConversationRef, IncomingMessage, UserRef
 
 
 def make_message(
@@ -17,10 +17,11 @@ def make_message(
     sent_at: datetime | None = None,
     source_id: str | None = None,
 ) -> IncomingMessage:
-    """A message as an adapter would build it; the conversation defaults to a DM with the user."""
+    """A message as an adapter would build it, from the ids the stores keep; the conversation defaults to a DM
+    with the user."""
     return IncomingMessage(
-        conversation_id=conversation_id or f"dm:{user_id}",
-        user_id=user_id,
+        conversation=ConversationRef.parse(conversation_id or f"dm:{user_id}"),
+        user=UserRef.parse(user_id),
         speaker_name=speaker_name,
         text=text,
         sent_at=sent_at or datetime.now(UTC),

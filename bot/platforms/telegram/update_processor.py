@@ -18,6 +18,7 @@ from telegram import Update
 from telegram.ext import BaseUpdateProcessor
 
 from bot.ordering import TurnOrder
+from bot.platforms.telegram.places import chat_conversation
 
 # PTB's bot keeps 256 Bot API connections and gives up on a request that waits a second for one; a
 # running update uses at most one at a time (typing, then the reply), so none of them ever waits.
@@ -78,7 +79,7 @@ class PerChatUpdateProcessor(BaseUpdateProcessor):
                 await coroutine
             return
         # Turns are taken in the order PTB started the updates' tasks: the order they arrived.
-        async with self._order.turn(chat_id), self._running:
+        async with self._order.turn(chat_conversation(chat_id)), self._running:
             await coroutine
 
     async def initialize(self) -> None:

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from bot.app import App, build_app
 from bot.cli.main import cli
 from bot.config import load_settings
+from bot.platforms.terminal import HELP_TEXT
 from core import phrasebook
 from core.checkins import PlanReport
 from knowledge.journal.journal import Journal
@@ -55,12 +56,7 @@ def test_piped_chat_answers_each_line_and_handles_commands(
         phrasebook.sharing_switched(True),
         phrasebook.sharing_status(True),
         phrasebook.sharing_switched(False),
-        (
-            "Unknown command /bogus. Commands: /new (start afresh), /memory (what I remember), "
-            "/forget (forget everything), /forget <what> (forget memories about it), /share [on|off|<memory id> "
-            "[on|off]] (what I may bring up in group chats), /timezone [Area/City] (your time zone), /checkins "
-            "[on|off] (whether I may write first: shown when you start a chat), /quit"
-        ),
+        *f"I don't know the command /bogus.\n\n{HELP_TEXT}".splitlines(),
     ]
 
 

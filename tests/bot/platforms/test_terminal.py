@@ -1,16 +1,21 @@
-"""The terminal adapter's check-ins: one due is shown when a chat starts, in place of the greeting."""
+"""The terminal adapter: a check-in due is shown when a chat starts, in place of the greeting; `/forget <what>`
+asks the question every platform stores, answered by typing yes."""
 
 from __future__ import annotations
 
 import io
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from click.testing import CliRunner
 
 from bot.app import App
+from bot.platforms.commands import EXPIRED
 from bot.platforms.terminal import TerminalChat
 from core import phrasebook
+from knowledge.forget.requests import REQUEST_TTL
+from knowledge.records import Scope
 from tests.fakes.clock import FakeClock
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -54,3 +59,52 @@ async def test_a_checkin_due_is_shown_at_the_next_chat_start_once_and_listed_for
     [sent] = app.journal.checkins.listing(since=monday)
     assert sent.state == "sent" and sent.rule == "plan_passed"
     assert sent.to_dict()["user_id"] == "cli:alice"
+
+
+async def forget_at_the_terminal(app: App, what: str, meanwhile: Callable[[], Awaitable[object]]) -> str:
+    """alice types `/forget <what>`; `meanwhile` runs while the question waits for her yes; returns what it printed."""
+    answers = [f"/forget {what}"]
+
+    async def read_line(prompt: str) -> str | None:
+        if prompt.endswith("Type 'yes' to confirm: "):
+            await meanwhile()
+            return "yes"
+        return answers.pop(0) if answers else None
+
+    out = io.StringIO()
+    await TerminalChat(
+        app.companion, persona_id=None, user_name="alice", read_line=read_line, output=out, interactive=False
+    ).run()
+    return out.getvalue()
+
+
+async def test_forget_what_asks_the_stored_question_which_expires_within_the_hour(
+    app: App, clock: FakeClock, alice: Scope
+) -> None:
+    app.companion.knowledge.add(alice, "Alice's ex is called Tom", category="fact", source="user")
+
+    async def an_hour_passes() -> None:
+        clock.advance(seconds=(REQUEST_TTL + timedelta(minutes=1)).total_seconds())
+
+    printed = await forget_at_the_terminal(app, "Tom", an_hour_passes)
+    assert "I remember this:\n- Alice's ex is called Tom" in printed and printed.endswith(f"{EXPIRED}\n")
+    assert [record.content for record in app.companion.knowledge.memories(alice)] == ["Alice's ex is called Tom"]
+
+    async def nothing() -> None:
+        pass
+
+    assert (await forget_at_the_terminal(app, "Tom", nothing)).endswith(f"{phrasebook.forgot(1)}\n")
+    assert app.companion.knowledge.memories(alice) == []
+
+
+async def test_forgetting_everything_elsewhere_meanwhile_takes_the_terminals_question(app: App, alice: Scope) -> None:
+    app.companion.knowledge.add(alice, "Alice's ex is called Tom", category="fact", source="user")
+    app.companion.knowledge.add(alice, "Alice loves ramen", category="fact", source="user")
+
+    async def everything_forgotten() -> None:  # by the same person, on another platform or process
+        await app.companion.forget_everything(alice)
+        app.companion.knowledge.add(alice, "Alice likes Tom's band", category="fact", source="user")
+
+    printed = await forget_at_the_terminal(app, "Tom", everything_forgotten)
+    assert printed.endswith(f"{EXPIRED}\n")  # the question went with everything; what is new stays
+    assert [record.content for record in app.companion.knowledge.memories(alice)] == ["Alice likes Tom's band"]

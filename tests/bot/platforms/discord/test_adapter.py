@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -13,26 +11,32 @@ import discord.ext.test as dpytest
 import pytest
 from discord.ext import commands
 
-from bot.app import App
+from bot.app import App, build_app
 from bot.config import ConfigError, Settings
-from bot.platforms.discord.adapter import (
-    ADMINS_ONLY,
-    EDIT_PACE,
-    NOT_TEXT,
-    NOT_YOUR_BUTTON,
-    CompanionCog,
-    ForgetConfirmation,
-    MemoryPages,
-    build_discord_bot,
-)
+from bot.platforms.commands import EXPIRED, NOT_YOUR_BUTTON
+from bot.platforms.discord.adapter import ADMINS_ONLY, CompanionCog, build_discord_bot
+from bot.platforms.discord.reply import EDIT_PACE
+from bot.platforms.discord.views import ForgetQuestion, MemoryPages
 from bot.platforms.render import DISCORD_LIMIT, split_message
 from bot.routing import PersonaChoices, PlaceRules
 from core import phrasebook
 from core.errors import UserFacingError
 from core.phrasebook import NOT_ALLOWED
 from knowledge.records import Scope
+from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock, FakeTimer
-from tests.fakes.discord import FakeInteraction, HttpLog, edit, message_with_file, press, record_http, reply_to
+from tests.fakes.discord import (
+    FakeInteraction,
+    HttpLog,
+    configure,
+    edit,
+    message_with_file,
+    press,
+    press_custom_id,
+    record_http,
+    reply_to,
+    started_bot,
+)
 from tests.fakes.images import describing, photo_bytes
 from tests.fakes.openai_server import FakeCut, FakeOpenAIServer
 from tests.fakes.personas import personas_with_a_tutor
@@ -41,37 +45,8 @@ NO_PINGS = {"parse": []}  # discord.AllowedMentions.none(): not @everyone, not r
 
 
 @pytest.fixture
-def timer() -> FakeTimer:
-    """Paces growing replies without waiting; what it was asked to wait is recorded."""
-    return FakeTimer()
-
-
-@pytest.fixture
-async def discord_bot(app: App, fake_openai: FakeOpenAIServer, timer: FakeTimer) -> AsyncIterator[commands.Bot]:
-    fake_openai.set_default("monitor-model", "[SKIP]")
-    bot = build_discord_bot(app, timer=timer)
-    await bot._async_setup_hook()  # the event loop parts discord.py sets up at login
-    await bot.setup_hook()
-    # dpytest's members exist only in a member cache, which Discord fills only with the members intent.
-    bot._connection._intents.members = True
-    bot._connection.member_cache_flags = discord.MemberCacheFlags.all()
-    dpytest.configure(bot, members=["Alice", "Bob"])
-    bot._connection.loop = asyncio.get_running_loop()  # set at login, which dpytest skips (typing needs it)
-    yield bot
-    await app.companion.tasks.drain()
-    await dpytest.empty_queue()
-
-
-@pytest.fixture
 def http(discord_bot: commands.Bot) -> HttpLog:
     return record_http(discord_bot)
-
-
-@pytest.fixture
-def cog(discord_bot: commands.Bot) -> CompanionCog:
-    found = discord_bot.get_cog("CompanionCog")
-    assert isinstance(found, CompanionCog)
-    return found
 
 
 def member(index: int) -> discord.Member:
@@ -178,7 +153,7 @@ async def test_attachments_alone_get_a_clear_answer_without_an_llm_call(
     picture.write_bytes(b"not really a png")
     alice = member(0)
     await dpytest.message("", channel=await alice.create_dm(), member=alice, attachments=[str(picture)])
-    assert http.texts() == [NOT_TEXT]
+    assert http.texts() == [phrasebook.NOT_TEXT]
     assert fake_openai.requests_for("chat-model") == []
 
 
@@ -253,7 +228,7 @@ async def test_forget_asks_first_and_then_deletes_only_the_callers_memories(cog:
     [question] = asking.log
     assert question.ephemeral and "forget everything" in (question.content or "")
     confirm = question.view
-    assert isinstance(confirm, ForgetConfirmation)
+    assert isinstance(confirm, ForgetQuestion)
 
     bob_presses = FakeInteraction(bob, channel())
     await press(confirm, confirm.yes, bob_presses)
@@ -276,7 +251,7 @@ async def test_forget_what_shows_the_matches_and_deletes_only_them(cog: Companio
     [question] = asking.log
     assert "Alice's ex is called Tom" in (question.content or "") and "ramen" not in (question.content or "")
     confirm = question.view
-    assert isinstance(confirm, ForgetConfirmation)
+    assert isinstance(confirm, ForgetQuestion)
     await press(confirm, confirm.yes, FakeInteraction(alice, channel()))
     assert [record.content for record in kb.memories(scope_of(alice))] == ["Alice loves ramen"]
 
@@ -315,7 +290,7 @@ async def test_persona_is_for_server_managers_and_changes_who_answers(
 async def test_a_configured_persona_must_exist(app: App) -> None:
     app.settings.discord = PlaceRules(personas={42: "nobody"})
     with pytest.raises(ConfigError, match="unknown persona 'nobody'"):
-        build_discord_bot(app)
+        build_discord_bot(app.platform("discord"))
 
 
 async def test_in_a_shared_channel_one_users_memories_never_reach_anothers_prompt(
@@ -362,7 +337,7 @@ async def test_messages_of_one_channel_are_answered_in_order_even_when_they_arri
     assert http.final_texts() == ["First!", "Second!"]
     second_prompt = [message["content"] for message in fake_openai.requests_for("chat-model")[1].messages]
     assert "First!" in second_prompt  # the second turn was built after the first was answered
-    assert len(cog._order) == 0  # nothing kept once the channel is quiet
+    assert cog.pipeline.order is not None and len(cog.pipeline.order) == 0  # nothing kept once the channel is quiet
 
 
 async def test_share_is_ephemeral_and_lets_one_memory_come_up_in_the_server(
@@ -602,3 +577,38 @@ async def test_a_user_whose_dms_are_closed_has_checkins_turned_off_with_the_reas
         each for each in app.journal.checkins.listing(since=monday - timedelta(days=1)) if each.state == "failed"
     ]
     assert "Cannot send messages to this user" in failed.note
+
+
+async def test_a_forget_question_is_answered_after_a_restart_once_and_only_by_whoever_asked(
+    settings: Settings, clock: FakeClock, embedder: Embedder, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.set_default("monitor-model", "[SKIP]")
+    before = build_app(settings, clock=clock, embedder=embedder)
+    bot = await started_bot(before.platform("discord"))
+    configure(bot, "Alice", "Bob")
+    alice, bob = member(0), member(1)
+    before.companion.knowledge.add(scope_of(alice), "Alice's ex is called Tom", category="fact", source="user")
+    before.companion.knowledge.add(scope_of(alice), "Alice loves ramen", category="fact", source="user")
+    asking = FakeInteraction(alice, channel())
+    await CompanionCog.forget.callback(bot.get_cog("CompanionCog"), asking, what="Tom")  # type: ignore[arg-type]
+    [question] = asking.log
+    assert isinstance(question.view, ForgetQuestion) and question.view.timeout is None
+    yes = question.view.yes.custom_id
+    await before.aclose()  # the process stops; the question stays in the database
+
+    after = build_app(settings, clock=clock, embedder=embedder)
+    try:
+        restarted = await started_bot(after.platform("discord"))
+        bob_presses = FakeInteraction(bob, channel(), client=restarted)
+        await press_custom_id(yes, bob_presses)
+        assert [(each.content, each.ephemeral) for each in bob_presses.log] == [(NOT_YOUR_BUTTON, True)]
+        pressing = FakeInteraction(alice, channel(), client=restarted)
+        await press_custom_id(yes, pressing)
+        assert pressing.log[-1].content == phrasebook.forgot(1) and pressing.log[-1].view is None
+        assert [record.content for record in after.companion.knowledge.memories(scope_of(alice))] == ["Alice loves ramen"]
+        again = FakeInteraction(alice, channel(), client=restarted)
+        await press_custom_id(yes, again)
+        assert again.log[-1].content == EXPIRED  # an answer is taken once
+    finally:
+        await after.aclose()
+        await dpytest.empty_queue()

@@ -17,26 +17,22 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from click.testing import CliRunner
-from telegram import Update
 from telegram.ext import Application
 
 from bot.app import App, build_app
 from bot.cli.main import cli
 from bot.config import Settings
+from bot.platforms.commands import CHECKINS_PRIVATE_ONLY, EXPIRED, NOT_YOUR_BUTTON
 from bot.platforms.render import TELEGRAM_LIMIT, split_message, units
 from bot.platforms.telegram.adapter import (
-    CHECKINS_PRIVATE_ONLY,
-    COMMANDS,
-    EXPIRED,
-    GROUP_PACE,
-    HELP,
+    HELP_TEXT,
+    MENU,
     NEEDS_PRIVATE_CHAT,
-    NOT_TEXT,
-    NOT_YOUR_BUTTON,
     SENT_PRIVATELY,
     build_telegram_application,
     start_checkins,
 )
+from bot.platforms.telegram.reply import GROUP_PACE
 from bot.routing import PlaceRules
 from core import phrasebook
 from core.phrasebook import NOT_ALLOWED
@@ -47,6 +43,7 @@ from tests.fakes.images import describing, photo_bytes
 from tests.fakes.openai_server import FakeCut, FakeError, FakeOpenAIServer
 from tests.fakes.personas import personas_with_a_tutor
 from tests.fakes.telegram_server import BOT_USERNAME, TOKEN, Call, FakeBotAPI
+from tests.fakes.telegram_updates import feed
 
 ALICE = {"id": 101, "is_bot": False, "first_name": "Alice", "last_name": "Smith"}
 BOB = {"id": 202, "is_bot": False, "first_name": "Bob"}
@@ -87,28 +84,6 @@ def button(data: str, *, user: dict[str, Any], sent: dict[str, Any]) -> dict[str
         "update_id": next(_ids),
         "callback_query": {"id": str(next(_ids)), "from": user, "chat_instance": "ci", "data": data, "message": sent},
     }
-
-
-@pytest.fixture
-def timer() -> FakeTimer:
-    """Paces growing replies without waiting; what it was asked to wait is recorded."""
-    return FakeTimer()
-
-
-@pytest.fixture
-async def telegram(
-    app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer, timer: FakeTimer
-) -> AsyncIterator[Application]:
-    fake_openai.set_default("monitor-model", "[SKIP]")
-    application = build_telegram_application(app, TOKEN, fake_telegram.url, polling=False, timer=timer)
-    await application.initialize()  # getMe, answered by the fake
-    yield application
-    await app.companion.tasks.drain()
-    await application.shutdown()
-
-
-async def feed(application: Application, payload: dict[str, Any]) -> None:
-    await application.process_update(Update.de_json(payload, application.bot))
 
 
 async def test_a_private_message_is_answered_in_its_chat_after_a_typing_action(
@@ -274,7 +249,7 @@ async def test_a_sticker_in_private_gets_a_clear_answer_and_is_ignored_in_groups
     await feed(telegram, message(None, user=ALICE, chat=GROUP, sticker=sticker))
     assert fake_telegram.calls_to("sendMessage") == []
     await feed(telegram, message(None, user=ALICE, chat=private(ALICE), sticker=sticker))
-    assert fake_telegram.sent_texts() == [NOT_TEXT]
+    assert fake_telegram.sent_texts() == [phrasebook.NOT_TEXT]
     assert fake_openai.requests_for("chat-model") == []
 
 
@@ -290,13 +265,13 @@ async def test_messages_from_bots_are_ignored(
 
 async def test_unknown_commands_get_the_help(telegram: Application, fake_telegram: FakeBotAPI) -> None:
     await feed(telegram, message("/dance", user=ALICE, chat=private(ALICE)))
-    assert fake_telegram.sent_texts() == [f"I don't know the command /dance.\n\n{HELP}"]
+    assert fake_telegram.sent_texts() == [f"I don't know the command /dance.\n\n{HELP_TEXT}"]
     await feed(telegram, message("/dance", user=ALICE, chat=GROUP))  # may be meant for another bot
     assert len(fake_telegram.sent_texts()) == 1
     await feed(telegram, message(f"/dance@{BOT_USERNAME}", user=ALICE, chat=GROUP))
     assert len(fake_telegram.sent_texts()) == 2
     await feed(telegram, message("/help", user=ALICE, chat=private(ALICE)))
-    assert fake_telegram.sent_texts()[-1] == HELP
+    assert fake_telegram.sent_texts()[-1] == HELP_TEXT
 
 
 async def test_an_empty_mention_gets_a_clear_answer(
@@ -320,7 +295,7 @@ async def test_polling_against_the_fake_server_end_to_end(
     app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
 ) -> None:
     fake_openai.script("chat-model", "Polled and answered.")
-    application = build_telegram_application(app, TOKEN, fake_telegram.url)
+    application = build_telegram_application(app.platform("telegram"), TOKEN, fake_telegram.url)
     async with application:
         await application.start()
         assert application.updater is not None
@@ -416,7 +391,9 @@ async def ruled(app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServ
         personas={GROUP["id"]: "tutor"}, every_message=[GROUP["id"]], allowed_users=[ALICE["id"], BOB["id"]]
     )
     fake_openai.set_default("monitor-model", "[SKIP]")
-    application = build_telegram_application(app, TOKEN, fake_telegram.url, polling=False, timer=FakeTimer())
+    application = build_telegram_application(
+        app.platform("telegram"), TOKEN, fake_telegram.url, polling=False, timer=FakeTimer()
+    )
     await application.initialize()
     yield application
     await app.companion.tasks.drain()
@@ -514,7 +491,7 @@ async def test_share_lets_one_memory_or_everything_come_up_in_a_group_and_answer
     assert "Mei" not in prompt and "ZQX-4471" not in prompt
     await feed(telegram, message("/share", user=ALICE, chat=private(ALICE)))
     assert fake_telegram.sent_texts(ALICE["id"])[-1] == phrasebook.sharing_status(False)
-    assert "/share" in HELP
+    assert "/share" in HELP_TEXT
 
 
 async def test_timezone_is_answered_in_private_refuses_an_unknown_zone_and_dates_the_users_prompt(
@@ -533,7 +510,7 @@ async def test_timezone_is_answered_in_private_refuses_an_unknown_zone_and_dates
     assert f"## Now\n{local:%A} {local.day} {local:%B %Y}, {local:%H:%M}" in prompt
     await feed(telegram, message("/memory", user=ALICE, chat=private(ALICE)))
     assert "Your time zone is Asia/Tokyo:" in fake_telegram.sent_texts(ALICE["id"])[-1]
-    assert "/timezone" in HELP and "timezone" in [command.command for command in COMMANDS]
+    assert "/timezone" in HELP_TEXT and "timezone" in [command.command for command in MENU]
 
 
 # --- replies that grow while the model writes them ----------------------------------------------------
@@ -641,7 +618,9 @@ async def test_with_streaming_off_the_reply_arrives_whole_without_drafts_or_edit
     app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer, timer: FakeTimer
 ) -> None:
     app.settings.telegram_streaming = False
-    application = build_telegram_application(app, TOKEN, fake_telegram.url, polling=False, timer=timer)
+    application = build_telegram_application(
+        app.platform("telegram"), TOKEN, fake_telegram.url, polling=False, timer=timer
+    )
     await application.initialize()
     try:
         fake_openai.script("chat-model", STORY, STORY)
@@ -714,7 +693,9 @@ async def seeing_telegram(
     """The application over an app whose chat model sees images (COMPANION_VISION=1)."""
     seeing = build_app(settings.model_copy(update={"vision": True}), clock=clock, embedder=embedder, backoff=(0.01,))
     fake_openai.set_default("monitor-model", "[SKIP]")
-    application = build_telegram_application(seeing, TOKEN, fake_telegram.url, polling=False, timer=FakeTimer())
+    application = build_telegram_application(
+        seeing.platform("telegram"), TOKEN, fake_telegram.url, polling=False, timer=FakeTimer()
+    )
     await application.initialize()
     yield seeing, application
     await seeing.companion.tasks.drain()
@@ -811,7 +792,7 @@ async def until(app: App, clock: FakeClock, moment: datetime) -> None:
 async def test_a_checkin_goes_once_to_the_private_chat_of_a_user_who_said_checkins_on_and_never_to_a_group(
     app: App, telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer, clock: FakeClock
 ) -> None:
-    start_checkins(app, telegram)
+    start_checkins(app.companion, telegram)
     fake_openai.set_default("chat-model", "Hello!")
     await feed(telegram, said_now("/timezone Europe/Berlin", clock, user=ALICE, chat=private(ALICE)))
     await feed(telegram, said_now("/checkins", clock, user=ALICE, chat=private(ALICE)))
@@ -838,7 +819,7 @@ async def test_a_checkin_goes_once_to_the_private_chat_of_a_user_who_said_checki
 async def test_a_user_who_blocked_the_bot_is_switched_off_with_the_reason_kept(
     app: App, telegram: Application, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer, clock: FakeClock
 ) -> None:
-    start_checkins(app, telegram)
+    start_checkins(app.companion, telegram)
     fake_openai.set_default("chat-model", "Hello!")
     await feed(telegram, said_now("/timezone Europe/Berlin", clock, user=ALICE, chat=private(ALICE)))
     await feed(telegram, said_now("/checkins on", clock, user=ALICE, chat=private(ALICE)))

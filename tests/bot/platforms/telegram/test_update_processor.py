@@ -42,7 +42,9 @@ def fake_telegram() -> Iterator[FakeBotAPI]:
 async def running_bot(app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer) -> AsyncIterator[Application]:
     """The Telegram application polling the fake Bot API, as `companion run` does."""
     fake_openai.set_default("monitor-model", "[SKIP]")
-    async with polling(build_telegram_application(app, TOKEN, fake_telegram.url, timer=FakeTimer())) as application:
+    async with polling(
+        build_telegram_application(app.platform("telegram"), TOKEN, fake_telegram.url, timer=FakeTimer())
+    ) as application:
         yield application
     await app.companion.tasks.drain()
 

@@ -1,0 +1,154 @@
+"""How a message becomes a reply, the same on every platform.
+
+The operator's allow-lists (a refused private chat is told so, a group stays quiet), whether the
+message is meant for the companion (always in private; in a group when it mentions or replies to the
+bot, or everywhere in the chats the operator chose), what the companion cannot read or hear, a message
+the platform delivered twice (stored, answered and learned from once), the `IncomingMessage`, the
+turn, the reply as it grows, and what the person is told when something fails. A platform says only
+how it receives (an `Arrival`) and how it sends, edits and shows that it is typing (a `Chat`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from bot.ordering import TurnOrder
+from bot.platforms.streaming import MonotonicTimer, ReplySurface, Timer, Typing, stream_reply
+from bot.routing import Place, Router
+from core import phrasebook
+from core.companion import Companion
+from core.errors import UserFacingError
+from core.types import Image, IncomingMessage, UserRef
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformContext:
+    """What the composition root hands a platform adapter: the companion, the operator's rules for the platform,
+    the order of turns (shared with the other processes serving the same conversations) and whether replies
+    grow while they are written."""
+
+    companion: Companion
+    router: Router
+    order: TurnOrder
+    streaming: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """A message as its platform delivered it, before anyone decided whether to answer it."""
+
+    user: UserRef
+    speaker_name: str
+    place: Place
+    text: str  # the words for the model (in a group, without the bot's own mention)
+    sent_at: datetime  # aware, UTC
+    addressed: bool = False  # it mentions or replies to the bot (what counts in a group; in private, all is)
+    source_id: str | None = None  # the platform's unique message id, for a second delivery, edits and deletes
+    image: Callable[[], Awaitable[Image]] | None = None  # fetches the picture sent with it (its size checked first)
+    voice: bool = False  # a voice message, which nobody here can listen to
+    unreadable: bool = False  # nothing but what the companion cannot read: a sticker, a file
+
+
+class Chat(Protocol):
+    """How a platform answers where a message arrived."""
+
+    limit: int  # the longest message the platform takes, in its units (`render.units`)
+    pace: float | None  # seconds between updates of a growing reply; None: each part is sent whole
+
+    def reply(self) -> ReplySurface:
+        """Where the reply appears and grows."""
+        ...
+
+    async def send(self, text: str) -> None:
+        """A whole answer (a refusal, an apology), split at the platform's limit."""
+        ...
+
+    def typing(self) -> Typing | None:
+        """Shows that the companion is writing, until the reply's first words are visible; None where nothing can."""
+        ...
+
+
+class MessagePipeline:
+    """Answers the messages of one platform: `receive` each one with the chat it arrived in."""
+
+    def __init__(
+        self,
+        companion: Companion,
+        router: Router,
+        *,
+        order: TurnOrder | None = None,
+        timer: Timer | None = None,
+    ) -> None:
+        """`order`: one turn at a time per conversation (None where the platform's updates already come in order);
+        `timer` paces growing replies (tests pass one that does not really wait)."""
+        self._companion = companion
+        self._router = router
+        self.order = order
+        self._timer = timer or MonotonicTimer()
+
+    async def receive(self, arrival: Arrival, chat: Chat) -> None:
+        """Answer `arrival` if it is for the companion; the person is told when it cannot be answered."""
+        place = arrival.place
+        if not self._router.allows(arrival.user, place):
+            if place.private:
+                await chat.send(phrasebook.NOT_ALLOWED)
+            return
+        if not (place.private or arrival.addressed or self._router.answers_every_message(place)):
+            return
+        if arrival.voice:
+            await chat.send(phrasebook.CANT_HEAR_VOICE)
+            return
+        if arrival.unreadable:
+            await chat.send(phrasebook.NOT_TEXT)
+            return
+        in_turn = self.order.turn(place.conversation) if self.order is not None else contextlib.nullcontext()
+        async with in_turn:
+            try:
+                await self._answer(arrival, chat)
+                return
+            except UserFacingError as error:
+                text = str(error)
+            except Exception:
+                log.exception("answering a message failed")
+                text = phrasebook.SOMETHING_BROKE
+            try:
+                await chat.send(text)
+            except Exception:
+                log.exception("could not tell the user about the error")
+
+    async def _answer(self, arrival: Arrival, chat: Chat) -> None:
+        if arrival.source_id is not None and await self._companion.already_received(arrival.source_id):
+            return  # delivered again: a webhook retried, polling resumed, a gateway event replayed
+        place = arrival.place
+        incoming = IncomingMessage(
+            conversation=place.conversation,
+            user=arrival.user,
+            speaker_name=arrival.speaker_name,
+            text=arrival.text,
+            sent_at=arrival.sent_at,
+            persona_id=self._router.persona_for(place.ids),
+            source_id=arrival.source_id,
+            image=await arrival.image() if arrival.image is not None else None,
+        )
+        typing = chat.typing()
+        async with typing or contextlib.nullcontext():
+            result = await self._companion.handle(incoming, group=not place.private)
+            await stream_reply(
+                result.reply,
+                chat.reply(),
+                limit=chat.limit,
+                interval=chat.pace,
+                timer=self._timer,
+                on_visible=typing.stop if typing is not None else _nothing,
+            )
+
+
+def _nothing() -> None:
+    """Nothing to stop: the platform shows no typing."""

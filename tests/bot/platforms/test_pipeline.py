@@ -1,0 +1,136 @@
+"""The message pipeline, on a platform that only records what it is asked to send: who is answered, who is told
+why not, what is answered once, and what a person hears when something fails."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+import pytest
+
+from bot.app import App
+from bot.ordering import TurnOrder
+from bot.platforms.pipeline import Arrival, MessagePipeline
+from bot.platforms.render import DISCORD_LIMIT
+from bot.routing import Place, PlaceRules, Router
+from core import phrasebook
+from core.errors import UserFacingError
+from core.types import ConversationRef, Image, UserRef
+from tests.fakes.clock import FakeTimer
+from tests.fakes.openai_server import FakeOpenAIServer
+
+ALICE = UserRef("chat", "101")
+PRIVATE = Place(ConversationRef("chat", "dm", "101"))
+GROUP = Place(ConversationRef("chat", "group", "-5"), ids=(-5,), private=False)
+
+
+class RecordingChat:
+    """A platform that keeps what it was asked to send, show and finish, in order."""
+
+    limit = DISCORD_LIMIT
+    pace = None
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def reply(self) -> RecordingChat:
+        return self
+
+    async def show(self, text: str) -> None:
+        self.calls.append(("show", text))
+
+    async def finish(self, text: str) -> None:
+        self.calls.append(("reply", text))
+
+    async def send(self, text: str) -> None:
+        self.calls.append(("send", text))
+
+    def typing(self) -> None:
+        return None
+
+
+def arrival(text: str, place: Place = PRIVATE, **details: object) -> Arrival:
+    sent = datetime(2026, 1, 5, 10, tzinfo=UTC)
+    return Arrival(ALICE, "Alice", place, text, sent, **details)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def pipeline(app: App, fake_openai: FakeOpenAIServer) -> MessagePipeline:
+    fake_openai.set_default("monitor-model", "[SKIP]")
+    return MessagePipeline(app.companion, Router(PlaceRules(), None, "xiaoxiang"), order=TurnOrder(), timer=FakeTimer())
+
+
+async def test_a_message_meant_for_the_companion_is_answered_on_the_platforms_surface(
+    pipeline: MessagePipeline, app: App, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", "Hello, Alice!")
+    chat = RecordingChat()
+    await pipeline.receive(arrival("hi there", source_id="chat:1"), chat)
+    assert chat.calls == [("reply", "Hello, Alice!")]
+    [said, _] = app.working_memory.window("xiaoxiang", "chat:dm:101")
+    assert (said.user_id, said.speaker_name, said.content) == ("chat:101", "Alice", "hi there")
+
+
+async def test_in_a_group_only_what_is_meant_for_the_companion_is_answered(
+    pipeline: MessagePipeline, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", "Yes?")
+    chat = RecordingChat()
+    await pipeline.receive(arrival("among ourselves", GROUP), chat)
+    await pipeline.receive(arrival("are you there?", GROUP, addressed=True), chat)
+    assert chat.calls == [("reply", "Yes?")]
+    assert len(fake_openai.requests_for("chat-model")) == 1
+
+
+async def test_those_the_operator_did_not_allow_are_told_in_private_and_left_alone_in_a_group(
+    app: App, fake_openai: FakeOpenAIServer
+) -> None:
+    only_bob = MessagePipeline(app.companion, Router(PlaceRules(allowed_users=[202]), None, "xiaoxiang"))
+    chat = RecordingChat()
+    await only_bob.receive(arrival("hello?"), chat)
+    await only_bob.receive(arrival("hello?", GROUP, addressed=True), chat)
+    assert chat.calls == [("send", phrasebook.NOT_ALLOWED)]
+    assert fake_openai.requests_for("chat-model") == []
+
+
+async def test_what_the_companion_cannot_read_or_hear_gets_a_clear_answer_without_a_model_call(
+    pipeline: MessagePipeline, fake_openai: FakeOpenAIServer
+) -> None:
+    chat = RecordingChat()
+    await pipeline.receive(arrival("", voice=True), chat)
+    await pipeline.receive(arrival("", unreadable=True), chat)
+    await pipeline.receive(arrival("", GROUP, unreadable=True), chat)  # people showing each other stickers
+    assert chat.calls == [("send", phrasebook.CANT_HEAR_VOICE), ("send", phrasebook.NOT_TEXT)]
+    assert fake_openai.requests_for("chat-model") == []
+
+
+async def test_a_message_delivered_twice_is_answered_once(
+    pipeline: MessagePipeline, app: App, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script("chat-model", "Noted!", "Again?")
+    chat = RecordingChat()
+    await pipeline.receive(arrival("my locker code is 4711", source_id="chat:7"), chat)
+    await pipeline.receive(arrival("my locker code is 4711", source_id="chat:7"), chat)
+    assert chat.calls == [("reply", "Noted!")]
+    assert [row.content for row in app.working_memory.window("xiaoxiang", "chat:dm:101")] == [
+        "my locker code is 4711",
+        "Noted!",
+    ]
+
+
+async def test_a_failure_is_told_in_words_safe_to_show(
+    pipeline: MessagePipeline, fake_openai: FakeOpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def too_large() -> Image:
+        raise UserFacingError("That image is too large.")
+
+    async def broken() -> Image:
+        raise RuntimeError("disk on fire at /srv/secret")
+
+    chat = RecordingChat()
+    await pipeline.receive(arrival("look", image=too_large), chat)
+    with caplog.at_level(logging.ERROR, logger="bot.platforms.pipeline"):
+        await pipeline.receive(arrival("and this", image=broken), chat)
+    assert chat.calls == [("send", "That image is too large."), ("send", phrasebook.SOMETHING_BROKE)]
+    assert "answering a message failed" in caplog.text  # the operator sees the cause; the person does not
+    assert fake_openai.requests_for("chat-model") == []
