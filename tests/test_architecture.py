@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import inspect
 from pathlib import Path
 
 import pytest
@@ -16,13 +17,21 @@ FORBIDDEN = {
 
 
 def imported_modules(path: Path, *, full: bool = False) -> set[str]:
+    """The modules `path` imports: top-level packages, or (`full`) whole module names, a module imported from its
+    package (`from core import phrasebook`) by its own name."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name if full else alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module if full else node.module.split(".")[0])
+            if not full:
+                names.add(node.module.split(".")[0])
+                continue
+            folder = ROOT.joinpath(*node.module.split("."))
+            for alias in node.names:
+                is_module = (folder / f"{alias.name}.py").exists() or (folder / alias.name / "__init__.py").exists()
+                names.add(f"{node.module}.{alias.name}" if is_module else node.module)
     return names
 
 
@@ -63,7 +72,7 @@ WING_RULES = {
     },
     # the reply path never waits for, or even sees, the background roles
     "core/reply": {
-        "core",
+        "core.phrasebook",
         "core.clock",
         "core.errors",
         "core.types",
@@ -73,8 +82,18 @@ WING_RULES = {
         "personas",
     },
     "core/llm": {"core.errors", "core.types", "core.clock", "core.llm", "personas"},
-    # platforms are surfaces: they reach core/ through its facade, never the command line
-    "bot/platforms": {"bot.app", "bot.ordering", "bot.routing", "bot.platforms", "core", "knowledge.records"},
+    # platforms are surfaces: they reach core/ through its facade (and the values and words it shares with them),
+    # and are given what they need: never the composition root or the command line
+    "bot/platforms": {
+        "bot.ordering",
+        "bot.routing",
+        "bot.platforms",
+        "core.companion",
+        "core.types",
+        "core.errors",
+        "core.phrasebook",
+        "knowledge.records",
+    },
 }
 
 
@@ -116,3 +135,24 @@ def test_every_wing_has_a_map() -> None:
         if not (ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or "").strip()
     ]
     assert missing == []
+
+
+def test_platforms_call_the_companion_not_its_collaborators() -> None:
+    """bot/platforms asks the `Companion` facade for what it needs by a method that says what it does, never
+    through the companion's parts (`companion.forgetting...`, `companion.checkins...`)."""
+    from core.companion import Companion
+
+    reached = {
+        f"{path.relative_to(ROOT)}:{node.lineno} .{node.attr}"
+        for path in (ROOT / "bot" / "platforms").rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute) and _names_the_companion(node.value)
+        if not inspect.isfunction(getattr(Companion, node.attr, None))
+    }
+    assert reached == set()
+
+
+def _names_the_companion(node: ast.expr) -> bool:
+    """`companion`, `self.companion`, `self._companion`, `context.companion`..."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name.lstrip("_") == "companion"
