@@ -128,22 +128,31 @@ def open_storage(settings: Settings, data_dir: Path) -> Storage:
 
 @dataclass(slots=True)
 class App:
-    """Everything a platform adapter or CLI command needs, built once."""
+    """Everything built once: the `Companion`, which the platforms talk to (`platform`), and the services behind
+    it, which the maintenance and the operator's command line use directly."""
 
     settings: Settings
     companion: Companion
     llm: LLMClient
+    clock: Clock
+    knowledge: ChromaKnowledgeBase
     working_memory: WorkingMemory
     history: ConversationHistory
     journal: Journal
+    user_settings: UserSettings
+    editor: MemoryEditor
+    forgetting: Forgetting
+    checkins: CheckIns
+    lifecycle: MemoryLifecycle
     policy_for: PolicyFor  # a persona's memory rules
     storage: Storage
     passes: ScheduledPasses
     scheduler: Scheduler | None = None
 
     @property
-    def lifecycle(self) -> MemoryLifecycle:
-        return self.companion.lifecycle
+    def tasks(self) -> BackgroundTasks:
+        """The background job runner."""
+        return self.lifecycle.tasks
 
     def turn_order(self) -> TurnOrder:
         """The order of turns per conversation, kept across every process that shares the stores."""
@@ -170,14 +179,14 @@ class App:
 
         A long-running process first summarises the conversations that went quiet while it was down.
         """
-        self.companion.tasks.resume()
+        self.tasks.resume()
         await self.lifecycle.prune_finished_work()
         await self.compact_vectors()  # what a forget left for a compaction the last run did not get to
         if self.storage.server_mode:
-            self.companion.tasks.watch(WATCH_SECONDS)  # work left by a process that died mid-job
+            self.tasks.watch(WATCH_SECONDS)  # work left by a process that died mid-job
         if schedule:
             await self.lifecycle.summarize_idle()
-            self.scheduler = Scheduler(now=self.companion.clock.now, claim=self.passes.claim)
+            self.scheduler = Scheduler(now=self.clock.now, claim=self.passes.claim)
             self.scheduler.add_maintenance(
                 decay=self.lifecycle.run_decay,
                 summarize_idle=self.idle_pass,
@@ -189,27 +198,26 @@ class App:
             if self.settings.checkins.enabled:
                 # at once, then every few minutes: a check-in due at start-up goes out within a minute
                 self.scheduler.add_checkins(
-                    self.companion.checkins.plan, every=timedelta(minutes=self.settings.checkins.plan_every_minutes)
+                    self.checkins.plan, every=timedelta(minutes=self.settings.checkins.plan_every_minutes)
                 )
             self.scheduler.start()
             if self.settings.checkins.enabled:
-                await self.companion.checkins.plan()
+                await self.checkins.plan()
 
     async def prune(self) -> int:
         """Every hour: finished jobs, expired dead letters and unanswered forget questions go."""
         pruned = await self.lifecycle.prune_finished_work()
-        return pruned + await self.companion.forgetting.prune_questions()
+        return pruned + await self.forgetting.prune_questions()
 
     async def idle_pass(self) -> int:
         """Every few minutes: store messages held while storage failed (a quiet bot has no next turn to do
         it), then close the conversations that went quiet; returns how many were closed."""
-        if len(self.companion.unsaved):
-            self.companion.unsaved.save()  # on the loop, as in a turn: storing a message starts its jobs
+        self.companion.store_held_messages()  # on the loop, as in a turn: storing a message starts its jobs
         return await self.lifecycle.summarize_idle()
 
     async def compact_vectors(self) -> bool:
         """Rebuild the embedded vector index if deletes left vectors in it; True if it was rebuilt."""
-        return await asyncio.to_thread(self.companion.knowledge.compact)
+        return await asyncio.to_thread(self.knowledge.compact)
 
     async def aclose(self) -> None:
         """Stop the scheduler, let background work finish or stay pending, release connections and files.
@@ -220,16 +228,15 @@ class App:
         if self.scheduler is not None:
             self.scheduler.shutdown()
             await self.lifecycle.summarize_idle()
-        await self.companion.tasks.aclose(grace=SHUTDOWN_GRACE)
-        if not self.companion.unsaved.save():
-            self.companion.unsaved.give_up()
+        await self.tasks.aclose(grace=SHUTDOWN_GRACE)
+        self.companion.store_held_messages(last_chance=True)
         close = getattr(self.llm, "close", None)
         if close is not None:
             await close()
         self.history.close()
         self.working_memory.close()
         self.journal.close()
-        self.companion.user_settings.close()
+        self.user_settings.close()
         self.passes.close()
         await self.storage.aclose()
 
@@ -453,7 +460,7 @@ def build_app(
     try:
         policy_for(companion.persona().id)
     except UnknownPersonaError as error:
-        path = personas.path(companion.default_persona)
+        path = personas.path(settings.default_persona)
         raise StartupError(
             f"{error}{f' ({path})' if path else ''}; fix the file (`companion persona validate` says what is "
             "wrong) or choose another COMPANION_DEFAULT_PERSONA"
@@ -462,9 +469,16 @@ def build_app(
         settings=settings,
         companion=companion,
         llm=llm,
+        clock=clock,
+        knowledge=knowledge,
         working_memory=working_memory,
         history=history,
         journal=journal,
+        user_settings=user_settings,
+        editor=editor,
+        forgetting=forgetting,
+        checkins=checkins,
+        lifecycle=lifecycle,
         policy_for=policy_for,
         storage=storage,
         passes=passes,

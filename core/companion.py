@@ -137,6 +137,15 @@ class Companion:
         self.responses.store_message(persona_id, scope, message, group=group, message_id=message_id)
         end_turn(None)
 
+    def store_held_messages(self, *, last_chance: bool = False) -> bool:
+        """Store the messages held while storage refused them (a quiet bot has no next turn to do it); True when
+        none is held any more. At the `last_chance` (shutdown) what still cannot be stored is lost, and said so."""
+        if not len(self.unsaved) or self.unsaved.save():
+            return True
+        if last_chance:
+            self.unsaved.give_up()
+        return False
+
     async def already_received(self, source_id: str) -> bool:
         """Whether the platform message `source_id` is stored already. A platform may deliver one message
         twice (a webhook retried, polling resumed after a crash before the update was confirmed): the

@@ -137,14 +137,15 @@ def test_every_wing_has_a_map() -> None:
     assert missing == []
 
 
-def test_platforms_call_the_companion_not_its_collaborators() -> None:
-    """bot/platforms asks the `Companion` facade for what it needs by a method that says what it does, never
-    through the companion's parts (`companion.forgetting...`, `companion.checkins...`)."""
+def test_bot_calls_the_companion_not_its_collaborators() -> None:
+    """bot/ asks the `Companion` facade by methods that say what they do, never through the companion's parts
+    (`companion.forgetting...`, `companion.checkins...`): the platforms only that way, while the maintenance and
+    the operator's command line use the services `bot/app.py` built (`app.knowledge`, `app.editor`...)."""
     from core.companion import Companion
 
     reached = {
         f"{path.relative_to(ROOT)}:{node.lineno} .{node.attr}"
-        for path in (ROOT / "bot" / "platforms").rglob("*.py")
+        for path in (ROOT / "bot").rglob("*.py")
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
         if isinstance(node, ast.Attribute) and _names_the_companion(node.value)
         if not inspect.isfunction(getattr(Companion, node.attr, None))

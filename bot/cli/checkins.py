@@ -32,7 +32,7 @@ def checkins_list(ctx: click.Context, due_only: bool, as_json: bool) -> None:
     """
 
     async def show(app: App) -> None:
-        now = app.companion.clock.now()
+        now = app.clock.now()
         log = app.journal.checkins
         found = log.listing(since=now - RECENT, due_by=now if due_only else None)
         if as_json:
@@ -43,7 +43,7 @@ def checkins_list(ctx: click.Context, due_only: bool, as_json: bool) -> None:
         if not found:
             click.echo("no check-ins due" if due_only else "no check-ins planned or sent in the last 7 days")
         for checkin in found:
-            zone = app.companion.user_settings.time_zone(checkin.scope)
+            zone = app.user_settings.time_zone(checkin.scope)
             note = f"  ({checkin.note})" if checkin.note else ""
             memory = f" {checkin.memory_id}" if checkin.memory_id else ""
             due = checkin.due_at.astimezone(zone)

@@ -89,7 +89,7 @@ def chat(ctx: click.Context, persona_id: str | None, user_name: str) -> None:
             interactive=interactive,
         ).run()
         if not interactive:
-            await app.companion.tasks.drain()  # a script ends once what it said has been remembered
+            await app.tasks.drain()  # a script ends once what it said has been remembered
 
     run_app(settings, talk, start=True, schedule=interactive, owner=True)
 
@@ -191,7 +191,7 @@ def maintenance(ctx: click.Context) -> None:
     async def run(app: App) -> None:
         report = await app.lifecycle.run_decay()
         idle = await app.lifecycle.summarize_idle()
-        await app.companion.tasks.drain()
+        await app.tasks.drain()
         compacted = await app.compact_vectors()
         click.echo(
             f"decay: {report.scanned} due, {report.deleted} deleted, {len(report.reviews)} reviewed, "

@@ -70,7 +70,7 @@ def _line(record: MemoryRecord) -> str:
 def _local_moment(app: App, scope: Scope, text: str, *, whole_day_ends: bool = False) -> datetime:
     """A moment typed on the command line, read in the user's time zone: "2026-11-30", "2026-11-30 10:00",
     "yesterday", "last Monday", "next Friday 9am". With `whole_day_ends`, a day alone means its end."""
-    now = app.companion.clock.now().astimezone(app.companion.user_settings.time_zone(scope))
+    now = app.clock.now().astimezone(app.user_settings.time_zone(scope))
     moment = find_moment(text, now)
     if moment is None:
         raise click.BadParameter(f"{text!r} is not a date or time I can read (try 2026-11-30 or '2026-11-30 10:00')")
@@ -87,7 +87,7 @@ def _between(app: App, scope: Scope, since: str | None, until: str | None) -> Ti
 
 
 def _one(app: App, scope: Scope, memory_id: str) -> MemoryRecord:
-    found = app.companion.knowledge.get(scope, [memory_id])
+    found = app.knowledge.get(scope, [memory_id])
     if not found:
         raise click.ClickException(f"{scope} has no memory {memory_id}")
     return found[0]
@@ -252,7 +252,7 @@ def memory_edit(
             about=_date_change(app, scope, about),
             until=_date_change(app, scope, until),
         )
-        updated = await asyncio.to_thread(app.companion.editor.edit, record, change)
+        updated = await asyncio.to_thread(app.editor.edit, record, change)
         assert updated is not None  # `_one` found it in this scope
         click.echo(_line(updated))
 
@@ -283,12 +283,12 @@ def memory_forget(
         if everything:
             if not yes:
                 confirm(f"Forget every memory, message and history row of {scope}?", param="yes")
-            report = await app.companion.forgetting.everything(scope)
+            report = await app.companion.forget_everything(scope)
         else:
-            found = {record.id for record in app.companion.knowledge.get(scope, memory_ids)}
+            found = {record.id for record in app.knowledge.get(scope, memory_ids)}
             for missing in (memory_id for memory_id in memory_ids if memory_id not in found):
                 click.echo(f"warning: {scope} has no memory {missing}", err=True)
-            report = await app.companion.forgetting.memories(scope, sorted(found), actor="operator")
+            report = await app.forgetting.memories(scope, sorted(found), actor="operator")
         click.echo(
             f"Forgot {report.memories} memories, {report.messages} messages, {report.journal_rows} journal rows."
         )
@@ -299,8 +299,8 @@ def memory_forget(
 
 
 def _render(app: App, scope: Scope, records: list[MemoryRecord], as_json: bool) -> str:
-    now = app.companion.clock.now()
-    zone = app.companion.user_settings.chosen_time_zone(scope)
+    now = app.clock.now()
+    zone = app.user_settings.chosen_time_zone(scope)
     if as_json:
         return render_json(records, scope, now=now, time_zone=zone)
     archive_below = app.policy_for(scope.persona_id).decay_review_below
@@ -320,7 +320,7 @@ def memory_export(
     """Write a scope's memories as MEMORY.md (readable, editable) or JSON; an existing file is kept as .bak."""
 
     async def export(app: App, scope: Scope) -> None:
-        records = await asyncio.to_thread(app.companion.knowledge.memories, scope, categories=FILE_CATEGORIES)
+        records = await asyncio.to_thread(app.knowledge.memories, scope, categories=FILE_CATEGORIES)
         text = _render(app, scope, records, as_json or (output is not None and output.suffix == ".json"))
         if output is None:
             click.echo(text, nl=False)
@@ -371,8 +371,8 @@ def memory_import(
             click.echo(f"warning: {file.name}: {warning}", err=True)
         if replace_all and parsed.warnings:
             raise click.ClickException("with --replace every block must be readable: fix the blocks above first")
-        stored = await asyncio.to_thread(app.companion.knowledge.memories, scope, categories=FILE_CATEGORIES)
-        now = app.companion.clock.now()
+        stored = await asyncio.to_thread(app.knowledge.memories, scope, categories=FILE_CATEGORIES)
+        now = app.clock.now()
         plan = plan_import(
             stored, parsed, scope, now=now, policy=app.policy_for(scope.persona_id), replace_all=replace_all
         )
@@ -387,7 +387,7 @@ def memory_import(
             return
         backup = file.with_name(file.name + ".bak")
         backup.write_text(_render(app, scope, stored, text.lstrip().startswith("{")), encoding="utf-8")
-        await asyncio.to_thread(app.companion.editor.apply_import, scope, plan, source=file.name)
+        await asyncio.to_thread(app.editor.apply_import, scope, plan, source=file.name)
         click.echo(f"{summary}; the memories as they were are in {backup.name}")
 
     _in_scope(ctx, persona_id, user_name, load)
@@ -395,13 +395,13 @@ def memory_import(
 
 def _import_time_zone(app: App, scope: Scope, name: str | None) -> None:
     """The time zone a file names becomes the user's (it was their choice when it was exported)."""
-    if name is None or name == app.companion.user_settings.chosen_time_zone(scope):
+    if name is None or name == app.user_settings.chosen_time_zone(scope):
         return
     zone = find_time_zone(name)
     if zone is None:
         click.echo(f"warning: the file names an unknown time zone {name!r}; the user's stays as it was", err=True)
         return
-    app.companion.user_settings.set_time_zone(scope, zone)
+    app.user_settings.set_time_zone(scope, zone)
     click.echo(f"time zone set to {zone.key}")
 
 
@@ -420,8 +420,8 @@ def memory_stats(ctx: click.Context, persona_id: str | None, user_name: str, as_
             "by_category": dict(Counter(record.category for record in records)),
             "importance": _histogram(records),
             "dead_letters": len(app.journal.jobs.dead_letters(scope)),
-            "time_zone": app.companion.user_settings.time_zone(scope).key,
-            "time_zone_chosen": app.companion.user_settings.chosen_time_zone(scope) is not None,
+            "time_zone": app.user_settings.time_zone(scope).key,
+            "time_zone_chosen": app.user_settings.chosen_time_zone(scope) is not None,
             "token_usage_all_scopes": [asdict(usage) for usage in app.journal.usage.totals()],
         }
         if as_json:

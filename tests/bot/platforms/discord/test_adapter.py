@@ -605,7 +605,8 @@ async def test_a_forget_question_is_answered_after_a_restart_once_and_only_by_wh
         pressing = FakeInteraction(alice, channel(), client=restarted)
         await press_custom_id(yes, pressing)
         assert pressing.log[-1].content == phrasebook.forgot(1) and pressing.log[-1].view is None
-        assert [record.content for record in after.companion.knowledge.memories(scope_of(alice))] == ["Alice loves ramen"]
+        remembered = after.companion.knowledge.memories(scope_of(alice))
+        assert [record.content for record in remembered] == ["Alice loves ramen"]
         again = FakeInteraction(alice, channel(), client=restarted)
         await press_custom_id(yes, again)
         assert again.log[-1].content == EXPIRED  # an answer is taken once
