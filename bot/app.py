@@ -29,6 +29,7 @@ from core.llm.client import LLMClient, ModelSettings, OpenAIClient, UsageSink
 from core.llm.embedded import EMBEDDED_MODEL_NAME, LlamaCppClient
 from core.memory_editor import MemoryEditor
 from core.rate_limit import RateLimiter
+from core.reply.demo_prompt import DemoPromptBuilder
 from core.reply.prompt import Budget, PromptBuilder
 from core.reply.response_handler import ResponseHandler
 from core.types import ROLES, Role
@@ -51,7 +52,10 @@ from knowledge.sql.scheduled_passes import ScheduledPasses
 from knowledge.sql.scope_versions import ScopeVersions, SnapshotKind
 from personas.loader import PERSONA_DIR, PersonaRegistry
 
-EMBEDDED_REPLY_TOKENS = 200
+# The embedded demo model's replies: a sentence or two (it wanders off after that); its background answers,
+# when asked for them (COMPANION_MEMORY_MODE=model), need room for a list of memory operations.
+EMBEDDED_REPLY_TOKENS = 48
+EMBEDDED_BACKGROUND_TOKENS = 200
 # Seconds background jobs get to finish at shutdown; what is left stays pending for the next start, so a
 # stop (SIGTERM) returns within a few seconds even while a model hangs.
 SHUTDOWN_GRACE = 3.0
@@ -253,20 +257,29 @@ def model_settings(settings: Settings) -> dict[Role, ModelSettings]:
             "reviewer": settings.reviewer_model or settings.chat_model,
         }
     window = settings.effective_context_window
-    # The tiny embedded model rambles to its limit; a short cap keeps the demo readable.
-    reply_tokens = settings.reply_tokens
-    if settings.uses_embedded_model:
-        reply_tokens = min(reply_tokens, EMBEDDED_REPLY_TOKENS)
+
+    def reply_tokens(role: Role) -> int:
+        if not settings.uses_embedded_model:
+            return settings.reply_tokens
+        return min(settings.reply_tokens, EMBEDDED_REPLY_TOKENS if role == "chat" else EMBEDDED_BACKGROUND_TOKENS)
+
     return {
         role: ModelSettings(
             model=names[role],
             temperature=0.7 if role == "chat" else 0.2,
-            max_tokens=reply_tokens,
+            max_tokens=reply_tokens(role),
             context_window=window,
             vision=settings.vision and role == "chat" and not settings.uses_embedded_model,
         )
         for role in ROLES
     }
+
+
+def prompt_builder(llm: LLMClient) -> PromptBuilder:
+    """The full persona prompt for a real model; a few lines the tiny embedded demo model can follow."""
+    chat = llm.settings("chat")
+    budget = Budget(chat.context_window, chat.max_tokens)
+    return DemoPromptBuilder(budget) if isinstance(llm, LlamaCppClient) else PromptBuilder(budget)
 
 
 def build_llm(settings: Settings, usage: UsageSink | None = None) -> LLMClient:
@@ -366,7 +379,6 @@ def build_app(
         journal.usage.record(role, model, prompt_tokens, completion_tokens, at=clock.now())
 
     llm = llm or build_llm(settings, usage=record_usage)
-    chat = llm.settings("chat")
     fence = ForgetFence(storage.forgets, storage.cluster)  # a forget wins over work that began before it, anywhere
     editor = MemoryEditor(knowledge, journal.changes, clock)
     forgetting = Forgetting(
@@ -385,7 +397,7 @@ def build_app(
         knowledge=knowledge,
         history=history,
         llm=llm,
-        prompt_builder=PromptBuilder(Budget(chat.context_window, chat.max_tokens)),
+        prompt_builder=prompt_builder(llm),
         clock=clock,
         retrieval_limit=settings.retrieval_limit,
         policy_for=policy_for,

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 import platform
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,31 @@ EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct (embedded demo)"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _WAY_OUT = "set OPENAI_BASE_URL to an OpenAI-compatible endpoint instead"
 _DONE = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """How the embedded model picks its tokens for one role."""
+
+    temperature: float
+    repeat_penalty: float = 1.0
+    stop: tuple[str, ...] = ()
+
+
+# Replies: greedy, which measured best at repeating what the user said (bench.demo), one paragraph (the
+# model's second paragraph wanders off). No repeat penalty: it works against the words the reply
+# should repeat from the prompt, and the short reply cap ends a loop.
+DEMO_REPLIES = Sampling(temperature=0.0, stop=("\n",))
+# The background roles, when asked to use it (COMPANION_MEMORY_MODE=model): a 135M model loops without
+# the penalty.
+BACKGROUND = Sampling(temperature=0.2, repeat_penalty=1.3)
+
+
+def engine_threads(cpus: int | None = None) -> int:
+    """Threads for llama.cpp: half the CPUs (at most 4). Its threads wait for each other at every layer,
+    so on a shared 2-core machine a second thread made replies up to ten times slower (bench.demo);
+    a 135M model gains little beyond four."""
+    return max(1, min(4, (cpus or os.cpu_count() or 2) // 2))
 
 
 class EmbeddedModelUnavailable(LLMError):
@@ -82,6 +109,10 @@ class LlamaCppClient:
     def settings(self, role: Role) -> ModelSettings:
         return self._models[role]
 
+    def sampling(self, role: Role) -> Sampling:
+        """How replies (greedy, one paragraph) and background answers are sampled; personas do not change it."""
+        return DEMO_REPLIES if role == "chat" else BACKGROUND
+
     def load(self) -> None:
         """Load the model now (about half a second), or raise `EmbeddedModelUnavailable` saying why not."""
         with self._loading:
@@ -97,6 +128,7 @@ class LlamaCppClient:
             params.model.path = str(path)
             params.n_ctx = max(settings.context_window for settings in self._models.values())
             params.n_parallel = 1  # one conversation at a time gets the whole context
+            params.cpuparams.n_threads = params.cpuparams_batch.n_threads = engine_threads()
             params.verbosity = -1  # llama.cpp logs every request on stderr otherwise
             params.warmup = False
             try:
@@ -104,15 +136,14 @@ class LlamaCppClient:
             except Exception as error:  # a broken or truncated model file
                 raise EmbeddedModelUnavailable(f"loading {path.name} failed ({error})", error) from error
 
-    def _request(
-        self, messages: Sequence[ChatMessage], role: Role, choice: ModelChoice | None, *, stream: bool
-    ) -> dict[str, Any]:
-        settings = self.settings(role).chosen(choice)  # only the temperature applies: there is one model
+    def _request(self, messages: Sequence[ChatMessage], role: Role, *, stream: bool) -> dict[str, Any]:
+        sampling = self.sampling(role)  # a persona's choice does not apply: one model, sampled as measured
         return {
             "messages": [message.as_openai() for message in messages],
-            "temperature": settings.temperature,
-            "max_tokens": settings.max_tokens,
-            "repeat_penalty": 1.3,  # a 135M model loops without it
+            "temperature": sampling.temperature,
+            "repeat_penalty": sampling.repeat_penalty,
+            "stop": list(sampling.stop),
+            "max_tokens": self.settings(role).max_tokens,
             "stream": stream,
             **({"stream_options": {"include_usage": True}} if stream else {}),
         }
@@ -120,7 +151,7 @@ class LlamaCppClient:
     async def complete(self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None) -> str:
         def run() -> str:
             self.load()
-            answer = self._server.handle_chat_completions(self._request(messages, role, choice, stream=False))
+            answer = self._server.handle_chat_completions(self._request(messages, role, stream=False))
             _raise_for_error(answer, role)
             self._report(role, answer)
             return answer["choices"][0]["message"]["content"] or ""
@@ -148,7 +179,7 @@ class LlamaCppClient:
         def produce() -> None:
             try:
                 self.load()
-                self._server.handle_chat_completions(self._request(messages, role, choice, stream=True), on_chunk)
+                self._server.handle_chat_completions(self._request(messages, role, stream=True), on_chunk)
             except Exception as error:  # noqa: BLE001 - handed to the consumer, which re-raises it
                 loop.call_soon_threadsafe(queue.put_nowait, error)
             loop.call_soon_threadsafe(queue.put_nowait, _DONE)

@@ -129,6 +129,8 @@ def persona_prompt(persona: Persona, user_name: str | None = None, lore: Sequenc
 class PromptBuilder:
     """Assembles persona, memories and working memory into a prompt that fits the budget."""
 
+    excerpt_limit: int | None = None  # past messages the history search is asked for (None: the handler's choice)
+
     def __init__(self, budget: Budget) -> None:
         if budget.prompt_tokens <= 0:
             raise ValueError("the reply reservation leaves no room for a prompt")
@@ -168,6 +170,13 @@ class PromptBuilder:
             if prompt.tokens <= self.budget.prompt_tokens or not chosen:
                 return prompt
             chosen = chosen[:-1]  # token counts are not exactly additive; shed the lowest-ranked item
+
+    def covered(self, window: Sequence[StoredMessage], memories: Sequence[MemoryRecord]) -> set[str]:
+        """The past messages this prompt already shows: the window, and the sources of the memories shown
+        (an episode or fact made from them). The history search quotes others."""
+        return {message.id for message in window} | {
+            message_id for memory in memories for message_id in memory.message_ids
+        }
 
     def check_fits(
         self, persona: Persona, message: StoredMessage, *, group: bool = False, image_url: str | None = None

@@ -289,20 +289,20 @@ class ResponseHandler:
         audience: Audience,
         time_window: TimeWindow | None,
     ) -> list[StoredMessage]:
-        """Past messages relevant to `text` that the prompt does not already cover: neither in the window
-        nor the source of a memory shown (an episode or fact made from them)."""
-        if self._excerpt_limit <= 0:
+        """Past messages relevant to `text` that the prompt does not already cover (the prompt builder says
+        which it covers: the full prompt, the window and the sources of the memories shown)."""
+        limit = self._prompt_builder.excerpt_limit
+        limit = self._excerpt_limit if limit is None else limit
+        if limit <= 0:
             return []
-        covered = {message.id for message in window}
-        covered.update(message_id for memory in memories for message_id in memory.message_ids)
         try:
             hits = await asyncio.to_thread(
                 self._history.recall,
                 scope,
                 text[:MAX_QUERY_CHARS],
                 window=time_window,
-                limit=self._excerpt_limit,
-                exclude=covered,
+                limit=limit,
+                exclude=self._prompt_builder.covered(window, memories),
                 audience=audience,
             )
         except Exception:  # a broken history must not cost the user their reply

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from bot.app import build_llm, startup_notices
+from bot.app import build_llm, model_settings, prompt_builder, startup_notices
+from bot.cli import doctor
 from bot.config import Settings
 from core.errors import LLMError
 from core.llm.client import count_tokens
-from core.llm.embedded import EmbeddedModelUnavailable, LlamaCppClient, bundled_gguf_path, check_cpu
+from core.llm.embedded import (
+    EmbeddedModelUnavailable,
+    LlamaCppClient,
+    Sampling,
+    bundled_gguf_path,
+    check_cpu,
+    engine_threads,
+)
+from core.reply.demo_prompt import DemoPromptBuilder
+from core.reply.prompt import PromptBuilder
 from core.types import ChatMessage, Role
+from personas.loader import ModelChoice
 
 PROMPT = [ChatMessage("system", "You are a friendly companion."), ChatMessage("user", "Say hello.")]
 # A prompt this long is evaluated in batches, the path that died with an illegal instruction when
@@ -64,6 +75,35 @@ async def test_a_prompt_beyond_the_context_is_an_llm_error_not_a_crash(embedded:
     huge = [ChatMessage("user", "word " * 5000)]
     with pytest.raises(LLMError, match="context"):
         await embedded.complete(huge, role="chat")
+
+
+async def test_a_reply_is_one_greedy_paragraph_whatever_the_persona_asks(embedded: LlamaCppClient) -> None:
+    assert embedded.sampling("chat") == Sampling(temperature=0.0, repeat_penalty=1.0, stop=("\n",))
+    hot = await embedded.complete(PROMPT, role="chat", choice=ModelChoice(temperature=1.5))
+    assert hot == await embedded.complete(PROMPT, role="chat") and "\n" not in hot.strip()
+
+
+def test_the_model_is_loaded_on_this_cpu_by_the_doctor(embedded: LlamaCppClient) -> None:
+    found = doctor.check_model(Settings(openai_base_url=None), embedded=embedded)
+    assert found.ok and "loads on this CPU" in found.text
+
+
+def test_background_answers_keep_their_penalty_and_room() -> None:
+    llm = build_llm(Settings(openai_base_url=None))
+    assert isinstance(llm, LlamaCppClient)
+    assert llm.sampling("monitor").repeat_penalty > 1 and not llm.sampling("monitor").stop
+    tokens = {role: settings.max_tokens for role, settings in model_settings(Settings(openai_base_url=None)).items()}
+    assert tokens == {"chat": 48, "monitor": 200, "summarizer": 200, "reviewer": 200}
+
+
+def test_half_the_cpus_run_the_engine() -> None:
+    assert [engine_threads(cpus) for cpus in (1, 2, 4, 8, 64)] == [1, 1, 2, 4, 4]
+
+
+def test_the_demo_prompt_is_for_the_embedded_model_only() -> None:
+    assert isinstance(prompt_builder(build_llm(Settings(openai_base_url=None))), DemoPromptBuilder)
+    remote = prompt_builder(build_llm(Settings(openai_base_url="http://127.0.0.1:8080/v1")))
+    assert type(remote) is PromptBuilder
 
 
 def test_a_cpu_without_avx2_is_refused_before_native_code_loads() -> None:
