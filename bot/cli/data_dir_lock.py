@@ -63,6 +63,20 @@ class DataDirLock:
         pid, _, command = text.partition(" ")
         return Holder(int(pid) if pid.isdigit() else None, command)
 
+    def holder_if_held(self) -> Holder | None:
+        """Who holds the lock now, None if nobody does (probed with a shared lock taken and dropped at once)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return self.holder()
+        finally:
+            os.close(fd)  # closing drops the probe's lock too
+        return None
+
     def release(self) -> None:
         """Give the lock up (closing the file releases it)."""
         if self._fd is not None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bot.cli.checkins import checkins
+from bot.cli.doctor import doctor
 from bot.cli.memory import memory
 from bot.cli.migrate import migrate
 from bot.cli.persona import persona
@@ -234,6 +235,7 @@ def privacy_check(ctx: click.Context, persona_id: str, user_name: str, text: str
 
 
 cli.add_command(checkins)
+cli.add_command(doctor)
 cli.add_command(memory)
 cli.add_command(persona)
 cli.add_command(migrate)

@@ -79,6 +79,18 @@ def migrate(url: str) -> list[str]:
             backend.connection.close()
 
 
+def pending_migrations(url: str) -> list[str]:
+    """The ids of the migrations the database lacks (`migrate` applies them at a bot's start)."""
+    from yoyo import get_backend, read_migrations
+
+    backend = get_backend(_yoyo_url(url))
+    try:
+        with resources.as_file(resources.files(__package__) / MIGRATIONS) as directory:
+            return [migration.id for migration in backend.to_apply(read_migrations(str(directory)))]
+    finally:
+        backend.connection.close()
+
+
 def named_rows(cursor: BaseCursor[Any, Any]) -> RowMaker[Row]:
     """psycopg's row factory for `Row`: the row class of the cursor's columns."""
     return row_type(tuple(column.name for column in cursor.description or ()))
