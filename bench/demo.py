@@ -12,7 +12,7 @@ from the end of the one before. A `/help` after each message marks where its rep
 `--checkout DIR` runs the command of another checkout of the project (for the figures before a change):
 
     python -m bench.demo
-    python -m bench.demo --checkout ../main --json
+    python -m bench.demo --checkout ../main --newcomers alice,li --json
 """
 
 from __future__ import annotations
@@ -145,13 +145,13 @@ def chat(lines: list[str], user: str, data_dir: Path, checkout: Path) -> Run:
     return run
 
 
-def measure(checkout: Path, *, verbose: bool) -> dict[str, object]:
-    """Every newcomer's two runs; the share of right answers per language, and the reply times."""
+def measure(checkout: Path, newcomers: tuple[Newcomer, ...] = NEWCOMERS, *, verbose: bool) -> dict[str, object]:
+    """Each newcomer's two runs; the share of right answers per language, and the reply times."""
     right: dict[str, list[bool]] = {"en": [], "zh": []}
     first: list[float] = []
     later: list[float] = []
     with tempfile.TemporaryDirectory(prefix="companion-demo-") as data_dir:
-        for newcomer in NEWCOMERS:
+        for newcomer in newcomers:
             told = chat([fact.told for fact in newcomer.facts], newcomer.name, Path(data_dir), checkout)
             asked = chat(["/new", *(fact.asked for fact in newcomer.facts)], newcomer.name, Path(data_dir), checkout)
             first += [told.done_at[0], asked.done_at[1]]  # the ask run's first line is /new: a greeting
@@ -161,7 +161,7 @@ def measure(checkout: Path, *, verbose: bool) -> dict[str, object]:
                 if verbose:
                     print(f"{'right' if right[newcomer.language][-1] else 'wrong'}  {fact.asked}  ->  {answer}")
     return {
-        "right": {language: f"{sum(found)}/{len(found)}" for language, found in right.items()},
+        "right": {language: f"{sum(found)}/{len(found)}" for language, found in right.items() if found},
         "share": round(sum(map(sum, right.values())) / sum(map(len, right.values())), 3),
         "first_reply_s": summarize(first),
         "later_reply_s": summarize(later),
@@ -171,14 +171,16 @@ def measure(checkout: Path, *, verbose: bool) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkout", type=Path, default=Path.cwd(), help="the checkout whose command runs")
+    parser.add_argument("--newcomers", help="only these, as alice,li (default: all four)")
     parser.add_argument("--quiet", action="store_true", help="no line per question")
     parser.add_argument("--json", action="store_true", help="also print one JSON line with every figure")
     args = parser.parse_args()
-    figures = measure(args.checkout.resolve(), verbose=not args.quiet)
+    chosen = tuple(n for n in NEWCOMERS if args.newcomers is None or n.name in args.newcomers.split(","))
+    figures = measure(args.checkout.resolve(), chosen, verbose=not args.quiet)
     right = figures["right"]
     assert isinstance(right, dict)
     print(
-        f"right answers: English {right['en']}, Chinese {right['zh']} (share {figures['share']:.0%}); "
+        f"right answers: {right} (share {figures['share']:.0%}); "
         f"first reply (command start, model load included) {figures['first_reply_s']} s; "
         f"later replies {figures['later_reply_s']} s; CPU {cpu_model()}, {os.cpu_count()} cores, "
         f"load average {load_average()} at the end"

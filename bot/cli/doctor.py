@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import click
 import tzlocal
+from pydantic import SecretStr
 
 from bot.cli.data_dir_lock import DataDirLock
 from bot.config import Settings, load_settings
@@ -194,21 +195,28 @@ def _cause(error: BaseException) -> str:
 
 def check_tokens(settings: Settings, *, online: bool, discord_api: str = DISCORD_API) -> list[Finding]:
     """The platform tokens: present and well-formed; `online`: accepted by Telegram and Discord."""
-    findings = []
-    for name, token, shape, accepted in (
-        ("TELEGRAM_TOKEN", settings.telegram_token, TELEGRAM_TOKEN, lambda t: _telegram_accepts(settings, t)),
-        ("DISCORD_TOKEN", settings.discord_token, DISCORD_TOKEN, lambda t: _discord_accepts(discord_api, t)),
-    ):
-        check = name.split("_")[0].lower()
-        if token is None:
-            findings.append(passed(check, f"{name} is not set (needed by `companion run` for that platform)"))
-            continue
-        value = token.get_secret_value()
-        if not shape.match(value):
-            findings.append(failed(check, f"{name} is not shaped like a bot token; copy it again from {_ISSUER[name]}"))
-            continue
-        findings.append(accepted(value) if online else passed(check, f"{name} is set and well-formed"))
-    return findings
+
+    def telegram(token: str) -> Finding:
+        return _telegram_accepts(settings, token)
+
+    def discord(token: str) -> Finding:
+        return _discord_accepts(discord_api, token)
+
+    return [
+        _token_finding("TELEGRAM_TOKEN", settings.telegram_token, TELEGRAM_TOKEN, telegram if online else None),
+        _token_finding("DISCORD_TOKEN", settings.discord_token, DISCORD_TOKEN, discord if online else None),
+    ]
+
+
+def _token_finding(
+    name: str, token: SecretStr | None, shape: re.Pattern[str], accepted: Callable[[str], Finding] | None
+) -> Finding:
+    check = name.split("_")[0].lower()
+    if token is None:
+        return passed(check, f"{name} is not set (needed by `companion run` for that platform)")
+    if not shape.match(token.get_secret_value()):
+        return failed(check, f"{name} is not shaped like a bot token; copy it again from {_ISSUER[name]}")
+    return passed(check, f"{name} is set and well-formed") if accepted is None else accepted(token.get_secret_value())
 
 
 _ISSUER = {"TELEGRAM_TOKEN": "@BotFather", "DISCORD_TOKEN": "the Discord developer portal (Bot, Reset Token)"}

@@ -51,9 +51,9 @@ BACKGROUND = Sampling(temperature=0.2, repeat_penalty=1.3)
 
 
 def engine_threads(cpus: int | None = None) -> int:
-    """Threads for llama.cpp: half the CPUs (at most 4). Its threads wait for each other at every layer,
-    so on a shared 2-core machine a second thread made replies up to ten times slower (bench.demo);
-    a 135M model gains little beyond four."""
+    """Threads for llama.cpp: half the CPUs (at most 4). Its threads wait for each other at every layer, so
+    on a 2-core machine busy with other work a second thread made generation up to ten times slower (2-12
+    tokens a second instead of a steady 33 with one); a 135M model gains little beyond four."""
     return max(1, min(4, (cpus or os.cpu_count() or 2) // 2))
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain, zip_longest
 
 from core import phrasebook
 from core.llm.client import count_message_tokens, count_tokens
@@ -34,6 +35,7 @@ DEMO_RECENT_MESSAGES = 2
 DEMO_EXCERPTS = 8
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _QUESTION_END = ("?", "？")
+_USERS_OWN = ("fact", "core")  # what the user said about themselves; episodes and the persona's facts stay out
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,10 @@ def said_back(statement: str, wording: DemoWording) -> str:
     return statement.replace("我", "你") if wording is CHINESE else statement
 
 
+def _shown(memory: MemoryRecord, said: list[str]) -> bool:
+    return memory.category in _USERS_OWN and memory.content.strip() in said
+
+
 def is_statement(message: StoredMessage) -> bool:
     """A message the user told something in (not a question, not the character's reply)."""
     return message.role == "user" and not message.content.rstrip().endswith(_QUESTION_END)
@@ -83,7 +89,7 @@ class DemoPromptBuilder(PromptBuilder):
     def covered(self, window: Sequence[StoredMessage], memories: Sequence[MemoryRecord]) -> set[str]:
         """Only the message answered and the sources of facts shown: the history search may find what the user
         said earlier in this conversation too, since only its last exchange is shown."""
-        facts = [memory for memory in memories if memory.category in ("fact", "core")]
+        facts = [memory for memory in memories if memory.category in _USERS_OWN]
         return {window[-1].id, *(message_id for memory in facts for message_id in memory.message_ids)}
 
     def build(
@@ -105,8 +111,8 @@ class DemoPromptBuilder(PromptBuilder):
             raise ValueError("the window must end with the message being answered")
         *earlier, current = window
         wording = wording_for(current.content)
-        facts = [memory for memory in [*retrieved, *always] if memory.category in ("fact", "core")]
-        said = self._said(facts, excerpts, wording)
+        facts = [memory for memory in [*retrieved, *always] if memory.category in _USERS_OWN]
+        said = self._said(facts, excerpts)
         recent = list(earlier[-DEMO_RECENT_MESSAGES:])
         while True:
             messages = self._messages(persona, wording, said, recent, current, group)
@@ -120,11 +126,10 @@ class DemoPromptBuilder(PromptBuilder):
             else:
                 room = self.budget.prompt_tokens - tokens + count_tokens(current.content)
                 raise MessageTooLongError(phrasebook.too_long_to_read(count_tokens(current.content), max(room, 0)))
-        shown = {fact.content for fact in facts} & set(said)
         return Prompt(
             messages=messages,
             tokens=tokens,
-            dropped_memories=[fact for fact in facts if fact.content not in shown],
+            dropped_memories=[memory for memory in [*always, *retrieved] if not _shown(memory, said)],
             dropped_messages=len(earlier) - len(recent),
         )
 
@@ -135,13 +140,14 @@ class DemoPromptBuilder(PromptBuilder):
         self.build(persona, window=[message], always=[], retrieved=[])
 
     @staticmethod
-    def _said(facts: Sequence[MemoryRecord], excerpts: Sequence[StoredMessage], wording: DemoWording) -> list[str]:
+    def _said(facts: Sequence[MemoryRecord], excerpts: Sequence[StoredMessage]) -> list[str]:
         """The things the user said that matter most: the best past statement and the best fact, in turn."""
-        statements = [message.content for message in excerpts if is_statement(message)]
-        remembered = [fact.content for fact in facts]
+        statements = [message.content.strip() for message in excerpts if is_statement(message)]
+        remembered = [fact.content.strip() for fact in facts]
         said: list[str] = []
-        for pair in zip(statements + [""] * len(remembered), remembered + [""] * len(statements), strict=False):
-            said += [text.strip() for text in pair if text.strip() and text.strip() not in said]
+        for text in chain.from_iterable(zip_longest(statements, remembered, fillvalue="")):
+            if text and text not in said:
+                said.append(text)
         return said[:DEMO_MEMORIES]
 
     def _messages(

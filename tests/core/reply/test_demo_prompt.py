@@ -82,6 +82,7 @@ def test_it_is_a_few_lines_far_smaller_than_the_full_prompt() -> None:
     # the system line, the worked example, the last exchange and the message
     assert [message.role for message in demo.messages] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert demo.dropped_messages == len(WINDOW) - 3
+    assert demo.dropped_memories == FACTS[1:]  # what the monitor is told was not shown
 
 
 def test_it_holds_the_best_statement_and_the_best_fact_and_nothing_else_remembered() -> None:
