@@ -30,8 +30,6 @@ from pathlib import Path
 
 from bench.stats import cpu_model, load_average, summarize
 
-HELP_MARK = "Commands: "  # the first words of the terminal's /help line
-
 
 @dataclass(frozen=True)
 class Fact:
@@ -113,12 +111,38 @@ class Run:
         return [end - start for start, end in zip([0.0, *self.done_at], self.done_at, strict=False)]
 
 
-def chat(lines: list[str], user: str, data_dir: Path, checkout: Path) -> Run:
-    """Run `companion chat --user USER` once with `lines` piped in, a /help after each to mark its reply's end."""
+def chat(lines: list[str], user: str, data_dir: Path, checkout: Path, help_lines: list[str]) -> Run:
+    """Run `companion chat --user USER` once with `lines` piped in, a /help after each: its text (`help_lines`)
+    marks where the reply ends."""
+    process, started = _start(user, data_dir, checkout, "".join(f"{line}\n/help\n" for line in lines))
+    run, output = Run([], []), []
+    assert process.stdout is not None
+    for line in process.stdout:
+        output.append(line.rstrip("\n"))
+        if output[-len(help_lines) :] == help_lines:
+            run.replies.append("\n".join(output[: -len(help_lines)]).strip())
+            run.done_at.append(time.monotonic() - started)
+            output = []
+    if process.wait() != 0 or len(run.replies) != len(lines):
+        raise SystemExit(f"companion chat --user {user} failed (exit {process.returncode}) after {run.replies}")
+    return run
+
+
+def help_of(data_dir: Path, checkout: Path) -> list[str]:
+    """What the checkout's terminal prints for /help."""
+    process, _ = _start("help", data_dir, checkout, "/help\n")
+    assert process.stdout is not None
+    lines = [line.rstrip("\n") for line in process.stdout]
+    if process.wait() != 0 or not lines:
+        raise SystemExit(f"companion chat failed (exit {process.returncode}) before answering /help")
+    return lines
+
+
+def _start(user: str, data_dir: Path, checkout: Path, script: str) -> tuple[subprocess.Popen[str], float]:
+    """`companion chat --user USER` of the checkout, on the embedded model in `data_dir`, `script` piped in."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(("OPENAI_", "COMPANION_"))}
     env |= {"COMPANION_DATA_DIR": str(data_dir), "PYTHONPATH": str(checkout), "COMPANION_CONFIG": os.devnull}
     command = [sys.executable, "-c", "from bot.cli.main import main; main()", "chat", "--user", user]
-    script = "".join(f"{line}\n/help\n" for line in lines)
     started = time.monotonic()
     process = subprocess.Popen(
         command,
@@ -129,20 +153,10 @@ def chat(lines: list[str], user: str, data_dir: Path, checkout: Path) -> Run:
         stderr=subprocess.DEVNULL,
         text=True,
     )
-    assert process.stdin is not None and process.stdout is not None
+    assert process.stdin is not None
     process.stdin.write(script)
     process.stdin.close()
-    run, reply = Run([], []), []
-    for line in process.stdout:
-        if line.startswith(HELP_MARK):
-            run.replies.append("\n".join(reply).strip())
-            run.done_at.append(time.monotonic() - started)
-            reply = []
-        else:
-            reply.append(line.rstrip("\n"))
-    if process.wait() != 0 or len(run.replies) != len(lines):
-        raise SystemExit(f"companion chat --user {user} failed (exit {process.returncode}) after {run.replies}")
-    return run
+    return process, started
 
 
 def measure(checkout: Path, newcomers: tuple[Newcomer, ...] = NEWCOMERS, *, verbose: bool) -> dict[str, object]:
@@ -151,9 +165,11 @@ def measure(checkout: Path, newcomers: tuple[Newcomer, ...] = NEWCOMERS, *, verb
     first: list[float] = []
     later: list[float] = []
     with tempfile.TemporaryDirectory(prefix="companion-demo-") as data_dir:
+        help_lines = help_of(Path(data_dir), checkout)
         for newcomer in newcomers:
-            told = chat([fact.told for fact in newcomer.facts], newcomer.name, Path(data_dir), checkout)
-            asked = chat(["/new", *(fact.asked for fact in newcomer.facts)], newcomer.name, Path(data_dir), checkout)
+            told = chat([fact.told for fact in newcomer.facts], newcomer.name, Path(data_dir), checkout, help_lines)
+            questions = ["/new", *(fact.asked for fact in newcomer.facts)]
+            asked = chat(questions, newcomer.name, Path(data_dir), checkout, help_lines)
             first += [told.done_at[0], asked.done_at[1]]  # the ask run's first line is /new: a greeting
             later += told.waits[1:] + asked.waits[2:]
             for fact, answer in zip(newcomer.facts, asked.replies[1:], strict=True):
