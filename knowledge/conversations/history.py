@@ -12,7 +12,9 @@ What a message is found by: its embedding of "<speaker>: <text>", and words from
 and text plus its neighbours in the same conversation and scope (the message before at half weight,
 the one after at a quarter). An answer is often found by the question before it ("what did you
 research?" / "adoption agencies"); on LoCoMo the context and the date each measured a gain
-(docs/performance/locomo.md).
+(docs/performance/locomo.md). The two legs' scores then go to `thread_index.py`, which ranks with
+the message's place in its conversation too. A time the message names keeps the search to what was
+said then, as long as anything was (docs/concepts/time.md#recall-by-time).
 
 Indexing runs in the background (`index_pending`): each message is marked once its entry is stored,
 so a crash only delays it, and with several processes one indexes at a time (a cluster-wide lock)
@@ -33,11 +35,12 @@ from pathlib import Path
 import numpy as np
 
 from knowledge.conversations.message_log import MessageLog
+from knowledge.conversations.thread_index import ThreadIndex
 from knowledge.dates.windows import TimeWindow
 from knowledge.records import Scope, StoredMessage
 from knowledge.rules.discretion import PRIVATE, Audience
 from knowledge.search.embedding import Embedder
-from knowledge.search.index import Query, QueryEncoder, SearchIndex
+from knowledge.search.index import Query, QueryEncoder, SearchIndex, best_first
 from knowledge.search.lexical import Terms, combined, terms_of
 from knowledge.search.scope_cache import ScopeCache
 from knowledge.sql.cluster import ClusterLocks, SingleProcess
@@ -46,12 +49,6 @@ from knowledge.sql.scope_versions import ScopeVersions
 
 PREVIOUS_WEIGHT = 0.5
 NEXT_WEIGHT = 0.25
-# A message said in the window of time a message names ("in March", "yesterday") counts this much more
-# relevant (fused relevance runs 0..1): it wins over one up to a quarter less relevant. Favoured, not
-# restricted: what happened then is often told later ("last weekend I volunteered", said on Monday). On
-# LoCoMo, restricting to the window, or a bonus of 0.5, lost more questions than they won
-# (docs/performance/locomo.md#recall-by-time).
-WINDOW_BONUS = 0.25
 INDEX_BATCH = 64  # messages embedded per call
 # The meaning leg embeds a message's first characters only (its cost grows with every token); the word
 # leg indexes all of it. On LoCoMo, 320 instead of 2,000 left every category within 0.001 recall@10
@@ -96,21 +93,23 @@ def date_words(moment: datetime) -> str:
 
 
 class _ScopeHistory:
-    """One scope's indexed messages in a `SearchIndex`, each document built with its neighbours."""
+    """One scope's indexed messages: a `SearchIndex` of each message with its neighbours' words, and a
+    `ThreadIndex` of where each stands in its conversation, row for row."""
 
     def __init__(self, dim: int, messages: Sequence[StoredMessage], vectors: Mapping[str, np.ndarray]) -> None:
         """`messages` (oldest first) with their `vectors` are indexed at once, each document built once."""
         self._lock = threading.Lock()
         self._index = SearchIndex(dim)
+        self._threads = ThreadIndex()
         self._messages: dict[str, StoredMessage] = {}
         self._words: dict[str, Terms] = {}  # each message's own words, reused as its neighbours' context
         self._dates: dict[str, Terms] = {}  # each message's date words: part of its own document only
-        self._threads: dict[str, list[str]] = {}  # conversation id -> message ids, oldest first
+        self._conversations: dict[str, list[str]] = {}  # conversation id -> message ids, oldest first
         for message in messages:
             self._remember(message)
-        for thread in self._threads.values():
+        for thread in self._conversations.values():
             for position, message_id in enumerate(thread):
-                self._index.put(message_id, vector=vectors[message_id], terms=self._document(thread, position))
+                self._put(thread, position, vectors[message_id])
 
     @property
     def size(self) -> int:
@@ -120,7 +119,7 @@ class _ScopeHistory:
         """Index a message newer than every message held; its predecessor gains it as context."""
         with self._lock:
             thread = self._remember(message)
-            self._index.put(message.id, vector=vector, terms=self._document(thread, len(thread) - 1))
+            self._put(thread, len(thread) - 1, vector)
             if len(thread) > 1:
                 self._index.put(thread[-2], terms=self._document(thread, len(thread) - 2))
 
@@ -130,37 +129,40 @@ class _ScopeHistory:
         limit: int,
         exclude: Collection[str],
         audience: Audience,
-        during: TimeWindow | None,
-        favour: TimeWindow | None = None,
+        during: TimeWindow | None = None,
+        window: TimeWindow | None = None,
     ) -> list[HistoryHit]:
-        """The most relevant messages not in `exclude` that `audience` may hear quoted (and, given `during`,
-        that were said in that window), best first; those said in `favour` count `WINDOW_BONUS` more."""
+        """The most relevant messages not in `exclude` that `audience` may hear quoted, best first. Given
+        `during`, only those said in it; given `window`, only those said in it as long as it holds any
+        (excluded ones too: a window whose messages a memory covers still holds them), else any."""
         with self._lock:
-            only = None
-            if not audience.sees_everything or during is not None:
-                places = [thread for place, thread in self._threads.items() if audience.may_quote_from(place)]
-                only = [key for thread in places for key in thread]
-                if during is not None:
-                    said = self._said_during(during)
-                    only = [key for key in only if key in said]
-                    if not only:
-                        return []
-            favoured = () if favour is None else self._said_during(favour)
-            matches = self._index.search(query, limit + len(exclude), only=only, favoured=favoured, bonus=WINDOW_BONUS)
+            if self._index.size == 0:
+                return []
+            kept = self._threads.visible(audience)
+            if during is not None:
+                kept &= self._threads.said_during(during)
+            if window is not None and (inside := kept & self._threads.said_during(window)).any():
+                kept = inside
+            kept[self._index.rows(exclude)] = False
+            if not kept.any():
+                return []
+            similarity, lexical = self._index.legs(query)
+            relevance = self._threads.relevance(query.text, similarity, lexical, kept)
+            keys = self._index.keys
             return [
-                HistoryHit(self._messages[match.key], match.relevance, match.similarity)
-                for match in matches
-                if match.key not in exclude
-            ][:limit]
+                HistoryHit(self._messages[keys[row]], float(relevance[row]), float(similarity[row]))
+                for row in best_first(relevance, min(limit, int(kept.sum())))
+            ]
 
-    def _said_during(self, window: TimeWindow) -> set[str]:
-        """The messages said in `window` (their times are UTC, as its bounds are made)."""
-        utc = window.utc()
-        return {key for key, message in self._messages.items() if message.sent_at in utc}
+    def _put(self, thread: list[str], position: int, vector: np.ndarray) -> None:
+        message_id = thread[position]
+        self._index.put(message_id, vector=vector, terms=self._document(thread, position))
+        [previous] = self._index.rows([thread[position - 1]]) if position > 0 else [None]
+        self._threads.append(self._messages[message_id], previous, self._index.vectors)
 
     def _remember(self, message: StoredMessage) -> list[str]:
         """Hold a message and its words; returns its conversation's thread, which it now ends."""
-        thread = self._threads.setdefault(message.conversation_id, [])
+        thread = self._conversations.setdefault(message.conversation_id, [])
         thread.append(message.id)
         self._messages[message.id] = message
         self._words[message.id] = terms_of(spoken(message))
@@ -227,7 +229,7 @@ class ConversationHistory:
         and, given `during`, only those said in that window, even with no word in common."""
         if not query.strip() or limit <= 0:
             return []
-        return self._cache.get(scope).search(self.queries.encode(query), limit, set(exclude), audience, during)
+        return self._cache.get(scope).search(self.queries.encode(query), limit, set(exclude), audience, during=during)
 
     def recall(
         self,
@@ -239,13 +241,14 @@ class ConversationHistory:
         exclude: Collection[str] = (),
         audience: Audience = PRIVATE,
     ) -> list[HistoryHit]:
-        """What a message naming `window` ("yesterday", "in March") recalls: the most relevant past messages,
-        those said in that window favoured (`WINDOW_BONUS`). "Last time" favours nothing: every past is before."""
+        """What a message naming `window` ("yesterday", "in March") recalls: the most relevant past messages
+        said in that window, and only when it holds none, from any time (a time named restricts retrieval:
+        docs/concepts/time.md#recall-by-time). "Last time" keeps to no window: every past is before."""
         if not query.strip() or limit <= 0:
             return []
-        favour = None if window is None or window.last_time else window
+        strict = None if window is None or window.last_time else window
         snapshot = self._cache.get(scope)
-        return snapshot.search(self.queries.encode(query), limit, set(exclude), audience, None, favour)
+        return snapshot.search(self.queries.encode(query), limit, set(exclude), audience, window=strict)
 
     def messages(self, scope: Scope) -> list[StoredMessage]:
         """Every stored message of the scope, oldest first."""

@@ -132,6 +132,15 @@ def fuse(similarity: np.ndarray, lexical: np.ndarray, weights: FusionWeights = F
     return weights.dense * normalized(similarity) + weights.lexical * normalized(lexical)
 
 
+def best_first(scores: np.ndarray, limit: int) -> np.ndarray:
+    """The positions of the `limit` highest scores, highest first (ties keep their order)."""
+    top = min(limit, scores.size)
+    if top <= 0:
+        return np.zeros(0, dtype=np.int64)
+    best = np.argpartition(-scores, top - 1)[:top]
+    return best[np.argsort(-scores[best], kind="stable")]
+
+
 MOMENTS = 3  # the most moments an item may have, for searches within a stretch of time
 
 
@@ -209,13 +218,10 @@ class SearchIndex:
         limit: int,
         groups: Collection[int] | None = None,
         only: Collection[str] | None = None,
-        favoured: Collection[str] = (),
-        bonus: float = 0.0,
         between: tuple[float, float] | None = None,
     ) -> list[Match]:
         """The `limit` most relevant items (of some groups; with `only`, among those keys; with `between`,
-        those with a moment from its start up to its end), best first; the `favoured` keys count `bonus`
-        more relevant than their words and meaning make them."""
+        those with a moment from its start up to its end), best first."""
         count = len(self._keys)
         if count == 0 or limit <= 0:
             return []
@@ -227,7 +233,7 @@ class SearchIndex:
             kept &= ((moments >= between[0]) & (moments < between[1])).any(axis=1)
         if only is not None:
             listed = np.zeros(count, dtype=bool)
-            listed[[self._row[key] for key in only if key in self._row]] = True
+            listed[self.rows(only)] = True
             kept &= listed
         rows = np.flatnonzero(kept)
         if rows.size == 0:
@@ -240,17 +246,30 @@ class SearchIndex:
             if rows.size < count:
                 similarity, lexical = similarity[rows], lexical[rows]
         relevance = fuse(similarity, lexical, self.weights)
-        if favoured and bonus:
-            in_favour = np.zeros(count, dtype=bool)
-            in_favour[[self._row[key] for key in favoured if key in self._row]] = True
-            relevance = relevance + bonus * in_favour[rows]
-        top = min(limit, rows.size)
-        best = np.argpartition(-relevance, top - 1)[:top]
-        best = best[np.argsort(-relevance[best], kind="stable")]
         return [
             Match(self._keys[rows[index]], float(relevance[index]), float(similarity[index]), float(lexical[index]))
-            for index in best
+            for index in best_first(relevance, limit)
         ]
+
+    def legs(self, query: Query) -> tuple[np.ndarray, np.ndarray]:
+        """Each leg's raw score of every item, by row (its place in `keys`): the cosine similarity of the
+        embeddings and the BM25 score. For owners that rank with more than the two legs (`history.py`)."""
+        count = len(self._keys)
+        return self._vectors[:count] @ query.vector.astype(np.float32), self._lexical.scores(query.terms)
+
+    @property
+    def keys(self) -> list[str]:
+        """The items' keys, by row."""
+        return self._keys
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """The items' vectors, by row (a view: valid until the next change)."""
+        return self._vectors[: len(self._keys)]
+
+    def rows(self, keys: Collection[str]) -> list[int]:
+        """The rows of the known ones among `keys`."""
+        return [self._row[key] for key in keys if key in self._row]
 
     def _append_row(self, key: str) -> int:
         row = len(self._keys)

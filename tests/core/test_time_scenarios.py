@@ -170,8 +170,42 @@ async def test_yesterday_finds_yesterdays_episode_and_not_last_weeks(
     found = retrieved(fake_openai)
     assert "- [yesterday evening] Talked about this: I baked sourdough bread" in found
     assert "hiking" not in found
-    # what was said then is favoured, not the only thing quoted; anything quoted says when it was said
-    assert all(line.startswith("- [2026-11-2") for line in quoted(fake_openai))
+    assert not any("hiking" in line for line in quoted(fake_openai))  # a time named keeps to it
+
+
+TOPICS = [
+    "chess",
+    "tulips",
+    "the dentist",
+    "a kite",
+    "violin",
+    "ramen",
+    "a museum",
+    "snow",
+    "a bus strike",
+    "my cousin",
+    "sourdough",
+    "the marathon",
+]
+
+
+@pytest.mark.parametrize("zone", ZONES)
+async def test_after_twelve_daily_conversations_yesterday_quotes_nothing_from_other_days(
+    companion: Companion, clock: FakeClock, fake_openai: FakeOpenAIServer, zone: str
+) -> None:
+    """The leak this rule was written for: with twelve days of episodes, "yesterday" quoted three messages
+    of 4-7 days before (their episodes were not in the prompt, so their messages counted as uncovered)."""
+    here = ZoneInfo(zone)
+    me = await living_in(companion, clock, zone)
+    for day, topic in enumerate(TOPICS):
+        move_to(clock, datetime(2026, 11, 1 + day, 20, 0, tzinfo=here))
+        await me.say(f"Today we talked about {topic}, did we talk about it yesterday?")
+        await me.say(f"What did we talk about yesterday? I remember {topic} today.")
+        await close_conversation(companion, me)
+    move_to(clock, datetime(2026, 11, 13, 9, 0, tzinfo=here))
+    await me.say("What did we talk about yesterday?")
+    assert "the marathon" in retrieved(fake_openai)  # yesterday's episode
+    assert quoted(fake_openai) == []  # yesterday's messages are its episode's; no other day is quoted
 
 
 @pytest.mark.parametrize("question", ["What did we talk about last time?", "上次我们聊了什么？"])
