@@ -26,6 +26,7 @@ behind.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -105,6 +106,7 @@ class _ScopeHistory:
         self._words: dict[str, Terms] = {}  # each message's own words, reused as its neighbours' context
         self._dates: dict[str, Terms] = {}  # each message's date words: part of its own document only
         self._conversations: dict[str, list[str]] = {}  # conversation id -> message ids, oldest first
+        self._saying: dict[bytes, list[str]] = {}  # digest of what a message says -> the messages saying it
         for message in messages:
             self._remember(message)
         for thread in self._conversations.values():
@@ -131,10 +133,12 @@ class _ScopeHistory:
         audience: Audience,
         during: TimeWindow | None = None,
         window: TimeWindow | None = None,
+        repeats: bool = True,
     ) -> list[HistoryHit]:
         """The most relevant messages not in `exclude` that `audience` may hear quoted, best first. Given
         `during`, only those said in it; given `window`, only those said in it as long as it holds any
-        (excluded ones too: a window whose messages a memory covers still holds them), else any."""
+        (excluded ones too: a window whose messages a memory covers still holds them), else any. Without
+        `repeats`, no message saying just what the query says (a question asked again)."""
         with self._lock:
             if self._index.size == 0:
                 return []
@@ -144,6 +148,8 @@ class _ScopeHistory:
             if window is not None and (inside := kept & self._threads.said_during(window)).any():
                 kept = inside
             kept[self._index.rows(exclude)] = False
+            if not repeats:
+                kept[self._index.rows(self._saying.get(_digest(query.text), ()))] = False
             if not kept.any():
                 return []
             similarity, lexical = self._index.legs(query)
@@ -165,6 +171,7 @@ class _ScopeHistory:
         thread = self._conversations.setdefault(message.conversation_id, [])
         thread.append(message.id)
         self._messages[message.id] = message
+        self._saying.setdefault(_digest(message.content), []).append(message.id)
         self._words[message.id] = terms_of(spoken(message))
         self._dates[message.id] = terms_of(date_words(message.sent_at))
         return thread
@@ -243,12 +250,14 @@ class ConversationHistory:
     ) -> list[HistoryHit]:
         """What a message naming `window` ("yesterday", "in March") recalls: the most relevant past messages
         said in that window, and only when it holds none, from any time (a time named restricts retrieval:
-        docs/concepts/time.md#recall-by-time). "Last time" keeps to no window: every past is before."""
+        docs/concepts/time.md#recall-by-time). "Last time" keeps to no window: every past is before. A past
+        message saying just what this one says (the same question asked before) brings nothing new: what
+        answered it may."""
         if not query.strip() or limit <= 0:
             return []
         strict = None if window is None or window.last_time else window
         snapshot = self._cache.get(scope)
-        return snapshot.search(self.queries.encode(query), limit, set(exclude), audience, window=strict)
+        return snapshot.search(self.queries.encode(query), limit, set(exclude), audience, window=strict, repeats=False)
 
     def messages(self, scope: Scope) -> list[StoredMessage]:
         """Every stored message of the scope, oldest first."""
@@ -366,6 +375,12 @@ class ConversationHistory:
             elif last_seq != MARKED:
                 db.execute("UPDATE messages SET indexed = 1 WHERE seq <= ?", (last_seq,))
                 db.execute("UPDATE history_index SET last_seq = ?", (MARKED,))
+
+
+def _digest(text: str) -> bytes:
+    """What a text says, as a digest (no text kept): the same whatever its case and spacing."""
+    said = " ".join(text.casefold().split())
+    return hashlib.blake2b(said.encode(errors="surrogatepass"), digest_size=16).digest()
 
 
 def _scope_key(scope: Scope) -> tuple[str, str]:
