@@ -66,14 +66,14 @@ class _Item:
     memory: MemoryRecord | None = None
     message: StoredMessage | None = None  # a message of the current conversation
     excerpt: StoredMessage | None = None  # a past message found by the conversation history's search
-    dated_line: str | None = None  # the memory with its time, when the turn's time is known
+    memory_line: str | None = None  # how the memory is listed: with its time, and how it is known
 
     @property
     def line(self) -> str:
         if self.excerpt is not None:
             return excerpt_line(self.excerpt)
-        assert self.memory is not None
-        return self.dated_line or f"- {self.memory.content}"
+        assert self.memory is not None and self.memory_line is not None
+        return self.memory_line
 
 
 def excerpt_line(message: StoredMessage) -> str:
@@ -82,6 +82,14 @@ def excerpt_line(message: StoredMessage) -> str:
     if len(content) > EXCERPT_CHARS:
         content = content[:EXCERPT_CHARS] + "…"
     return f"- [{message.sent_at:%Y-%m-%d %H:%M}] {message.speaker_name}: {content}"
+
+
+def how_known(memory: MemoryRecord, title: str) -> str:
+    """What a fact's line says of where it came from (seed 001): the user said it or confirmed it, or the
+    companion gathered it from the conversation. Episodes and the persona's own facts say nothing."""
+    if memory.category not in ("fact", "core"):
+        return ""
+    return f" ({title} said so)" if memory.verified or memory.source == "user" else " (inferred)"
 
 
 def _examples(persona: Persona, fill: Callable[[str], str], title: str) -> str:
@@ -121,7 +129,9 @@ def persona_prompt(persona: Persona, user_name: str | None = None, lore: Sequenc
         lines.append(f"Example exchanges:\n{examples}")
     lines.append(
         "Stay in character. Answer in the language the user writes in. Only claim to remember what is "
-        "listed under 'What you remember'; if you do not know something, say so."
+        "listed under 'What you remember'; if you do not know something, say so. A memory marked "
+        f"'(inferred)' is your own reading of the conversation, one marked '({title} said so)' their own "
+        f"words. When two memories disagree, ask {title} which is true instead of guessing."
     )
     return "\n\n".join(lines)
 
@@ -163,7 +173,7 @@ class PromptBuilder:
         speaker = current.speaker_name
         base, closing, current_message, fixed = self._frame(persona, window, group, image_url, when)
         title = persona.title_for(speaker)
-        ranked = self._ranked(always, retrieved, excerpts, earlier, when, policy or MemoryPolicy())
+        ranked = self._ranked(always, retrieved, excerpts, earlier, when, policy or MemoryPolicy(), title)
         chosen = self._fit(ranked, self.budget.prompt_tokens - fixed, persona, group)
         while True:
             prompt = self._assemble(base, closing, chosen, current_message, title, persona, group, ranked, earlier)
@@ -233,9 +243,11 @@ class PromptBuilder:
         earlier: Sequence[StoredMessage],
         when: TurnTime | None,
         policy: MemoryPolicy,
+        title: str,
     ) -> list[_Item]:
         def remembered(memory: MemoryRecord) -> _Item:
-            return _Item(memory=memory, dated_line=None if when is None else memory_line(memory, when, policy))
+            line = f"- {memory.content}" if when is None else memory_line(memory, when, policy)
+            return _Item(memory=memory, memory_line=line + how_known(memory, title))
 
         newest_first = [_Item(message=message) for message in reversed(earlier)]
         always_ids = {memory.id for memory in always}

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
 from core.llm.client import count_message_tokens, count_tokens
-from core.reply.prompt import Budget, MessageTooLongError, PromptBuilder, persona_prompt
+from core.reply.prompt import Budget, MessageTooLongError, PromptBuilder, how_known, persona_prompt
 from knowledge.records import MemoryRecord, Scope, StoredMessage
 from personas.loader import Persona, PersonaRegistry
 
@@ -82,7 +83,7 @@ def test_the_prompt_never_exceeds_its_budget_and_never_cuts_an_item(seed: int) -
     assert prompt.tokens <= budget.prompt_tokens
     system = prompt.messages[0].content
     for record in core + facts:
-        kept = f"- {record.content}\n" in system + "\n"
+        kept = f"- {record.content}{how_known(record, '主人')}\n" in system + "\n"
         assert kept != (record in prompt.dropped_memories)  # either whole in the prompt or dropped
     kept_messages = [item.content for item in prompt.messages[1:-1]]
     assert all(text in [stored.content for stored in window] for text in kept_messages)
@@ -168,6 +169,21 @@ def test_past_messages_are_quoted_with_time_and_speaker_and_dropped_before_memor
     assert "## Earlier messages that may matter now\n- [2026-01-03 18:00] Alice: an old message 0" in text
     assert "…" in text  # a long message is quoted in part
 
-    tight = PromptBuilder(Budget(context_window=PERSONA_TOKENS + 260, reply_tokens=100))  # the facts, no excerpt
+    tight = PromptBuilder(Budget(context_window=PERSONA_TOKENS + 275, reply_tokens=100))  # the facts, no excerpt
     text = prompt_text(tight.build(PERSONA, window=conversation(0), always=[], retrieved=facts, excerpts=past))
     assert all(fact.content in text for fact in facts) and "an old message" not in text
+
+
+def test_each_fact_says_whether_the_user_said_it_and_a_conflict_is_asked_about() -> None:
+    said = memory("Alice lives in Beijing", index=1)
+    confirmed = replace(memory("Alice is vegetarian", index=2), source="background_ai", verified=True)
+    inferred = replace(memory("Alice lives in Shanghai", index=3), source="background_ai")
+    episode = replace(memory("[2026-01-02 10:00] Talked about moving", "episode", 4), source="background_ai")
+    builder = PromptBuilder(Budget(context_window=8192, reply_tokens=512))
+    prompt = builder.build(PERSONA, window=conversation(0), always=[], retrieved=[said, confirmed, inferred, episode])
+    system = prompt.messages[0].content
+    assert "- Alice lives in Beijing (主人 said so)\n" in system
+    assert "- Alice is vegetarian (主人 said so)\n" in system  # confirmed by the user
+    assert "- Alice lives in Shanghai (inferred)\n" in system
+    assert "- [2026-01-02 10:00] Talked about moving\n" in system + "\n"  # an episode is a summary, no claim
+    assert "When two memories disagree, ask 主人 which is true instead of guessing." in system
