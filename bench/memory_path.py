@@ -77,7 +77,7 @@ from bench.templates import slots
 from bot.app import App, build_app, build_llm
 from bot.config import Settings
 from core.llm.client import LLMClient, ModelSettings, count_tokens
-from core.types import ChatMessage, ConversationRef, IncomingMessage, Role, UserRef
+from core.types import ChatMessage, ConversationRef, IncomingMessage, Role, ToolCall, Tools, UserRef
 from knowledge.dates.windows import find_window
 from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.records import MemoryRecord, Scope
@@ -222,11 +222,11 @@ class TimedLLM:
         return await self._inner.complete(messages, role=role, choice=choice)
 
     async def stream(
-        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None
-    ) -> AsyncIterator[str]:
+        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None, tools: Tools = ()
+    ) -> AsyncIterator[str | ToolCall]:
         self.last_prompt = list(messages)
         start = time.perf_counter_ns()
-        async for piece in self._inner.stream(messages, role=role, choice=choice):
+        async for piece in self._inner.stream(messages, role=role, choice=choice, tools=tools):
             yield piece
         self.last_stream_ms = _ms_since(start)
 

@@ -2,24 +2,60 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 Role = Literal["chat", "monitor", "summarizer", "reviewer"]
 ROLES: tuple[Role, ...] = ("chat", "monitor", "summarizer", "reviewer")
 
 
 @dataclass(frozen=True, slots=True)
-class ChatMessage:
-    """One message of a prompt, in the OpenAI chat format; a user message may carry one image."""
+class ToolCall:
+    """A tool the model asked to call: the call's id, the tool's name and its arguments (JSON text, as sent)."""
 
-    role: Literal["system", "user", "assistant"]
-    content: str
-    image_url: str | None = None  # a data URL ("data:image/jpeg;base64,..."), for models that see images
+    id: str
+    name: str
+    arguments: str
 
     def as_openai(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool offered to the model: its name, what it does and its parameters (a JSON schema)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def as_openai(self) -> dict[str, Any]:
+        function = {"name": self.name, "description": self.description, "parameters": self.parameters}
+        return {"type": "function", "function": function}
+
+
+Tools: TypeAlias = Sequence[ToolSpec]  # the tools offered to a model, in order
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    """One message of a prompt, in the OpenAI chat format; a user message may carry one image, an assistant
+    message the tools it called, a tool message the answer to one call."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+    image_url: str | None = None  # a data URL ("data:image/jpeg;base64,..."), for models that see images
+    tool_calls: tuple[ToolCall, ...] = ()  # an assistant message: the calls it asked for
+    tool_call_id: str | None = None  # a tool message: the call it answers
+
+    def as_openai(self) -> dict[str, Any]:
+        if self.tool_calls:
+            calls = [call.as_openai() for call in self.tool_calls]
+            return {"role": self.role, "content": self.content or None, "tool_calls": calls}
+        if self.tool_call_id is not None:
+            return {"role": self.role, "content": self.content, "tool_call_id": self.tool_call_id}
         if self.image_url is None:
             return {"role": self.role, "content": self.content}
         parts: list[dict[str, Any]] = [{"type": "text", "text": self.content}] if self.content else []
@@ -117,6 +153,18 @@ class IncomingMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class RecallTrace:
+    """One call of the `recall` tool, as a turn's trace keeps it: what was asked for (never the query's
+    words) and the ids of what went back, or why nothing was searched."""
+
+    kinds: tuple[str, ...]
+    window: tuple[datetime, datetime] | None  # the time named, as computed
+    memory_ids: tuple[str, ...] = ()
+    message_ids: tuple[str, ...] = ()
+    refused: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class StoredTurn:
     """What an answered turn stored: the background's input, handed over once the reply is saved."""
 
@@ -124,6 +172,7 @@ class StoredTurn:
     reply_id: str  # the reply in working memory
     reply_text: str
     shown_ids: tuple[str, ...]  # memories the chat model saw (no system memories, none the budget dropped)
+    recalls: tuple[RecallTrace, ...] = ()  # the model's calls of the `recall` tool, in order
 
 
 @dataclass(slots=True)
@@ -139,6 +188,7 @@ class TurnResult:
     notice: str | None = None  # something the user should know (an error, a trimmed message)
     completed: bool = True  # False when the reply is an apology instead of an answer
     stored: StoredTurn | None = None
+    recalls: list[RecallTrace] = field(default_factory=list)  # the model's `recall` calls, as they happen
 
     async def text(self) -> str:
         """The whole reply, consuming the stream if there is one."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -14,7 +15,7 @@ import tiktoken
 from openai.types.chat import ChatCompletion
 
 from core.errors import LLMError
-from core.types import ChatMessage, Role
+from core.types import ChatMessage, Role, ToolCall, Tools
 from personas.loader import ModelChoice
 
 log = logging.getLogger(__name__)
@@ -29,9 +30,10 @@ class ModelSettings:
     max_tokens: int = 512
     context_window: int = 8192
     vision: bool = False  # the model accepts images (OpenAI image parts)
+    tools: bool = False  # the endpoint takes tool calls (OpenAI `tools`) for this model
 
     def chosen(self, choice: ModelChoice | None) -> ModelSettings:
-        """These settings with a persona's choice of model, temperature and vision applied."""
+        """These settings with a persona's choice of model, temperature, vision and tools applied."""
         return self if choice is None else replace(self, **choice.model_dump(exclude_none=True))
 
 
@@ -49,8 +51,11 @@ class LLMClient(Protocol):
     ) -> str: ...
 
     def stream(
-        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None
-    ) -> AsyncIterator[str]: ...
+        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None, tools: Tools = ()
+    ) -> AsyncIterator[str | ToolCall]:
+        """The answer's text as it is written; with `tools`, then the calls the model asked for, if any
+        (only a model whose settings say it takes tools is offered any)."""
+        ...
 
 
 class OpenAIClient:
@@ -81,14 +86,19 @@ class OpenAIClient:
     def settings(self, role: Role) -> ModelSettings:
         return self._models[role]
 
-    def _request(self, messages: Sequence[ChatMessage], role: Role, choice: ModelChoice | None) -> dict[str, Any]:
+    def _request(
+        self, messages: Sequence[ChatMessage], role: Role, choice: ModelChoice | None, tools: Tools = ()
+    ) -> dict[str, Any]:
         settings = self.settings(role).chosen(choice)
-        return {
+        request = {
             "model": settings.model,
             "messages": [message.as_openai() for message in messages],
             "temperature": settings.temperature,
             "max_tokens": settings.max_tokens,
         }
+        if tools:
+            request["tools"] = [tool.as_openai() for tool in tools]
+        return request
 
     async def complete(self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None) -> str:
         request = self._request(messages, role, choice)
@@ -104,27 +114,35 @@ class OpenAIClient:
         return text
 
     async def stream(
-        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None
-    ) -> AsyncIterator[str]:
+        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None, tools: Tools = ()
+    ) -> AsyncIterator[str | ToolCall]:
         # Streams are counted by us: asking the endpoint for usage (`stream_options`) breaks some servers.
-        request = self._request(messages, role, choice)
+        request = self._request(messages, role, choice, tools)
         parts: list[str] = []
+        calls = _CallPieces()
         finished = False
         try:
             chunks = await self._create(request, stream=True)
             async for chunk in chunks:  # plain dicts: a typed model per chunk costs more than the chunk's text
                 choices = chunk.get("choices") or [{}]
                 finished = finished or choices[0].get("finish_reason") is not None
-                if content := (choices[0].get("delta") or {}).get("content"):
+                delta = choices[0].get("delta") or {}
+                if content := delta.get("content"):
                     parts.append(content)
                     yield content
+                if pieces := delta.get("tool_calls"):
+                    calls.add(pieces)
         except openai.OpenAIError as error:
             raise _llm_error(error, role) from error
         if not finished:
             # The SDK ends quietly when the body ends without `[DONE]`; only a finish reason says the model did.
             log.warning("%s model stream ended before the model finished", role)
             raise LLMError(f"the {role} model's answer was cut off", role=role)
-        self._report(role, request["model"], _prompt_tokens(messages), count_tokens("".join(parts)))
+        asked = calls.whole()
+        written = "".join(parts) + "".join(call.name + call.arguments for call in asked)
+        self._report(role, request["model"], _prompt_tokens(messages, tools), count_tokens(written))
+        for call in asked:
+            yield call
 
     async def _create(self, request: dict[str, Any], *, stream: bool) -> Any:  # ChatCompletion or its stream
         # `chat.completions.create` first walks every message through the SDK's typed-parameter transform:
@@ -147,6 +165,26 @@ class OpenAIClient:
     async def close(self) -> None:
         """Release the HTTP connections."""
         await self._client.close()
+
+
+class _CallPieces:
+    """The tool calls of a stream, put together from their pieces: the first piece of a call carries its
+    index, id and name, the others more of its arguments."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, dict[str, str]] = {}
+
+    def add(self, pieces: list[dict[str, Any]]) -> None:
+        for piece in pieces:
+            call = self._calls.setdefault(int(piece.get("index", 0)), {"id": "", "name": "", "arguments": ""})
+            function = piece.get("function") or {}
+            call["id"] = piece.get("id") or call["id"]
+            call["name"] = function.get("name") or call["name"]
+            call["arguments"] += function.get("arguments") or ""
+
+    def whole(self) -> list[ToolCall]:
+        """The calls, in the order the model made them."""
+        return [ToolCall(call["id"], call["name"], call["arguments"]) for _, call in sorted(self._calls.items())]
 
 
 def _llm_error(error: openai.OpenAIError, role: Role) -> LLMError:
@@ -187,10 +225,16 @@ IMAGE_TOKENS = 765
 
 
 def count_message_tokens(message: ChatMessage) -> int:
-    """Tokens one prompt message costs, framing (and its image) included."""
+    """Tokens one prompt message costs, framing (and its image, the tools it called) included."""
     image = IMAGE_TOKENS if message.image_url is not None else 0
-    return count_tokens(message.content) + MESSAGE_OVERHEAD_TOKENS + image
+    calls = sum(count_tokens(call.name + call.arguments) + MESSAGE_OVERHEAD_TOKENS for call in message.tool_calls)
+    return count_tokens(message.content) + MESSAGE_OVERHEAD_TOKENS + image + calls
 
 
-def _prompt_tokens(messages: Sequence[ChatMessage]) -> int:
-    return sum(count_message_tokens(message) for message in messages)
+def tool_tokens(tools: Tools) -> int:
+    """Tokens the definitions of `tools` add to a prompt (their JSON, as sent)."""
+    return sum(count_tokens(json.dumps(tool.as_openai(), ensure_ascii=False)) for tool in tools)
+
+
+def _prompt_tokens(messages: Sequence[ChatMessage], tools: Tools = ()) -> int:
+    return sum(count_message_tokens(message) for message in messages) + tool_tokens(tools)

@@ -23,7 +23,7 @@ from typing import Any
 
 from core.errors import LLMError
 from core.llm.client import ModelSettings, UsageSink
-from core.types import ChatMessage, Role
+from core.types import ChatMessage, Role, ToolCall, Tools
 from personas.loader import ModelChoice
 
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct (embedded demo)"
@@ -159,8 +159,10 @@ class LlamaCppClient:
         return await asyncio.to_thread(run)
 
     async def stream(
-        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None
-    ) -> AsyncIterator[str]:
+        self, messages: Sequence[ChatMessage], *, role: Role, choice: ModelChoice | None = None, tools: Tools = ()
+    ) -> AsyncIterator[str | ToolCall]:
+        if tools:  # its settings never say it takes tools: a 135M model cannot use them
+            raise LLMError("the embedded demo model takes no tools", role=role)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[object] = asyncio.Queue()
         abandoned = threading.Event()  # the reader went away: stop generating

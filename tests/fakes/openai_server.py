@@ -55,7 +55,33 @@ class FakeCut:
     chunks: int = 1
 
 
-Reply: TypeAlias = str | Callable[[dict[str, Any]], str]
+@dataclass(frozen=True)
+class FakeToolCalls:
+    """Answer by calling tools, as a model does when it was offered some: each call a (name, arguments)
+    pair, the arguments a dict (sent as JSON) or raw text (to send malformed JSON); `content` first, if any."""
+
+    calls: tuple[tuple[str, dict[str, Any] | str], ...]
+    content: str = ""
+
+    def openai_calls(self) -> list[dict[str, Any]]:
+        """The calls as OpenAI's `tool_calls`, each with an id of its own."""
+        return [
+            {
+                "id": f"call_{uuid.uuid4().hex[:12]}",
+                "type": "function",
+                "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)},
+            }
+            for name, args in self.calls
+        ]
+
+
+def recall_call(query: str, **more: str) -> FakeToolCalls:
+    """One call of the companion's `recall` tool."""
+    return FakeToolCalls((("recall", {"query": query, **more}),))
+
+
+Answer: TypeAlias = str | FakeToolCalls
+Reply: TypeAlias = Answer | Callable[[dict[str, Any]], Answer]
 Item: TypeAlias = Reply | FakeError | FakeHang | FakeCut
 
 
@@ -111,7 +137,8 @@ class FakeOpenAIServer(LoopbackServer):
             self.chunk_delay = 0.0
 
     def script(self, model: str, *replies: Item) -> None:
-        """Queue replies (str, callable(body) -> str, FakeError, FakeHang or FakeCut) for `model`, FIFO."""
+        """Queue replies (str, FakeToolCalls, callable(body) -> either, FakeError, FakeHang or FakeCut) for
+        `model`, FIFO."""
         with self._lock:
             self._queues.setdefault(model, deque()).extend(replies)
 
@@ -169,7 +196,7 @@ class FakeOpenAIServer(LoopbackServer):
         """Wait `chunk_delay`; False when the server is stopping meanwhile."""
         return self.chunk_delay <= 0 or not self._stopping.wait(self.chunk_delay)
 
-    def _answer(self, model: str, body: dict[str, Any]) -> str | FakeError | FakeCut | None:
+    def _answer(self, model: str, body: dict[str, Any]) -> Answer | FakeError | FakeCut | None:
         """Pick the answer for a chat request; None means the server is stopping."""
         if self._stopping.wait(self._delay_for(model)):
             return None
@@ -177,7 +204,7 @@ class FakeOpenAIServer(LoopbackServer):
         if isinstance(item, FakeHang):
             self._stopping.wait()
             return None
-        if isinstance(item, (str, FakeError, FakeCut)):
+        if isinstance(item, (str, FakeToolCalls, FakeError, FakeCut)):
             return item
         return item(body)
 
@@ -276,34 +303,49 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-def _usage(body: dict[str, Any], reply: str) -> dict[str, int]:
+def _usage(body: dict[str, Any], reply: Answer) -> dict[str, int]:
     """Rough token counts: one token per whitespace-separated word."""
     prompt = sum(len(_text_of(m.get("content")).split()) for m in body.get("messages", []))
-    completion = len(reply.split())
+    completion = len(_written(reply).split())
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def _completion(model: str, reply: str, body: dict[str, Any]) -> dict[str, Any]:
-    choice = {
-        "index": 0,
-        "message": {"role": "assistant", "content": reply},
-        "finish_reason": "stop",
-        "logprobs": None,
-    }
+def _written(reply: Answer) -> str:
+    if isinstance(reply, str):
+        return reply
+    return " ".join([reply.content, *(str(args) for _, args in reply.calls)])
+
+
+def _completion(model: str, reply: Answer, body: dict[str, Any]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply}
+    finish = "stop"
+    if isinstance(reply, FakeToolCalls):
+        message = {"role": "assistant", "content": reply.content or None, "tool_calls": reply.openai_calls()}
+        finish = "tool_calls"
+    choice = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
     return {**_envelope(model, "chat.completion"), "choices": [choice], "usage": _usage(body, reply)}
 
 
-def _chunks(model: str, reply: str, body: dict[str, Any], size: int) -> Iterator[dict[str, Any]]:
-    """Stream events: role, content pieces, a stop chunk and usage if the client asked for it."""
+def _chunks(model: str, reply: Answer, body: dict[str, Any], size: int) -> Iterator[dict[str, Any]]:
+    """Stream events: role, content pieces, each tool call (its id and name, then its arguments in pieces),
+    a stop chunk and usage if the client asked for it."""
     envelope = _envelope(model, "chat.completion.chunk")
 
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
         return {**envelope, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
 
+    text = reply if isinstance(reply, str) else reply.content
     yield chunk({"role": "assistant", "content": ""})
-    for start in range(0, len(reply), size):
-        yield chunk({"content": reply[start : start + size]})
-    yield chunk({}, "stop")
+    for start in range(0, len(text), size):
+        yield chunk({"content": text[start : start + size]})
+    calls = reply.openai_calls() if isinstance(reply, FakeToolCalls) else []
+    for index, call in enumerate(calls):
+        opening = {"index": index, "id": call["id"], "type": "function"}
+        yield chunk({"tool_calls": [{**opening, "function": {"name": call["function"]["name"], "arguments": ""}}]})
+        arguments = call["function"]["arguments"]
+        for start in range(0, len(arguments), size):
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[start : start + size]}}]})
+    yield chunk({}, "tool_calls" if calls else "stop")
     if (body.get("stream_options") or {}).get("include_usage"):
         yield {**envelope, "choices": [], "usage": _usage(body, reply)}
 

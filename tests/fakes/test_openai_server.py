@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -9,7 +10,7 @@ import openai
 import pytest
 from openai import AsyncOpenAI
 
-from tests.fakes.openai_server import FakeError, FakeHang, FakeOpenAIServer
+from tests.fakes.openai_server import FakeError, FakeHang, FakeOpenAIServer, FakeToolCalls, recall_call
 
 USER_HI = [{"role": "user", "content": "hi there"}]
 
@@ -154,3 +155,48 @@ async def test_reset_clears_everything(client: AsyncOpenAI, server: FakeOpenAISe
     assert server.models == ["fake-model"]
     assert server.delay == 0.0
     assert [await ask(client, m) for m in ("m1", "m2", "m3")] == ["ok", "ok", "ok"]
+
+
+RECALL = {
+    "type": "function",
+    "function": {"name": "recall", "description": "look up", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+async def test_a_plain_answer_can_call_tools(client: AsyncOpenAI, server: FakeOpenAIServer) -> None:
+    server.script("m1", FakeToolCalls((("recall", {"query": "my cat"}), ("recall", '{"query": "dog"'))), "done")
+
+    response = await client.chat.completions.create(model="m1", messages=USER_HI, tools=[RECALL])
+
+    choice = response.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    calls = choice.message.tool_calls or []
+    assert [(call.function.name, call.function.arguments) for call in calls] == [
+        ("recall", '{"query": "my cat"}'),
+        ("recall", '{"query": "dog"'),  # malformed arguments are sent as they were scripted
+    ]
+    assert len({call.id for call in calls}) == 2
+    assert server.requests_for("m1")[0].body["tools"] == [RECALL]
+    assert await ask(client, "m1") == "done"
+
+
+async def test_a_streamed_answer_sends_its_tool_calls_in_pieces(client: AsyncOpenAI, server: FakeOpenAIServer) -> None:
+    server.script("m1", recall_call("what did we talk about yesterday", when="yesterday"))
+
+    stream = await client.chat.completions.create(model="m1", messages=USER_HI, tools=[RECALL], stream=True)
+    pieces: dict[int, dict[str, str]] = {}
+    finish = []
+    async for chunk in stream:
+        choice = chunk.choices[0]
+        finish.append(choice.finish_reason)
+        assert not choice.delta.content
+        for piece in choice.delta.tool_calls or []:
+            call = pieces.setdefault(piece.index, {"id": "", "name": "", "arguments": ""})
+            call["id"] += piece.id or ""
+            call["name"] += (piece.function and piece.function.name) or ""
+            call["arguments"] += (piece.function and piece.function.arguments) or ""
+
+    [call] = pieces.values()
+    assert call["name"] == "recall" and call["id"].startswith("call_")
+    assert json.loads(call["arguments"]) == {"query": "what did we talk about yesterday", "when": "yesterday"}
+    assert finish[-1] == "tool_calls" and len(finish) > 4  # the arguments came in several pieces

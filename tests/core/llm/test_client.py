@@ -9,9 +9,9 @@ import pytest
 from core.errors import LLMError
 from core.llm import client as llm
 from core.llm.client import ModelSettings, OpenAIClient, count_tokens
-from core.types import ROLES, ChatMessage
+from core.types import ROLES, ChatMessage, ToolCall, ToolSpec
 from personas.loader import ModelChoice, RoleName
-from tests.fakes.openai_server import FakeCut, FakeError, FakeHang, FakeOpenAIServer
+from tests.fakes.openai_server import FakeCut, FakeError, FakeHang, FakeOpenAIServer, FakeToolCalls
 
 HELLO = [ChatMessage("system", "You are terse."), ChatMessage("user", "hi")]
 
@@ -38,6 +38,32 @@ async def test_streaming_yields_the_reply_in_pieces(fake_openai: FakeOpenAIServe
     assert len(pieces) > 3
     assert "".join(pieces) == "a reply long enough to arrive in several chunks"
     assert fake_openai.requests_for("chat-model")[0].stream
+
+
+LOOKUP = ToolSpec("lookup", "Look something up.", {"type": "object", "properties": {"q": {"type": "string"}}})
+
+
+async def test_a_streamed_answer_may_end_in_tool_calls_and_the_results_go_back(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.script("chat-model", FakeToolCalls((("lookup", {"q": "cat"}), ("lookup", {"q": "dog"})), "Hmm, "))
+    llm = client(fake_openai)
+    pieces = [piece async for piece in llm.stream(HELLO, role="chat", tools=[LOOKUP])]
+    text = [piece for piece in pieces if isinstance(piece, str)]
+    calls = [piece for piece in pieces if isinstance(piece, ToolCall)]
+    assert "".join(text) == "Hmm, " and pieces[-2:] == calls  # the text as it came, then the calls
+    assert [(call.name, call.arguments) for call in calls] == [("lookup", '{"q": "cat"}'), ("lookup", '{"q": "dog"}')]
+    assert fake_openai.requests_for("chat-model")[0].body["tools"] == [LOOKUP.as_openai()]
+
+    fake_openai.script("chat-model", "It is a cat.")
+    followed = [
+        *HELLO,
+        ChatMessage("assistant", "Hmm, ", tool_calls=tuple(calls)),
+        *(ChatMessage("tool", f"result {index}", tool_call_id=call.id) for index, call in enumerate(calls)),
+    ]
+    assert [piece async for piece in llm.stream(followed, role="chat")] == ["It i", "s a ", "cat."]
+    sent = fake_openai.requests_for("chat-model")[1]
+    assert "tools" not in sent.body  # none offered: none sent
+    assert sent.messages[2]["tool_calls"][0]["function"] == {"name": "lookup", "arguments": '{"q": "cat"}'}
+    assert sent.messages[3] == {"role": "tool", "content": "result 0", "tool_call_id": calls[0].id}
 
 
 @pytest.mark.parametrize("status", [429, 500, 503])
