@@ -270,6 +270,7 @@ def model_settings(settings: Settings) -> dict[Role, ModelSettings]:
             max_tokens=reply_tokens(role),
             context_window=window,
             vision=settings.vision and role == "chat" and not settings.uses_embedded_model,
+            tools=settings.tools and role == "chat" and not settings.uses_embedded_model,
         )
         for role in ROLES
     }

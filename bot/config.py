@@ -272,6 +272,12 @@ class Settings(BaseSettings):
         validation_alias=_env("COMPANION_VISION"),
         description="the chat model accepts images: photos are shown to it (a persona may say so for its own model)",
     )
+    tools: bool = Field(
+        False,
+        validation_alias=_env("COMPANION_TOOLS"),
+        description="the chat model's endpoint takes tool calls: the model may look its memory up with a "
+        "`recall` tool when what it was given is not enough (a persona may turn it off for its own model)",
+    )
     image_max_bytes: int = Field(
         10_000_000,
         gt=0,

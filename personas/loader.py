@@ -47,6 +47,7 @@ class ModelChoice(BaseModel):
     model: str | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     vision: bool | None = None  # the model accepts images (a persona on a vision model, or not)
+    tools: bool | None = None  # the model may call tools (`recall`): false turns them off for this persona
 
 
 class Persona(BaseModel):

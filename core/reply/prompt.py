@@ -85,8 +85,9 @@ def excerpt_line(message: StoredMessage) -> str:
 
 
 def how_known(memory: MemoryRecord, title: str) -> str:
-    """What a fact's line says of where it came from (seed 001): the user said it or confirmed it, or the
-    companion gathered it from the conversation. Episodes and the persona's own facts say nothing."""
+    """What a fact's line says of where it came from (docs/concepts/time.md#dated-memories): the user said
+    or confirmed it, or the companion gathered it from the conversation. Episodes and the persona's own
+    facts say nothing."""
     if memory.category not in ("fact", "core"):
         return ""
     return f" ({title} said so)" if memory.verified or memory.source == "user" else " (inferred)"
@@ -158,6 +159,7 @@ class PromptBuilder:
         image_url: str | None = None,
         when: TurnTime | None = None,
         policy: MemoryPolicy | None = None,
+        reserved: int = 0,
     ) -> Prompt:
         """The prompt for replying to the last message of `window`.
 
@@ -165,7 +167,7 @@ class PromptBuilder:
         episodes found for this message, best first, `excerpts` past messages found for it that
         those memories do not cover, best first; `image_url` a photo sent with the last message.
         `when`: the turn's time, which the prompt states and dates every memory by (under `policy`'s
-        plan rules).
+        plan rules). `reserved` tokens of the budget are left free (for tools and what they bring back).
         """
         if not window:
             raise ValueError("the window must end with the message being answered")
@@ -174,10 +176,10 @@ class PromptBuilder:
         base, closing, current_message, fixed = self._frame(persona, window, group, image_url, when)
         title = persona.title_for(speaker)
         ranked = self._ranked(always, retrieved, excerpts, earlier, when, policy or MemoryPolicy(), title)
-        chosen = self._fit(ranked, self.budget.prompt_tokens - fixed, persona, group)
+        chosen = self._fit(ranked, self.budget.prompt_tokens - reserved - fixed, persona, group)
         while True:
             prompt = self._assemble(base, closing, chosen, current_message, title, persona, group, ranked, earlier)
-            if prompt.tokens <= self.budget.prompt_tokens or not chosen:
+            if prompt.tokens + reserved <= self.budget.prompt_tokens or not chosen:
                 return prompt
             chosen = chosen[:-1]  # token counts are not exactly additive; shed the lowest-ranked item
 

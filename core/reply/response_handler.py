@@ -18,9 +18,10 @@ from core.errors import LLMError
 from core.llm.client import LLMClient
 from core.reply.images import ImageError, ImageLimits, clean_description, description_request, photo_text, prepare_image
 from core.reply.prompt import MessageTooLongError, Prompt, PromptBuilder
+from core.reply.recall_tool import RECALL, RecallContext, RecallTool, RecallTurn, room_for
 from core.reply.system_memories import system_records
 from core.reply.time_context import TurnTime
-from core.types import IncomingMessage, StoredTurn, TurnResult
+from core.types import ChatMessage, IncomingMessage, StoredTurn, ToolCall, TurnResult
 from knowledge.conversations.history import ConversationHistory
 from knowledge.conversations.working_memory import WorkingMemory
 from knowledge.dates.windows import TimeWindow, find_window
@@ -39,6 +40,9 @@ log = logging.getLogger(__name__)
 MAX_QUERY_CHARS = 2000
 # "What did we talk about last time?": the latest episodes before this conversation, whatever their words.
 LAST_TIME_EPISODES = 2
+# With the `recall` tool offered, the prompt leaves this much of the budget for the tool's definition
+# and what its calls bring back.
+RECALL_RESERVE = 600
 
 
 class ResponseHandler:
@@ -71,6 +75,7 @@ class ResponseHandler:
         self._history = history
         self._excerpt_limit = excerpt_limit
         self._policy_for = policy_for
+        self._recall_tool = RecallTool(knowledge, history)
 
     async def reply(
         self,
@@ -142,6 +147,7 @@ class ResponseHandler:
         policy = self._policy_for(persona.id)
         always, retrieved = await self._recall(persona, scope, message.text, audience, when, policy)
         excerpts = await self._excerpts(scope, message.text, window, [*always, *retrieved], audience, when.window)
+        with_tools = self._llm.settings("chat").chosen(persona.models.get("chat")).tools
         try:
             prompt = self._prompt_builder.build(
                 persona,
@@ -153,6 +159,7 @@ class ResponseHandler:
                 image_url=photo.url if photo else None,
                 when=when,
                 policy=policy,
+                reserved=RECALL_RESERVE if with_tools else 0,
             )
         except MessageTooLongError as error:  # lore the earlier messages bring in left no room: refused after all
             await asyncio.to_thread(self.working_memory.log.forget_messages, scope, [stored.id])
@@ -163,8 +170,15 @@ class ResponseHandler:
         shown_ids = tuple(
             record.id for record in [*always, *retrieved] if record.category != "system" and record.id not in dropped
         )
+        recall = None
+        if with_tools:
+            title = persona.title_for(message.speaker_name)
+            sources = (message_id for record in [*always, *retrieved] for message_id in record.message_ids)
+            held = {*shown_ids, *sources, *(message.id for message in [*window, *excerpts])}
+            room = room_for(self._prompt_builder.budget.prompt_tokens, prompt.tokens)
+            recall = RecallTurn(self._recall_tool, RecallContext(scope, audience, when, policy, title, held), room)
         result = TurnResult(message.conversation_id, reply="", notice=preface)
-        result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_end, photo)
+        result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_end, photo, recall)
         return result
 
     def store_message(
@@ -320,6 +334,7 @@ class ResponseHandler:
         result: TurnResult,
         on_end: Callable[[StoredTurn | None], None],
         photo: _Photo | None,
+        recall: RecallTurn | None = None,
     ) -> AsyncIterator[str]:
         parts: list[str] = []
         # the photo is described beside the reply, by a task this stream owns
@@ -328,7 +343,7 @@ class ResponseHandler:
             try:
                 if result.notice:
                     yield result.notice + "\n\n"
-                async for piece in self._llm.stream(prompt.messages, role="chat", choice=persona.models.get("chat")):
+                async for piece in self._answer(prompt.messages, persona, recall, result):
                     parts.append(piece)
                     yield piece
             except LLMError as error:
@@ -354,7 +369,14 @@ class ResponseHandler:
                 sent_at=self._clock.now(),
                 in_group=stored.in_group,
             )
-            result.stored = StoredTurn(message_id=stored.id, reply_id=reply.id, reply_text=text, shown_ids=shown_ids)
+            recalled = tuple(memory_id for trace in result.recalls for memory_id in trace.memory_ids)
+            result.stored = StoredTurn(
+                message_id=stored.id,
+                reply_id=reply.id,
+                reply_text=text,
+                shown_ids=shown_ids + recalled,
+                recalls=tuple(result.recalls),
+            )
         except Exception as error:
             if storage_problem(error) is None:
                 raise
@@ -363,6 +385,33 @@ class ResponseHandler:
             if description is not None and not description.done():
                 description.cancel()  # no answer to keep the photo's description with
             on_end(result.stored)
+
+    async def _answer(
+        self, messages: list[ChatMessage], persona: Persona, recall: RecallTurn | None, result: TurnResult
+    ) -> AsyncIterator[str]:
+        """The model's answer as it is written. Offered the `recall` tool (given `recall`), the model may call
+        it instead of answering at once: each call is answered with what it found (kept in `result.recalls`)
+        and the model asked again, until it answers or has no calls left. Text comes through as it arrives,
+        so an answer that calls nothing is not held back."""
+        choice = persona.models.get("chat")
+        while True:
+            offered = (RECALL,) if recall is not None and recall.calls_left > 0 else ()
+            said: list[str] = []
+            calls: list[ToolCall] = []
+            async for piece in self._llm.stream(messages, role="chat", choice=choice, tools=offered):
+                if isinstance(piece, ToolCall):
+                    calls.append(piece)
+                else:
+                    said.append(piece)
+                    yield piece
+            if not calls or recall is None or not offered:
+                return
+            answers = []
+            for call in calls:
+                answers.append(ChatMessage("tool", await asyncio.to_thread(recall.answer, call), tool_call_id=call.id))
+                result.recalls.append(recall.traces[-1])
+                log.info("recall tool called: %s", recall.traces[-1])
+            messages = [*messages, ChatMessage("assistant", "".join(said), tool_calls=tuple(calls)), *answers]
 
     async def _describe(self, persona: Persona, photo: _Photo) -> str | None:
         """What the photo shows in a sentence, asked of the chat model beside the reply; None if it cannot say."""
