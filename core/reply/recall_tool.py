@@ -214,8 +214,10 @@ class RecallTurn:
         """The tool message's content for `call` (a search, or why there was none), kept in the trace."""
         self.room -= count_tokens(call.name + call.arguments) + 2 * MESSAGE_OVERHEAD_TOKENS
         request = parse_request(call, self.context.when)
+        kinds: tuple[Kind, ...] = ()
+        window: TimeWindow | None = None
         if isinstance(request, str):
-            recalled, kinds, window = refusal(request), (), None
+            recalled = refusal(request)
         else:
             kinds, window = request.kinds, request.window
             if self.calls_left <= 0:

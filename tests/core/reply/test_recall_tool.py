@@ -226,7 +226,7 @@ async def test_no_tools_unless_the_endpoint_takes_them_and_the_persona_allows(
         assert "tools" not in fake_openai.requests_for("chat-model")[-1].body
     finally:
         await plain.aclose()
-    embedded = Settings(data_dir=settings.data_dir, tools=True)  # no endpoint: the embedded demo
+    embedded = settings.model_copy(update={"openai_base_url": None, "tools": True})  # the embedded demo
     assert not any(role.tools for role in model_settings(embedded).values())
 
 
