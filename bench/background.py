@@ -407,12 +407,8 @@ def token_report(fake: FakeOpenAIServer, roles: Roles, user_turns: int) -> dict[
 def role_settings(data_dir: Path, llm_url: str) -> Settings:
     """An app talking to the fake LLM at `llm_url`, each role with its own model name; no rate limit."""
     return Settings(
-        data_dir=data_dir,
-        openai_base_url=llm_url,
-        chat_model=MODELS["chat"],
-        monitor_model=MODELS["monitor"],
-        summarizer_model=MODELS["summarizer"],
-        reviewer_model=MODELS["reviewer"],
+        storage={"data_dir": data_dir},
+        llm={"base_url": llm_url, **{f"{role}_model": model for role, model in MODELS.items()}},
         rate_limit_per_minute=0,  # simulated users type far faster than people
     )
 

@@ -174,7 +174,9 @@ def run(users: int, due_share: float) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="companion-bench-checkins-") as tmp, FakeOpenAIServer() as fake:
         fake.set_default("chat-model", "How did it go?")
         settings = Settings(
-            data_dir=Path(tmp), openai_base_url=fake.url, chat_model="chat-model", timezone="UTC", llm_timeout=10
+            storage={"data_dir": Path(tmp)},
+            llm={"base_url": fake.url, "chat_model": "chat-model", "timeout": 10},
+            timezone="UTC",
         )
         clock = FakeClock(NOW - timedelta(days=10))
         app = build_app(settings, clock=clock, embedder=RandomUnitEmbedder(), accept_empty_memory=True)

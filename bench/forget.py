@@ -105,10 +105,8 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         fake.set_default("chat-model", "ok, noted")
         fake.set_default("monitor-model", "[SKIP]")
         settings = Settings(
-            data_dir=Path(tmp),
-            openai_base_url=fake.url,
-            chat_model="chat-model",
-            monitor_model="monitor-model",
+            storage={"data_dir": Path(tmp)},
+            llm={"base_url": fake.url, "chat_model": "chat-model", "monitor_model": "monitor-model"},
             rate_limit_per_minute=0,
         )
         clock = FakeClock(datetime(2026, 1, 1, tzinfo=UTC))

@@ -262,7 +262,7 @@ class Servers:
         self._databases = 0
 
     def settings(self) -> dict[str, Any]:
-        """Settings of a fresh, empty store: a new database, the Chroma server without memories."""
+        """Storage settings of a fresh, empty store: a new database, the Chroma server without memories."""
         import chromadb
         from pydantic import SecretStr
 
@@ -322,14 +322,11 @@ def open_bench(
 ) -> Bench:
     # No rate limit: the bench sends hundreds of turns a minute from one user.
     settings = Settings(
-        data_dir=data_dir,
-        openai_base_url=fake_url,
-        chat_model=FAKE_MODEL,
-        monitor_model=FAKE_MONITOR,
+        storage={"data_dir": data_dir, **(servers.settings() if servers is not None else {})},
+        llm={"base_url": fake_url, "chat_model": FAKE_MODEL, "monitor_model": FAKE_MONITOR},
         rate_limit_per_minute=0,
-        **(servers.settings() if servers is not None else {}),
     )
-    llm = TimedLLM(build_llm(settings))  # the OpenAIClient build_app would make, wrapped to be timed
+    llm = TimedLLM(build_llm(settings.llm))  # the OpenAIClient build_app would make, wrapped to be timed
     app = build_app(settings, llm=llm, embedder=embedder)
     knowledge = app.companion.knowledge
     assert isinstance(knowledge, ChromaKnowledgeBase)

@@ -41,7 +41,7 @@ BLOCK = 10  # turns per block; blocks alternate between the socket off and on (A
 
 
 async def _turns(app: App, count: int, *, listening: bool) -> list[float]:
-    control = ControlServer(app.settings.data_dir, CommandRunner(cli, app)) if listening else None
+    control = ControlServer(app.settings.storage.data_dir, CommandRunner(cli, app)) if listening else None
     timings = []
     with serving_commands() if listening else nullcontext():
         if control is not None:
@@ -58,7 +58,7 @@ async def _turns(app: App, count: int, *, listening: bool) -> list[float]:
 
 
 async def _forwarded(app: App, count: int) -> list[float]:
-    control = ControlServer(app.settings.data_dir, CommandRunner(cli, app))
+    control = ControlServer(app.settings.storage.data_dir, CommandRunner(cli, app))
     request = {"protocol": PROTOCOL, "command": ["memory", "list"], "params": {"user_name": "alice", "as_json": True}}
     timings = []
     with serving_commands():
@@ -66,7 +66,7 @@ async def _forwarded(app: App, count: int) -> list[float]:
         try:
             for _ in range(count):
                 began = time.perf_counter()
-                answer = await asyncio.to_thread(send, app.settings.data_dir, request)
+                answer = await asyncio.to_thread(send, app.settings.storage.data_dir, request)
                 timings.append((time.perf_counter() - began) * 1000)
                 assert answer is not None and answer["exit_code"] == 0, answer
         finally:
@@ -78,7 +78,9 @@ async def run(turns: int) -> dict[str, object]:
     with FakeOpenAIServer() as fake, tempfile.TemporaryDirectory() as directory:
         fake.set_default("chat-model", "Green tea, you said.")
         settings = Settings(
-            data_dir=Path(directory), openai_base_url=fake.url, chat_model="chat-model", rate_limit_per_minute=0
+            storage={"data_dir": Path(directory)},
+            llm={"base_url": fake.url, "chat_model": "chat-model"},
+            rate_limit_per_minute=0,
         )
         app = build_app(settings, embedder=load_embedder("auto"), background=False)
         try:

@@ -152,8 +152,8 @@ async def run(args: argparse.Namespace, embedder: Embedder) -> dict[str, Any]:
         for streaming in (True, False):
             for case in ("telegram private", "telegram group", "discord server"):
                 with tempfile.TemporaryDirectory(prefix="bench-streaming-") as data_dir:
-                    settings = role_settings(Path(data_dir), llm.url).model_copy(
-                        update={"telegram_streaming": streaming, "discord_streaming": streaming}
+                    settings = role_settings(Path(data_dir), llm.url).changed(
+                        telegram={"streaming": streaming}, discord={"streaming": streaming}
                     )
                     app = build_app(settings, embedder=embedder, background=False)
                     try:

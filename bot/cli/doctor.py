@@ -24,7 +24,7 @@ import tzlocal
 from pydantic import SecretStr
 
 from bot.cli.data_dir_lock import DataDirLock
-from bot.config import Settings, load_settings
+from bot.config import Settings, StorageSettings, load_settings, renamed_settings
 from core.errors import CompanionError
 
 if TYPE_CHECKING:
@@ -73,8 +73,8 @@ def check_versions(settings: Settings, version_of: Callable[[str], str] = import
     if not supported.contains(python):
         return failed("versions", f"Python {python} is not supported ({supported}); install a supported Python")
 
-    extras = {"embedded"} if settings.uses_embedded_model else set()
-    extras |= {"server"} if settings.server_mode else set()
+    extras = {"embedded"} if settings.llm.uses_embedded_model else set()
+    extras |= {"server"} if settings.storage.server_mode else set()
     problems = []
     for line in importlib.metadata.requires("companion") or []:
         requirement = Requirement(line)
@@ -103,9 +103,15 @@ def _version(name: str) -> str | None:
         return None
 
 
+def check_names() -> Finding:
+    """Settings set under the names of earlier releases: they still work, each said with the name to use."""
+    renamed = renamed_settings()
+    return passed("setting names", "; ".join(renamed) if renamed else "all current")
+
+
 def check_data_dir(settings: Settings) -> Finding:
     """The data directory: writable, its owner's alone, and whether a bot holds it now."""
-    directory = settings.data_dir
+    directory = settings.storage.data_dir
     if not directory.exists():
         parent = next(parent for parent in directory.parents if parent.exists())
         if not os.access(parent, os.W_OK):
@@ -132,18 +138,18 @@ _OTHER_DIR = "set COMPANION_DATA_DIR to a directory of your own"
 def check_model(settings: Settings, embedded: LlamaCppClient | None = None) -> Finding:
     """The endpoint (reachable, its models there, one tiny completion) or, without one, that the embedded
     model loads on this CPU (`embedded`: the client to load, by default the one the settings make)."""
-    if not settings.uses_embedded_model:
+    if not settings.llm.uses_embedded_model:
         return _check_endpoint(settings)
     from bot.app import build_llm
     from core.llm.embedded import EmbeddedModelUnavailable, LlamaCppClient
 
-    llm = embedded or build_llm(settings)
+    llm = embedded or build_llm(settings.llm)
     assert isinstance(llm, LlamaCppClient)
     try:
         llm.load()
     except EmbeddedModelUnavailable as error:
         return failed("model", str(error))
-    return passed("model", "no OPENAI_BASE_URL: the embedded demo model loads on this CPU")
+    return passed("model", "no COMPANION_LLM_BASE_URL: the embedded demo model loads on this CPU")
 
 
 def _check_endpoint(settings: Settings) -> Finding:
@@ -151,17 +157,19 @@ def _check_endpoint(settings: Settings) -> Finding:
 
     from bot.app import model_settings
 
-    url = settings.openai_base_url
-    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "not-needed"
+    url = settings.llm.base_url
+    key = settings.llm.api_key.get_secret_value() if settings.llm.api_key else "not-needed"
     client = openai.OpenAI(base_url=url, api_key=key, timeout=TIMEOUT, max_retries=0)
-    fix = "start the server or correct OPENAI_BASE_URL"
-    wanted = sorted({chosen.model for chosen in model_settings(settings).values()})
+    fix = "start the server or correct COMPANION_LLM_BASE_URL"
+    wanted = sorted({chosen.model for chosen in model_settings(settings.llm).values()})
     try:
         available = {model.id for model in client.models.list()}
     except openai.APIConnectionError as error:
         return failed("model", f"the endpoint {url} is not reachable ({_cause(error)}); {fix}")
     except openai.AuthenticationError:
-        return failed("model", f"the endpoint {url} refused the key (HTTP 401); set OPENAI_API_KEY to a valid key")
+        return failed(
+            "model", f"the endpoint {url} refused the key (HTTP 401); set COMPANION_LLM_API_KEY to a valid key"
+        )
     except openai.APIStatusError as error:  # some servers do not list models: the completion below still tells
         available = set(wanted) if error.status_code == 404 else set()
         if not available:
@@ -173,7 +181,7 @@ def _check_endpoint(settings: Settings) -> Finding:
             f"the endpoint {url} has no model {', '.join(missing)}; set COMPANION_CHAT_MODEL (and the other "
             f"COMPANION_*_MODEL) to one it has: {', '.join(sorted(available)[:8]) or 'none listed'}",
         )
-    chat = model_settings(settings)["chat"].model
+    chat = model_settings(settings.llm)["chat"].model
     try:
         client.chat.completions.create(
             model=chat, messages=[{"role": "user", "content": "Say OK."}], max_tokens=5, temperature=0
@@ -203,15 +211,15 @@ def check_tokens(settings: Settings, *, online: bool, discord_api: str = DISCORD
         return _discord_accepts(discord_api, token)
 
     return [
-        _token_finding("TELEGRAM_TOKEN", settings.telegram_token, TELEGRAM_TOKEN, telegram if online else None),
-        _token_finding("DISCORD_TOKEN", settings.discord_token, DISCORD_TOKEN, discord if online else None),
+        _token_finding("telegram", settings.telegram.token, TELEGRAM_TOKEN, telegram if online else None),
+        _token_finding("discord", settings.discord.token, DISCORD_TOKEN, discord if online else None),
     ]
 
 
 def _token_finding(
-    name: str, token: SecretStr | None, shape: re.Pattern[str], accepted: Callable[[str], Finding] | None
+    check: str, token: SecretStr | None, shape: re.Pattern[str], accepted: Callable[[str], Finding] | None
 ) -> Finding:
-    check = name.split("_")[0].lower()
+    name = f"COMPANION_{check.upper()}_TOKEN"
     if token is None:
         return passed(check, f"{name} is not set (needed by `companion run` for that platform)")
     if not shape.match(token.get_secret_value()):
@@ -219,20 +227,26 @@ def _token_finding(
     return passed(check, f"{name} is set and well-formed") if accepted is None else accepted(token.get_secret_value())
 
 
-_ISSUER = {"TELEGRAM_TOKEN": "@BotFather", "DISCORD_TOKEN": "the Discord developer portal (Bot, Reset Token)"}
+_ISSUER = {
+    "COMPANION_TELEGRAM_TOKEN": "@BotFather",
+    "COMPANION_DISCORD_TOKEN": "the Discord developer portal (Bot, Reset Token)",
+}
 
 
 def _telegram_accepts(settings: Settings, token: str) -> Finding:
     import httpx
 
-    url = f"{settings.telegram_base_url.rstrip('/')}/bot{token}/getMe"
+    base_url = settings.telegram.base_url
     try:
-        answer = httpx.post(url, timeout=TIMEOUT)
+        answer = httpx.post(f"{base_url.rstrip('/')}/bot{token}/getMe", timeout=TIMEOUT)
     except httpx.HTTPError as error:
-        return failed("telegram", f"{settings.telegram_base_url} is not reachable ({type(error).__name__})")
+        return failed("telegram", f"{base_url} is not reachable ({type(error).__name__})")
     if answer.status_code == 200 and answer.json().get("ok"):
-        return passed("telegram", f"TELEGRAM_TOKEN is accepted: the bot is @{answer.json()['result'].get('username')}")
-    return failed("telegram", f"Telegram refused TELEGRAM_TOKEN (HTTP {answer.status_code}); {_NEW_TOKEN['telegram']}")
+        bot = answer.json()["result"].get("username")
+        return passed("telegram", f"COMPANION_TELEGRAM_TOKEN is accepted: the bot is @{bot}")
+    return failed(
+        "telegram", f"Telegram refused COMPANION_TELEGRAM_TOKEN (HTTP {answer.status_code}); {_NEW_TOKEN['telegram']}"
+    )
 
 
 def _discord_accepts(api: str, token: str) -> Finding:
@@ -243,21 +257,24 @@ def _discord_accepts(api: str, token: str) -> Finding:
     except httpx.HTTPError as error:
         return failed("discord", f"{api} is not reachable ({type(error).__name__})")
     if answer.status_code == 200:
-        return passed("discord", f"DISCORD_TOKEN is accepted: the bot is {answer.json().get('username')}")
-    return failed("discord", f"Discord refused DISCORD_TOKEN (HTTP {answer.status_code}); {_NEW_TOKEN['discord']}")
+        return passed("discord", f"COMPANION_DISCORD_TOKEN is accepted: the bot is {answer.json().get('username')}")
+    return failed(
+        "discord", f"Discord refused COMPANION_DISCORD_TOKEN (HTTP {answer.status_code}); {_NEW_TOKEN['discord']}"
+    )
 
 
 _NEW_TOKEN = {
-    "telegram": "ask @BotFather for the token again (/token) and set TELEGRAM_TOKEN",
-    "discord": "reset the token in the Discord developer portal and set DISCORD_TOKEN",
+    "telegram": "ask @BotFather for the token again (/token) and set COMPANION_TELEGRAM_TOKEN",
+    "discord": "reset the token in the Discord developer portal and set COMPANION_DISCORD_TOKEN",
 }
 
 
 def check_server_mode(settings: Settings) -> list[Finding]:
     """Server mode: PostgreSQL reachable with every migration applied, and the Chroma server reachable."""
-    if settings.database_url is None:
+    storage = settings.storage
+    if storage.database_url is None:
         return [passed("server mode", "off: SQLite and chromadb in the data directory")]
-    return [_check_postgres(settings.database_url.get_secret_value()), _check_chroma(settings)]
+    return [_check_postgres(storage.database_url.get_secret_value()), _check_chroma(storage)]
 
 
 def _check_postgres(url: str) -> Finding:
@@ -281,7 +298,7 @@ def _check_postgres(url: str) -> Finding:
     return passed("postgresql", "reachable, every migration applied")
 
 
-def _check_chroma(settings: Settings) -> Finding:
+def _check_chroma(settings: StorageSettings) -> Finding:
     from knowledge.memory.chroma_store import COLLECTION, open_chroma_client
 
     where = f"{settings.chroma_host}:{settings.chroma_port}"
@@ -342,7 +359,8 @@ def check_personas(settings: Settings) -> Finding:
 
 def check_disk(settings: Settings, free: Callable[[Path], int] | None = None) -> Finding:
     """Free space where the data directory is (`free`: bytes free at a path; tests give their own)."""
-    where = next(path for path in (settings.data_dir, *settings.data_dir.parents) if path.exists())
+    data_dir = settings.storage.data_dir
+    where = next(path for path in (data_dir, *data_dir.parents) if path.exists())
     available = (free or (lambda path: shutil.disk_usage(path).free))(where)
     megabytes = available // (1024 * 1024)
     if available < MIN_FREE_BYTES:
@@ -356,7 +374,7 @@ def check_privacy(settings: Settings) -> Finding:
     from knowledge.forget.privacy_scan import scan_directory
     from knowledge.memory.chroma_erasure import COMPACTION_DUE
 
-    directory = settings.data_dir
+    directory = settings.storage.data_dir
     if not directory.is_dir():
         return passed("privacy", "nothing stored yet")
     report = scan_directory(directory, f"doctor-{secrets.token_hex(8)}")  # a text found nowhere: only the scan
@@ -382,6 +400,7 @@ def findings(
     its traceback instead)."""
     checks: list[tuple[str, Callable[[], Finding | list[Finding]]]] = [
         ("versions", lambda: check_versions(settings)),
+        ("setting names", check_names),
         ("data directory", lambda: check_data_dir(settings)),
         ("model", lambda: check_model(settings)),
         ("tokens", lambda: check_tokens(settings, online=online, discord_api=discord_api)),

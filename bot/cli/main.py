@@ -30,8 +30,8 @@ if TYPE_CHECKING:  # the app, the models and the platforms load only in the comm
 
 EPILOG = f"""\b
 Settings come from an optional TOML file (./companion.toml, or the file named by {CONFIG_ENV};
-keys are the lower-case names without the COMPANION_ prefix) and from these environment
-variables, which win. Secrets are read from the environment only.
+its tables and keys are in the second column) and from these environment variables, which win.
+Secrets are read from the environment only.
 {settings_help()}
 """
 
@@ -110,9 +110,10 @@ def run(ctx: click.Context, shard_count: int | None, shard_ids: str | None) -> N
     """
     settings = cli_settings(ctx)
     shards = _shards(shard_count, shard_ids)
-    if settings.discord_token is None and settings.telegram_token is None:
+    if settings.discord.token is None and settings.telegram.token is None:
         raise click.ClickException(
-            "no platform is configured: set DISCORD_TOKEN and/or TELEGRAM_TOKEN; for a local chat use `companion chat`"
+            "no platform is configured: set COMPANION_DISCORD_TOKEN and/or COMPANION_TELEGRAM_TOKEN; for a local chat "
+            "use `companion chat`"
         )
 
     async def serve(app: App) -> None:
@@ -159,26 +160,25 @@ def _shards(count: int | None, ids: str | None) -> Shards | None:
 def _platforms(settings: Settings, shards: Shards | None = None) -> list[Callable[[App], Coroutine[Any, Any, None]]]:
     """One coroutine per configured platform; platform libraries load only when their platform runs."""
     platforms = []
-    if settings.telegram_token is not None:
+    telegram, discord = settings.telegram, settings.discord
+    if telegram.token is not None:
         from bot.platforms.telegram.adapter import Webhook, run_telegram
 
-        token = settings.telegram_token.get_secret_value()
+        token = telegram.token.get_secret_value()
         webhook = None
-        if settings.telegram_webhook_url:
-            secret = settings.telegram_webhook_secret
+        if telegram.webhook_url:
+            secret = telegram.webhook_secret
             webhook = Webhook(
-                settings.telegram_webhook_url,
-                settings.telegram_webhook_listen,
-                settings.telegram_webhook_port,
+                telegram.webhook_url,
+                telegram.webhook_listen,
+                telegram.webhook_port,
                 None if secret is None else secret.get_secret_value(),
             )
-        platforms.append(
-            lambda app: run_telegram(app.platform("telegram"), token, settings.telegram_base_url, webhook=webhook)
-        )
-    if settings.discord_token is not None:
+        platforms.append(lambda app: run_telegram(app.platform("telegram"), token, telegram.base_url, webhook=webhook))
+    if discord.token is not None:
         from bot.platforms.discord.adapter import run_discord
 
-        discord_token = settings.discord_token.get_secret_value()
+        discord_token = discord.token.get_secret_value()
         platforms.append(lambda app: run_discord(app.platform("discord"), discord_token, shards=shards))
     return platforms
 
@@ -212,19 +212,19 @@ def privacy_check(ctx: click.Context, persona_id: str, user_name: str, text: str
 
     Lists every file scanned and every place TEXT still is; exits 1 if it is anywhere. Nothing is changed.
     """
-    settings = cli_settings(ctx)
+    data_dir = cli_settings(ctx).storage.data_dir
     scope = Scope(persona_id, user_id_for(user_name))
-    report = scan_directory(settings.data_dir, text)
-    click.echo(f"privacy check for {scope} in {settings.data_dir}: {len(report.scanned)} files scanned")
+    report = scan_directory(data_dir, text)
+    click.echo(f"privacy check for {scope} in {data_dir}: {len(report.scanned)} files scanned")
     for path in report.scanned:
-        click.echo(f"  scanned {path.relative_to(settings.data_dir)} ({path.stat().st_size:,} bytes)")
+        click.echo(f"  scanned {path.relative_to(data_dir)} ({path.stat().st_size:,} bytes)")
     for table in report.unreadable:
         click.echo(f"  could not read the rows of {table}; its bytes were scanned", err=True)
     for path, count in report.in_files.items():
-        click.echo(f"FOUND {count} times in the bytes of {path.relative_to(settings.data_dir)}")
+        click.echo(f"FOUND {count} times in the bytes of {path.relative_to(data_dir)}")
     for place, rows in report.in_rows.items():
         click.echo(f"FOUND in {rows} live rows of {place}")
-    if (settings.data_dir / "chroma" / COMPACTION_DUE).exists():
+    if (data_dir / "chroma" / COMPACTION_DUE).exists():
         click.echo(
             "the vector index still holds the vectors (numbers, no text) of deleted memories until its next "
             "rebuild: within 5 minutes in a running bot, or now with `companion maintenance`"

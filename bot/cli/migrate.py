@@ -31,10 +31,10 @@ def migrate(ctx: click.Context, url: str, chroma_host: str | None, chroma_port: 
     server. Both must be empty. The data directory is left as it was; no bot may be running on it.
     """
     settings = cli_settings(ctx)
-    host, port = chroma_host or settings.chroma_host, chroma_port or settings.chroma_port
+    host, port = chroma_host or settings.storage.chroma_host, chroma_port or settings.storage.chroma_port
     if not host:
         raise click.ClickException("name the Chroma server for the memories: --chroma-host or COMPANION_CHROMA_HOST")
-    embedded = settings.model_copy(update={"database_url": None, "chroma_host": None})
+    embedded = settings.changed(storage={"database_url": None, "chroma_host": None})
 
     async def copy(app: App) -> MigrationReport:
         return await asyncio.to_thread(_copy, app, url, host, port)
@@ -57,7 +57,7 @@ def _copy(app: App, url: str, host: str, port: int) -> MigrationReport:
     from knowledge.sql.postgres import DatabaseUnavailableError, PostgresDatabase
     from knowledge.sql.sqlite import SQLiteDatabase
 
-    data_dir = app.settings.data_dir
+    data_dir = app.settings.storage.data_dir
     try:
         target = PostgresDatabase(url)
     except DatabaseUnavailableError as error:

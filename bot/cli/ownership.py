@@ -114,9 +114,9 @@ def run_in_data_dir(
     """
     if (live := live_app()) is not None:
         return live.run(work(live.app))  # a command forwarded to us: the app is already running
-    if settings.server_mode:
+    if settings.storage.server_mode:
         return asyncio.run(_with_app(settings, work, start=start, schedule=schedule, serve=False))
-    lock = claim(settings.data_dir, owner=owner)
+    lock = claim(settings.storage.data_dir, owner=owner)
     try:
         with serving_commands() if owner else nullcontext():
             return asyncio.run(_with_app(settings, work, start=start, schedule=schedule, serve=owner))
@@ -134,7 +134,7 @@ async def _with_app(
     root = root_ctx.command
     assert isinstance(root, click.Group)
     app = build_app(settings, accept_empty_memory=bool((root_ctx.obj or {}).get("accept_empty_memory")))
-    control = ControlServer(settings.data_dir, CommandRunner(root, app)) if serve else None
+    control = ControlServer(settings.storage.data_dir, CommandRunner(root, app)) if serve else None
     try:
         if control is not None:
             await control.start()
@@ -315,7 +315,8 @@ class CommandRunner:
         return {"stdout": out.getvalue(), "stderr": err.getvalue(), "exit_code": code}
 
     def _invoke(self, path: list[str], given: dict[str, Any]) -> int:
-        ctx = click.Context(self._root, info_name="companion", obj={"data_dir": str(self._app.settings.data_dir)})
+        data_dir = self._app.settings.storage.data_dir
+        ctx = click.Context(self._root, info_name="companion", obj={"data_dir": str(data_dir)})
         command: click.Command = self._root
         for name in path:
             assert isinstance(command, click.Group)
@@ -325,7 +326,7 @@ class CommandRunner:
             command = found
             ctx = click.Context(command, info_name=name, parent=ctx)
         if command.name in OWNER_COMMANDS:
-            raise click.ClickException(f"{self._app.settings.data_dir} is in use by the running companion")
+            raise click.ClickException(f"{data_dir} is in use by the running companion")
         params = {
             param.name: None if given.get(param.name) is None else param.type_cast_value(ctx, given[param.name])
             for param in command.params

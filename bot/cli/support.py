@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from bot.cli.ownership import live_app, run_in_data_dir
-from bot.config import Settings, load_settings
+from bot.config import Settings, load_settings, renamed_settings
 from bot.log_redaction import redact_secrets
 from core.errors import CompanionError
 from knowledge.records import Scope
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from bot.app import App
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def run_app(
@@ -51,18 +52,21 @@ def _debugging() -> bool:
     return ctx is not None and bool((ctx.find_root().obj or {}).get("debug"))
 
 
-def cli_settings(ctx: click.Context, **overrides: Any) -> Settings:
-    """The settings for this invocation (with `--data-dir`), logging set up; errors become CLI errors."""
+def cli_settings(ctx: click.Context) -> Settings:
+    """The settings for this invocation (with `--data-dir`), logging set up and each old setting name in use
+    named once; errors become CLI errors."""
     if (live := live_app()) is not None:
         return live.app.settings  # a command forwarded to the running bot acts on the bot's own settings
     try:
-        settings = load_settings(data_dir=ctx.obj.get("data_dir"), **overrides)
+        settings = load_settings(data_dir=ctx.obj.get("data_dir"))
     except CompanionError as error:
         if _debugging():
             raise
         raise click.ClickException(str(error)) from error
     logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     redact_secrets(settings.secrets())
+    for notice in renamed_settings():
+        log.warning(notice)
     return settings
 
 

@@ -1,7 +1,7 @@
 """The embedded default model: SmolLM2-135M-Instruct run in-process by llama.cpp (xllamacpp).
 
 It is a tiny offline demo so that the companion works with no endpoint and no key; a real
-endpoint (`OPENAI_BASE_URL`) gives real conversations. Nothing here is imported unless the
+endpoint (`COMPANION_LLM_BASE_URL`) gives real conversations. Nothing here is imported unless the
 embedded model is actually chosen.
 
 xllamacpp ships prebuilt llama.cpp wheels whose x86-64 baseline is AVX2 (kernels for newer
@@ -28,7 +28,7 @@ from personas.loader import ModelChoice
 
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct (embedded demo)"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_WAY_OUT = "set OPENAI_BASE_URL to an OpenAI-compatible endpoint instead"
+_WAY_OUT = "set COMPANION_LLM_BASE_URL (or OPENAI_BASE_URL) to an OpenAI-compatible endpoint instead"
 _DONE = object()
 
 

@@ -123,10 +123,17 @@ def _setting(name: str, field: FieldInfo, path: tuple[str, ...], naming: _EnvNam
 
 
 def _declared_names(field: FieldInfo) -> list[str]:
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    if isinstance(extra.get("env"), str):  # `bot.config.env()`: our name, then the ecosystem's and the old ones
+        return [str(name) for name in (extra["env"], *_listed(extra.get("also")), *_listed(extra.get("formerly")))]
     alias = field.validation_alias or field.alias
     if isinstance(alias, AliasChoices):
         return [choice for choice in alias.choices if isinstance(choice, str)]
     return [alias] if isinstance(alias, str) else []
+
+
+def _listed(names: Any) -> list[Any]:
+    return names if isinstance(names, list) else []
 
 
 def _alternatives(annotation: Any) -> tuple[Any, ...]:

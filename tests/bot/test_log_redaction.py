@@ -27,7 +27,9 @@ def logged() -> Iterator[io.StringIO]:
     old_level = root.level
     root.addHandler(handler)
     root.setLevel(logging.DEBUG)
-    settings = Settings(telegram_token=TOKEN, openai_api_key=API_KEY, discord_token="MTAx.discord-token-value")
+    settings = Settings(
+        telegram={"token": TOKEN}, llm={"api_key": API_KEY}, discord={"token": "MTAx.discord-token-value"}
+    )
     redactor = redact_secrets(settings.secrets())
     try:
         yield stream

@@ -74,8 +74,8 @@ def test_a_typo_in_the_rules_is_refused(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_run_with_a_discord_token_but_no_connection_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DISCORD_TOKEN", "not-a-real-token")
-    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("COMPANION_DISCORD_TOKEN", "not-a-real-token")
+    monkeypatch.setenv("COMPANION_LLM_BASE_URL", "http://127.0.0.1:9/v1")
     result = CliRunner().invoke(cli, ["run"])
     assert result.exit_code == 1
     assert "Discord" in result.output, result.output

@@ -32,8 +32,8 @@ def shared_chroma(chroma_server: ChromaServer) -> ChromaServer:
 @pytest.fixture
 def server_settings(settings: Settings, database_url: str, shared_chroma: ChromaServer) -> Settings:
     """The test settings in server mode: a fresh PostgreSQL database and the Chroma server."""
-    return settings.model_copy(
-        update={"database_url": SecretStr(database_url), "chroma_host": "127.0.0.1", "chroma_port": shared_chroma.port}
+    return settings.changed(
+        storage={"database_url": SecretStr(database_url), "chroma_host": "127.0.0.1", "chroma_port": shared_chroma.port}
     )
 
 
@@ -45,7 +45,7 @@ async def open_app(
     opened: list[App] = []
 
     def open_one(name: str, **options: object) -> App:
-        settings = server_settings.model_copy(update={"data_dir": tmp_path / name})
+        settings = server_settings.changed(storage={"data_dir": tmp_path / name})
         app = build_app(settings, clock=clock, embedder=embedder, backoff=(0.01, 0.01), **options)  # type: ignore[arg-type]
         opened.append(app)
         return app

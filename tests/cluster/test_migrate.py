@@ -57,13 +57,13 @@ async def test_migrate_round_trips_a_locomo_conversation_with_the_same_recall(
     tmp_path: Path,
 ) -> None:
     sample = locomo_conversation(tmp_path)
-    database = settings.data_dir / "companion.sqlite3"
+    database = settings.storage.data_dir / "companion.sqlite3"
     app = build_app(settings, clock=clock, embedder=embedder)  # the embedded data directory, as a bot left it
     app.companion.knowledge.add(ALICE, "Alice's cat is called Mochi", category="fact", source="user")
     app.journal.jobs.enqueue("monitor", ALICE, {"message_id": "msg_1"}, at=clock.now())
     app.companion.user_settings.set_time_zone(ALICE, ZoneInfo("Europe/Berlin"))
     await app.aclose()
-    PersonaChoices(settings.data_dir / "discord-personas.json").set(42, "xiaoxiang")
+    PersonaChoices(settings.storage.data_dir / "discord-personas.json").set(42, "xiaoxiang")
     working_memory, history = open_history(database, embedder)
     ingest(sample, working_memory, history)
     history.close()
@@ -88,8 +88,8 @@ async def test_migrate_round_trips_a_locomo_conversation_with_the_same_recall(
 
     # the bots start on what was copied: the memory, the pending job and the /persona choice are there
     moved = build_app(
-        settings.model_copy(
-            update={
+        settings.changed(
+            storage={
                 "database_url": SecretStr(database_url),
                 "chroma_host": "127.0.0.1",
                 "chroma_port": shared_chroma.port,

@@ -100,7 +100,7 @@ async def test_each_process_runs_its_own_discord_shards(app: App) -> None:
     [(["--shards", "2", "--shard-ids", "0,2"], "between 0 and 1"), (["--shard-ids", "0"], "needs --shards")],
 )
 def test_shard_options_are_checked(options: list[str], complaint: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DISCORD_TOKEN", "x")
+    monkeypatch.setenv("COMPANION_DISCORD_TOKEN", "x")
     done = CliRunner().invoke(cli, ["run", *options])
     assert done.exit_code == 2 and complaint in done.output
 

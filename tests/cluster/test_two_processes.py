@@ -149,10 +149,10 @@ async def test_the_operator_cli_acts_on_the_shared_stores_while_bots_run(
     bot = open_app("bot")
     written = bot.companion.knowledge.add(ALICE, "Alice's locker code is LOCK-9913", category="fact", source="user")
     assert bot.companion.knowledge.search(ALICE, "locker code")  # in the running bot's snapshot
-    assert server_settings.database_url is not None
-    monkeypatch.setenv("COMPANION_DATABASE_URL", server_settings.database_url.get_secret_value())
+    assert server_settings.storage.database_url is not None
+    monkeypatch.setenv("COMPANION_DATABASE_URL", server_settings.storage.database_url.get_secret_value())
     monkeypatch.setenv("COMPANION_CHROMA_HOST", "127.0.0.1")
-    monkeypatch.setenv("COMPANION_CHROMA_PORT", str(server_settings.chroma_port))
+    monkeypatch.setenv("COMPANION_CHROMA_PORT", str(server_settings.storage.chroma_port))
     monkeypatch.setenv("COMPANION_DATA_DIR", str(tmp_path / "operator"))  # another machine, maybe
 
     command = ["memory", "forget", "--persona", "xiaoxiang", "--user", "alice", written.id]

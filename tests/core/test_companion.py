@@ -23,7 +23,7 @@ from tests.fakes.openai_server import FakeError, FakeHang, FakeOpenAIServer
 
 def stored_texts(settings: Settings) -> list[str]:
     """What SQLite holds, read through a separate connection as a restarted process would."""
-    with sqlite3.connect(settings.data_dir / "companion.sqlite3") as db:
+    with sqlite3.connect(settings.storage.data_dir / "companion.sqlite3") as db:
         return [row[0] for row in db.execute("SELECT content FROM messages ORDER BY seq")]
 
 

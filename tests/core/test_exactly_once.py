@@ -63,7 +63,7 @@ def script(fake: FakeOpenAIServer) -> None:
 
 def open_app(settings: Settings, data_dir: Path, clock: FakeClock, embedder: Embedder, hook: CrashPoint) -> App:
     return build_app(
-        settings.model_copy(update={"data_dir": data_dir}),
+        settings.changed(storage={"data_dir": data_dir}),
         clock=clock,
         embedder=embedder,
         backoff=(0.01, 0.01),

@@ -78,13 +78,13 @@ async def store_the_secret(app: App, fake_openai: FakeOpenAIServer, alice: Scope
     assert memories == {"fact": UPDATED, "episode": memories["episode"]} and SECRET in memories["episode"]
     assert [change.new_content for change in app.journal.changes.changes(alice)] == [UPDATED]
     assert len(app.journal.jobs.dead_letters(alice)) == 1
-    export = app.settings.data_dir / "alice.md"
+    export = app.settings.storage.data_dir / "alice.md"
     for _ in range(2):  # the second export keeps the first as alice.md.bak
         await asyncio.to_thread(
             cli_run, "memory", "export", "--persona", "xiaoxiang", "--user", "alice", "-o", str(export)
         )
     assert Path(f"{export}.bak").exists()
-    before = scan_directory(app.settings.data_dir, SECRET)
+    before = scan_directory(app.settings.storage.data_dir, SECRET)
     assert {place.split(": ")[1] for place in before.in_rows} >= {
         "messages.content",
         "memory_history.new_content",
@@ -150,7 +150,7 @@ ROUTES: dict[str, Callable[[App, Scope], Awaitable[None]]] = {
 
 def assert_gone(app: App, alice: Scope) -> None:
     app.companion.knowledge.compact()  # as the bot does within minutes: the deleted vectors go too
-    data_dir = app.settings.data_dir
+    data_dir = app.settings.storage.data_dir
     report = scan_directory(data_dir, SECRET)
     assert report.in_files == {} and report.in_rows == {}, (report.in_files, report.in_rows)
     assert any(path.name == "chroma.sqlite3" for path in report.scanned)
@@ -191,7 +191,7 @@ async def test_a_forget_racing_an_in_flight_monitor_job_is_not_undone(
 
     fake_openai.set_default(MONITOR, monitor)
     fake_openai.set_default(CHAT, "Noted.")
-    app = build_app(settings.model_copy(update={"llm_timeout": 60}), clock=clock, embedder=embedder)
+    app = build_app(settings.changed(llm={"timeout": 60}), clock=clock, embedder=embedder)
     try:
         await say(app.companion, FIRST_MESSAGE, source_id=SOURCE_ID)
         assert await asyncio.to_thread(thinking.wait, 30)
@@ -281,5 +281,5 @@ async def test_what_the_companion_repeated_to_others_in_a_group_is_forgotten_wit
         "Nice!",
     ]
     assert companion.knowledge.memories(bob) == []
-    report = scan_directory(app.settings.data_dir, LOCKER)
+    report = scan_directory(app.settings.storage.data_dir, LOCKER)
     assert report.in_files == {} and report.in_rows == {}, (report.in_files, report.in_rows)

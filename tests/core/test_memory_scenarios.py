@@ -707,7 +707,7 @@ async def test_replies_are_delivered_while_the_monitor_is_still_thinking(
 ) -> None:
     # The monitor is held at a gate until the test opens it: no timing assumptions. A patient client
     # timeout keeps the held request from being retried meanwhile.
-    patient = settings.model_copy(update={"llm_timeout": 30.0})
+    patient = settings.changed(llm={"timeout": 30.0})
     app = build_app(patient, clock=clock, embedder=embedder, backoff=FAST_BACKOFF)
     gate = threading.Event()
     events: list[str] = []
@@ -749,7 +749,7 @@ async def test_replies_are_delivered_while_the_monitor_is_still_thinking(
 async def test_explicit_memory_mode_keeps_what_was_asked_and_never_calls_a_background_model(
     settings: Settings, clock: FakeClock, embedder: Embedder, fake_openai: FakeOpenAIServer, alice: Scope
 ) -> None:
-    app = build_app(settings.model_copy(update={"memory_mode": "explicit"}), clock=clock, embedder=embedder)
+    app = build_app(settings.changed(memory={"mode": "explicit"}), clock=clock, embedder=embedder)
     companion, kb = app.companion, app.companion.knowledge
     me, days = Person(companion, clock), Timeline(companion, clock)
     try:

@@ -92,7 +92,7 @@ async def run_discord(context: PlatformContext, token: str, *, shards: Shards | 
         async with bot:
             await bot.start(token)
     except discord.LoginFailure as error:
-        raise CompanionError("Discord refused the token: check DISCORD_TOKEN") from error
+        raise CompanionError("Discord refused the token: check COMPANION_DISCORD_TOKEN") from error
     except (aiohttp.ClientConnectionError, discord.GatewayNotFound) as error:
         raise CompanionError(f"could not reach Discord ({error})") from error
 

@@ -35,8 +35,8 @@ def endpoint(fake_openai: FakeOpenAIServer, settings: Settings) -> Settings:
 
 @pytest.fixture
 def data_dir(settings: Settings) -> Path:
-    settings.data_dir.mkdir(mode=0o700)
-    return settings.data_dir
+    settings.storage.data_dir.mkdir(mode=0o700)
+    return settings.storage.data_dir
 
 
 def test_versions_pass_as_installed_and_name_a_package_too_old(settings: Settings) -> None:
@@ -71,7 +71,7 @@ def test_data_directory_to_be_created_free_or_held(settings: Settings, data_dir:
         assert found.ok and f"held by `companion run` (PID {os.getpid()})" in found.text
     finally:
         lock.release()
-    fresh = settings.model_copy(update={"data_dir": data_dir / "new"})
+    fresh = settings.changed(storage={"data_dir": data_dir / "new"})
     assert doctor.check_data_dir(fresh).ok and "will be created" in doctor.check_data_dir(fresh).text
 
 
@@ -81,7 +81,7 @@ def test_data_directory_open_to_others_or_not_a_directory_fails(settings: Settin
     assert not found.ok and f"chmod 700 {data_dir}" in found.text
     a_file = data_dir / "file"
     a_file.write_text("")
-    found = doctor.check_data_dir(settings.model_copy(update={"data_dir": a_file}))
+    found = doctor.check_data_dir(settings.changed(storage={"data_dir": a_file}))
     assert not found.ok and "not a directory" in found.text and "COMPANION_DATA_DIR" in found.text
 
 
@@ -94,13 +94,13 @@ def test_the_endpoint_answers_with_its_models(endpoint: Settings, fake_openai: F
 
 def test_a_dead_endpoint_is_named_in_one_line(settings: Settings) -> None:
     dead = f"http://127.0.0.1:{free_port()}/v1"
-    found = doctor.check_model(settings.model_copy(update={"openai_base_url": dead}))
+    found = doctor.check_model(settings.changed(llm={"base_url": dead}))
     assert not found.ok and "\n" not in found.text
-    assert f"the endpoint {dead} is not reachable" in found.text and "OPENAI_BASE_URL" in found.text
+    assert f"the endpoint {dead} is not reachable" in found.text and "COMPANION_LLM_BASE_URL" in found.text
 
 
 def test_a_model_the_endpoint_lacks_is_named(endpoint: Settings) -> None:
-    found = doctor.check_model(endpoint.model_copy(update={"chat_model": "gpt-9"}))
+    found = doctor.check_model(endpoint.changed(llm={"chat_model": "gpt-9"}))
     assert not found.ok and "has no model gpt-9" in found.text and "COMPANION_CHAT_MODEL" in found.text
 
 
@@ -114,32 +114,29 @@ def test_an_embedded_model_that_cannot_load_says_why(tmp_path: Path) -> None:
     from bot.app import model_settings
     from core.llm.embedded import LlamaCppClient
 
-    settings = Settings(openai_base_url=None)
-    missing = LlamaCppClient(model_settings(settings), model_path=tmp_path / "missing.gguf")
+    settings = Settings(llm={"base_url": None})
+    missing = LlamaCppClient(model_settings(settings.llm), model_path=tmp_path / "missing.gguf")
     found = doctor.check_model(settings, embedded=missing)
-    assert not found.ok and "cannot run" in found.text and "OPENAI_BASE_URL" in found.text
+    assert not found.ok and "cannot run" in found.text and "COMPANION_LLM_BASE_URL" in found.text
 
 
 def test_tokens_unset_pass_and_malformed_fail(settings: Settings) -> None:
     assert all(found.ok for found in doctor.check_tokens(settings, online=False))
-    broken = settings.model_copy(update={"telegram_token": SecretStr("123:abc"), "discord_token": SecretStr("x")})
+    broken = settings.changed(telegram={"token": SecretStr("123:abc")}, discord={"token": SecretStr("x")})
     telegram, discord = doctor.check_tokens(broken, online=False)
     assert not telegram.ok and "@BotFather" in telegram.text
     assert not discord.ok and "developer portal" in discord.text
-    shaped = settings.model_copy(
-        update={"telegram_token": SecretStr(TELEGRAM_TOKEN), "discord_token": SecretStr(DISCORD_TOKEN)}
+    shaped = settings.changed(
+        telegram={"token": SecretStr(TELEGRAM_TOKEN)}, discord={"token": SecretStr(DISCORD_TOKEN)}
     )
     assert all(found.ok and "well-formed" in found.text for found in doctor.check_tokens(shaped, online=False))
 
 
 def test_online_tokens_are_asked_of_telegram_and_discord(settings: Settings) -> None:
     with FakeBotAPI(TELEGRAM_TOKEN, "xiaoxiang_bot") as telegram, FakeDiscordAPI(DISCORD_TOKEN) as discord:
-        shaped = settings.model_copy(
-            update={
-                "telegram_token": SecretStr(TELEGRAM_TOKEN),
-                "discord_token": SecretStr(DISCORD_TOKEN),
-                "telegram_base_url": telegram.url,
-            }
+        shaped = settings.changed(
+            telegram={"token": SecretStr(TELEGRAM_TOKEN), "base_url": telegram.url},
+            discord={"token": SecretStr(DISCORD_TOKEN)},
         )
         accepted = doctor.check_tokens(shaped, online=True, discord_api=discord.url)
         assert [found.ok for found in accepted] == [True, True]
@@ -147,17 +144,14 @@ def test_online_tokens_are_asked_of_telegram_and_discord(settings: Settings) -> 
         assert [call.method for call in telegram.calls] == ["getMe"]
         wrong = DISCORD_TOKEN[:-1] + "x"
         refused = doctor.check_tokens(
-            shaped.model_copy(
-                update={
-                    "telegram_token": SecretStr("987654321" + TELEGRAM_TOKEN[9:]),
-                    "discord_token": SecretStr(wrong),
-                }
+            shaped.changed(
+                telegram={"token": SecretStr("987654321" + TELEGRAM_TOKEN[9:])}, discord={"token": SecretStr(wrong)}
             ),
             online=True,
             discord_api=discord.url,
         )
     assert [found.ok for found in refused] == [False, False]
-    assert "Telegram refused TELEGRAM_TOKEN" in refused[0].text and "HTTP 401" in refused[1].text
+    assert "Telegram refused COMPANION_TELEGRAM_TOKEN" in refused[0].text and "HTTP 401" in refused[1].text
 
 
 def test_server_mode_off_passes(settings: Settings) -> None:
@@ -165,8 +159,8 @@ def test_server_mode_off_passes(settings: Settings) -> None:
 
 
 def test_server_mode_reachable_and_migrated(settings: Settings, database_url: str, chroma_server: ChromaServer) -> None:
-    server = settings.model_copy(
-        update={"database_url": SecretStr(database_url), "chroma_host": "127.0.0.1", "chroma_port": chroma_server.port}
+    server = settings.changed(
+        storage={"database_url": SecretStr(database_url), "chroma_host": "127.0.0.1", "chroma_port": chroma_server.port}
     )
     postgres, chroma = doctor.check_server_mode(server)
     assert postgres.ok and "every migration applied" in postgres.text
@@ -175,13 +169,13 @@ def test_server_mode_reachable_and_migrated(settings: Settings, database_url: st
 
 def test_server_mode_unmigrated_or_unreachable_fails(settings: Settings, postgres_server: PostgresServer) -> None:
     empty = postgres_server.create_database("doctor_unmigrated")
-    server = settings.model_copy(
-        update={"database_url": SecretStr(empty), "chroma_host": "127.0.0.1", "chroma_port": free_port()}
+    server = settings.changed(
+        storage={"database_url": SecretStr(empty), "chroma_host": "127.0.0.1", "chroma_port": free_port()}
     )
     postgres, chroma = doctor.check_server_mode(server)
     assert not postgres.ok and "migrations are not applied" in postgres.text and "companion run" in postgres.text
     assert not chroma.ok and "not reachable" in chroma.text and "chroma run" in chroma.text
-    dead = server.model_copy(update={"database_url": SecretStr(f"postgresql://nobody@127.0.0.1:{free_port()}/none")})
+    dead = server.changed(storage={"database_url": SecretStr(f"postgresql://nobody@127.0.0.1:{free_port()}/none")})
     postgres, _ = doctor.check_server_mode(dead)
     assert not postgres.ok and "COMPANION_DATABASE_URL cannot be used" in postgres.text
 
@@ -235,15 +229,22 @@ def test_the_command_passes_with_one_line_per_check(
     for role in ROLES:
         fake_openai.set_default(f"{role}-model", "OK")
         monkeypatch.setenv(f"COMPANION_{role.upper()}_MODEL", f"{role}-model")
-    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.url)
+    monkeypatch.setenv("COMPANION_LLM_BASE_URL", fake_openai.url)
     result = CliRunner().invoke(cli, ["doctor"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert len(lines) == 10 and all(line.startswith("ok ") for line in lines)
+    assert len(lines) == 11 and all(line.startswith("ok ") for line in lines)
+    assert "ok    setting names: all current" in lines
+
+
+def test_old_setting_names_still_work_and_are_named_with_the_new_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TELEGRAM_TOKEN", TELEGRAM_TOKEN)
+    found = doctor.check_names()
+    assert found.ok and found.text == "TELEGRAM_TOKEN is deprecated, use COMPANION_TELEGRAM_TOKEN"
 
 
 def test_the_command_fails_on_a_dead_endpoint_without_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
+    monkeypatch.setenv("COMPANION_LLM_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")
     monkeypatch.setattr(doctor, "check_disk", lambda settings: 1 / 0)  # a check that breaks is one line too
     result = CliRunner().invoke(cli, ["doctor"])
     assert result.exit_code == 1

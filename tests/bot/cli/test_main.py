@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from bot.app import App, build_app
 from bot.cli.main import cli
-from bot.config import load_settings
+from bot.config import load_settings, settings_table
 from bot.platforms.terminal import HELP_TEXT
 from core import phrasebook
 from core.checkins import PlanReport
@@ -113,19 +113,12 @@ def test_memory_list_prints_one_scope_as_json(runner: CliRunner) -> None:
 
 
 def test_help_lists_every_setting() -> None:
-    result = CliRunner().invoke(cli, ["--help"])
-    for name in (
-        "COMPANION_DATA_DIR",
-        "OPENAI_BASE_URL",
-        "OPENAI_API_KEY",
-        "COMPANION_CHAT_MODEL",
-        "COMPANION_MONITOR_MODEL",
-        "COMPANION_SUMMARIZER_MODEL",
-        "COMPANION_REVIEWER_MODEL",
-        "COMPANION_CHROMA_HOST",
-        "COMPANION_CHROMA_PORT",
-    ):
-        assert name in result.output
+    output = CliRunner().invoke(cli, ["--help"]).output
+    for name in ("COMPANION_DATA_DIR", "COMPANION_LLM_BASE_URL", "COMPANION_CHAT_MODEL", "COMPANION_CHROMA_HOST"):
+        assert name in output
+    for setting in settings_table():
+        names = (setting.env, *setting.also, *setting.formerly) if setting.env else (f"[{setting.path[0]}]",)
+        assert all(name in output for name in names), setting
 
 
 def test_an_unwritable_data_directory_is_a_clear_error(runner: CliRunner, tmp_path: Path) -> None:
@@ -144,20 +137,20 @@ def test_an_unknown_persona_is_a_clear_error(runner: CliRunner) -> None:
 
 def test_the_config_file_sets_values_and_refuses_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = tmp_path / "companion.toml"
-    config.write_text('chat_model = "from-file"\nmonitor_model = "cheap"\n')
+    config.write_text('[llm]\nchat_model = "from-file"\nmonitor_model = "cheap"\n')
     monkeypatch.setenv("COMPANION_CONFIG", str(config))
     monkeypatch.setenv("COMPANION_MONITOR_MODEL", "from-env")
     settings = load_settings()
-    assert (settings.chat_model, settings.monitor_model) == ("from-file", "from-env")
+    assert (settings.llm.chat_model, settings.llm.monitor_model) == ("from-file", "from-env")
 
-    config.write_text('openai_api_key = "sk-leaked"\n')
+    config.write_text('[llm]\napi_key = "sk-leaked"\n')
     result = CliRunner().invoke(cli, ["chat"], input="")
     assert result.exit_code == 1
     assert "must not be in the config file" in result.output
 
 
 def test_an_unreachable_llm_gets_an_apology_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("COMPANION_LLM_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("COMPANION_LLM_MAX_RETRIES", "0")
     result = CliRunner().invoke(cli, ["chat", "--user", "alice"], input="hello\n")
     assert result.exit_code == 0
@@ -168,7 +161,7 @@ def test_the_console_script_reads_a_pipe_until_its_end(fake_openai: FakeOpenAISe
     fake_openai.script("chat-model", "one", "two")
     env = {
         **os.environ,
-        "OPENAI_BASE_URL": fake_openai.url,
+        "COMPANION_LLM_BASE_URL": fake_openai.url,
         "COMPANION_CHAT_MODEL": "chat-model",
         "COMPANION_MONITOR_MODEL": "monitor-model",
     }
@@ -241,7 +234,7 @@ def test_inspection_leaves_pending_background_work_alone(runner: CliRunner, fake
     app.journal.close()
     result = runner.invoke(cli, ["memory", "list", "--persona", "xiaoxiang", "--user", "alice"])
     assert result.exit_code == 0
-    journal = Journal(load_settings().data_dir / "companion.sqlite3")
+    journal = Journal(load_settings().storage.data_dir / "companion.sqlite3")
     assert [pending.id for pending in journal.jobs.pending_jobs()] == [job.id]
     assert fake_openai.requests_for("monitor-model") == []
 

@@ -6,7 +6,7 @@ import pytest
 
 from bot.app import build_llm, model_settings, prompt_builder, startup_notices
 from bot.cli import doctor
-from bot.config import Settings
+from bot.config import LLMSettings, Settings
 from core.errors import LLMError
 from core.llm.client import count_tokens
 from core.llm.embedded import (
@@ -45,7 +45,7 @@ def usage() -> Usage:
 
 @pytest.fixture(scope="module")
 def embedded(usage: Usage) -> LlamaCppClient:
-    llm = build_llm(Settings(openai_base_url=None, reply_tokens=12), usage=lambda *call: usage.append(call))
+    llm = build_llm(LLMSettings(base_url=None, reply_tokens=12), usage=lambda *call: usage.append(call))
     assert isinstance(llm, LlamaCppClient)
     return llm
 
@@ -84,15 +84,15 @@ async def test_a_reply_is_one_greedy_paragraph_whatever_the_persona_asks(embedde
 
 
 def test_the_model_is_loaded_on_this_cpu_by_the_doctor(embedded: LlamaCppClient) -> None:
-    found = doctor.check_model(Settings(openai_base_url=None), embedded=embedded)
+    found = doctor.check_model(Settings(llm={"base_url": None}), embedded=embedded)
     assert found.ok and "loads on this CPU" in found.text
 
 
 def test_background_answers_keep_their_penalty_and_room() -> None:
-    llm = build_llm(Settings(openai_base_url=None))
+    llm = build_llm(LLMSettings(base_url=None))
     assert isinstance(llm, LlamaCppClient)
     assert llm.sampling("monitor").repeat_penalty > 1 and not llm.sampling("monitor").stop
-    tokens = {role: settings.max_tokens for role, settings in model_settings(Settings(openai_base_url=None)).items()}
+    tokens = {role: settings.max_tokens for role, settings in model_settings(LLMSettings(base_url=None)).items()}
     assert tokens == {"chat": 48, "monitor": 200, "summarizer": 200, "reviewer": 200}
 
 
@@ -101,41 +101,39 @@ def test_half_the_cpus_run_the_engine() -> None:
 
 
 def test_the_demo_prompt_is_for_the_embedded_model_only() -> None:
-    assert isinstance(prompt_builder(build_llm(Settings(openai_base_url=None))), DemoPromptBuilder)
-    remote = prompt_builder(build_llm(Settings(openai_base_url="http://127.0.0.1:8080/v1")))
+    assert isinstance(prompt_builder(build_llm(LLMSettings(base_url=None))), DemoPromptBuilder)
+    remote = prompt_builder(build_llm(LLMSettings(base_url="http://127.0.0.1:8080/v1")))
     assert type(remote) is PromptBuilder
 
 
 def test_a_cpu_without_avx2_is_refused_before_native_code_loads() -> None:
-    with pytest.raises(EmbeddedModelUnavailable, match="AVX2.*OPENAI_BASE_URL"):
+    with pytest.raises(EmbeddedModelUnavailable, match="AVX2.*COMPANION_LLM_BASE_URL"):
         check_cpu("x86_64", {"sse4_2", "avx"})
     check_cpu("x86_64", {"avx", "avx2", "avx512f", "amx_tile"})  # more than AVX2 is fine
     check_cpu("aarch64", set())  # the arm64 wheel has no such baseline
 
 
 def test_a_missing_model_file_is_one_clear_error(tmp_path) -> None:
-    llm = LlamaCppClient(
-        {"chat": build_llm(Settings(openai_base_url=None)).settings("chat")}, model_path=tmp_path / "x"
-    )
-    with pytest.raises(EmbeddedModelUnavailable, match="OPENAI_BASE_URL"):
+    llm = LlamaCppClient({"chat": build_llm(LLMSettings(base_url=None)).settings("chat")}, model_path=tmp_path / "x")
+    with pytest.raises(EmbeddedModelUnavailable, match="COMPANION_LLM_BASE_URL"):
         llm.load()
 
 
 def test_without_an_endpoint_the_embedded_model_is_chosen_with_a_small_context() -> None:
-    settings = Settings(openai_base_url=None)
+    settings = LLMSettings(base_url=None)
     assert settings.uses_embedded_model and settings.effective_context_window == 2048
-    remote = Settings(openai_base_url="http://127.0.0.1:8080/v1")
+    remote = LLMSettings(base_url="http://127.0.0.1:8080/v1")
     assert not remote.uses_embedded_model and not isinstance(build_llm(remote), LlamaCppClient)
 
 
 def test_the_demo_keeps_memory_without_a_background_model_and_says_so() -> None:
-    demo = Settings(openai_base_url=None)
+    demo = Settings(llm={"base_url": None})
     assert not demo.background_uses_model
     assert [notice.split(" (")[0] for notice in startup_notices(demo)] == [
         "Using the embedded demo model",
         "Memory without a model",
     ]
-    remote = Settings(openai_base_url="http://127.0.0.1:8080/v1")
+    remote = Settings(llm={"base_url": "http://127.0.0.1:8080/v1"})
     assert remote.background_uses_model and startup_notices(remote) == []
-    assert Settings(openai_base_url=None, memory_mode="model").background_uses_model
-    assert not Settings(openai_base_url="http://127.0.0.1:8080/v1", memory_mode="explicit").background_uses_model
+    assert Settings(llm={"base_url": None}, memory={"mode": "model"}).background_uses_model
+    assert not Settings(llm={"base_url": "http://127.0.0.1:8080/v1"}, memory={"mode": "explicit"}).background_uses_model

@@ -33,7 +33,7 @@ GROUP = "telegram:chat:-1001"
 async def app(settings: Settings, clock: FakeClock, embedder: Embedder) -> AsyncIterator[App]:
     """The app on an endpoint that takes tool calls, retrieving no memory unasked: what a call finds is plain
     (the prompt's memories are not sent back again)."""
-    tooled = settings.model_copy(update={"tools": True, "retrieval_limit": 0})
+    tooled = settings.changed(llm={"tools": True}, memory={"retrieval_limit": 0})
     built = build_app(tooled, clock=clock, embedder=embedder, backoff=(0.01,))
     yield built
     await built.aclose()
@@ -226,8 +226,8 @@ async def test_no_tools_unless_the_endpoint_takes_them_and_the_persona_allows(
         assert "tools" not in fake_openai.requests_for("chat-model")[-1].body
     finally:
         await plain.aclose()
-    embedded = settings.model_copy(update={"openai_base_url": None, "tools": True})  # the embedded demo
-    assert not any(role.tools for role in model_settings(embedded).values())
+    embedded = settings.changed(llm={"base_url": None, "tools": True})  # the embedded demo
+    assert not any(role.tools for role in model_settings(embedded.llm).values())
 
 
 async def test_the_prompt_leaves_room_for_the_tool_and_what_it_finds(

@@ -12,7 +12,7 @@ import pytest
 from discord.ext import commands
 
 from bot.app import App, build_app
-from bot.config import ConfigError, Settings
+from bot.config import ConfigError, DiscordSettings, Settings
 from bot.platforms.commands import EXPIRED, NOT_YOUR_BUTTON
 from bot.platforms.discord.adapter import ADMINS_ONLY, CompanionCog, build_discord_bot
 from bot.platforms.discord.reply import EDIT_PACE
@@ -288,7 +288,7 @@ async def test_persona_is_for_server_managers_and_changes_who_answers(
 
 
 async def test_a_configured_persona_must_exist(app: App) -> None:
-    app.settings.discord = PlaceRules(personas={42: "nobody"})
+    app.settings.discord = DiscordSettings(personas={42: "nobody"})
     with pytest.raises(ConfigError, match="unknown persona 'nobody'"):
         build_discord_bot(app.platform("discord"))
 
@@ -457,7 +457,7 @@ async def test_a_model_failing_mid_reply_leaves_what_it_said_and_the_apology(
 class TestStreamingOff:
     @pytest.fixture
     def settings(self, settings: Settings) -> Settings:
-        return settings.model_copy(update={"discord_streaming": False})  # COMPANION_DISCORD_STREAMING=false
+        return settings.changed(discord={"streaming": False})  # COMPANION_DISCORD_STREAMING=false
 
     async def test_a_reply_arrives_whole(
         self, discord_bot: commands.Bot, http: HttpLog, fake_openai: FakeOpenAIServer
@@ -475,7 +475,7 @@ class TestImages:
     @pytest.fixture
     def settings(self, settings: Settings) -> Settings:
         """A chat model that sees images, and a low limit on their size."""
-        return settings.model_copy(update={"vision": True, "image_max_bytes": 200_000})
+        return settings.changed(llm={"vision": True}, image_max_bytes=200_000)
 
     async def test_an_image_attachment_reaches_a_vision_model_and_is_remembered_as_its_description(
         self, discord_bot: commands.Bot, http: HttpLog, app: App, fake_openai: FakeOpenAIServer, tmp_path: Path

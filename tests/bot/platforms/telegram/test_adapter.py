@@ -21,7 +21,7 @@ from telegram.ext import Application
 
 from bot.app import App, build_app
 from bot.cli.main import cli
-from bot.config import Settings
+from bot.config import Settings, TelegramSettings
 from bot.platforms.commands import CHECKINS_PRIVATE_ONLY, EXPIRED, NOT_YOUR_BUTTON
 from bot.platforms.render import TELEGRAM_LIMIT, split_message, units
 from bot.platforms.telegram.adapter import (
@@ -33,7 +33,6 @@ from bot.platforms.telegram.adapter import (
     start_checkins,
 )
 from bot.platforms.telegram.reply import GROUP_PACE
-from bot.routing import PlaceRules
 from core import phrasebook
 from core.phrasebook import NOT_ALLOWED
 from knowledge.records import Scope
@@ -344,9 +343,9 @@ def test_companion_run_serves_telegram_and_stops_cleanly_on_sigterm(
     env = {
         **os.environ,
         "PYTHONPATH": str(Path(__file__).resolve().parents[4]),
-        "TELEGRAM_TOKEN": TOKEN,
-        "TELEGRAM_BASE_URL": fake_telegram.url,
-        "OPENAI_BASE_URL": fake_openai.url,
+        "COMPANION_TELEGRAM_TOKEN": TOKEN,
+        "COMPANION_TELEGRAM_BASE_URL": fake_telegram.url,
+        "COMPANION_LLM_BASE_URL": fake_openai.url,
         "COMPANION_CHAT_MODEL": "chat-model",
         "COMPANION_MONITOR_MODEL": "monitor-model",
     }
@@ -370,7 +369,7 @@ def test_companion_run_serves_telegram_and_stops_cleanly_on_sigterm(
 def test_companion_run_without_a_platform_says_what_to_set() -> None:
     result = CliRunner().invoke(cli, ["run"])
     assert result.exit_code == 1
-    assert "TELEGRAM_TOKEN" in result.output and "DISCORD_TOKEN" in result.output
+    assert "COMPANION_TELEGRAM_TOKEN" in result.output and "COMPANION_DISCORD_TOKEN" in result.output
 
 
 async def test_memory_asked_in_a_group_by_someone_the_bot_cannot_message_stays_private(
@@ -387,7 +386,7 @@ async def ruled(app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServ
     """The application under operator rules: a tutor persona in the group, every message answered there,
     and only Alice and Bob allowed."""
     personas_with_a_tutor(app.companion.personas.directory)  # the operator's own persona directory
-    app.settings.telegram = PlaceRules(
+    app.settings.telegram = TelegramSettings(
         personas={GROUP["id"]: "tutor"}, every_message=[GROUP["id"]], allowed_users=[ALICE["id"], BOB["id"]]
     )
     fake_openai.set_default("monitor-model", "[SKIP]")
@@ -617,7 +616,7 @@ async def test_a_model_failing_mid_reply_leaves_what_it_said_and_the_apology_nev
 async def test_with_streaming_off_the_reply_arrives_whole_without_drafts_or_edits(
     app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer, timer: FakeTimer
 ) -> None:
-    app.settings.telegram_streaming = False
+    app.settings.telegram.streaming = False
     application = build_telegram_application(
         app.platform("telegram"), TOKEN, fake_telegram.url, polling=False, timer=timer
     )
@@ -691,7 +690,7 @@ async def seeing_telegram(
     settings: Settings, clock: FakeClock, embedder: Embedder, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
 ) -> AsyncIterator[tuple[App, Application]]:
     """The application over an app whose chat model sees images (COMPANION_VISION=1)."""
-    seeing = build_app(settings.model_copy(update={"vision": True}), clock=clock, embedder=embedder, backoff=(0.01,))
+    seeing = build_app(settings.changed(llm={"vision": True}), clock=clock, embedder=embedder, backoff=(0.01,))
     fake_openai.set_default("monitor-model", "[SKIP]")
     application = build_telegram_application(
         seeing.platform("telegram"), TOKEN, fake_telegram.url, polling=False, timer=FakeTimer()

@@ -29,7 +29,7 @@ WAIT = 30.0  # seconds a waiting step may take before the test gives up (never r
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
     """A model answer may be held back on purpose here; the client must wait for it rather than retry."""
-    return settings.model_copy(update={"llm_timeout": WAIT})
+    return settings.changed(llm={"timeout": WAIT})
 
 
 @pytest.fixture
