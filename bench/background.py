@@ -437,7 +437,7 @@ async def run_mode(
     with FakeOpenAIServer() as fake, tempfile.TemporaryDirectory(prefix=f"bench-background-{mode}-") as tmp:
         roles.install(fake)
         fake.delay = 0.0 if paced else args.delay
-        app = build_app(role_settings(Path(tmp), fake.url), embedder=embedder, background=mode != "off")
+        app = await build_app(role_settings(Path(tmp), fake.url), embedder=embedder, background=mode != "off")
         await app.start(schedule=False)
         companion = app.companion
         latencies: list[float] = []

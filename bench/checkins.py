@@ -179,20 +179,18 @@ def run(users: int, due_share: float) -> dict[str, object]:
             timezone="UTC",
         )
         clock = FakeClock(NOW - timedelta(days=10))
-        app = build_app(settings, clock=clock, embedder=RandomUnitEmbedder(), accept_empty_memory=True)
-        started = time.perf_counter()
-        plans, silences = seed(app, Path(tmp) / "companion.sqlite3", users, due_share)
-        figures: dict[str, object] = {"users": users, "due_plans": plans, "due_silences": silences}
-        figures["seed_seconds"] = round(time.perf_counter() - started, 1)
 
         async def measured() -> dict[str, object]:
-            try:
-                return await measure(app, clock, fake)
-            finally:
-                await app.aclose()
+            async with await build_app(
+                settings, clock=clock, embedder=RandomUnitEmbedder(), accept_empty_memory=True
+            ) as app:
+                started = time.perf_counter()
+                plans, silences = seed(app, Path(tmp) / "companion.sqlite3", users, due_share)
+                figures: dict[str, object] = {"users": users, "due_plans": plans, "due_silences": silences}
+                figures["seed_seconds"] = round(time.perf_counter() - started, 1)
+                return {**figures, **await measure(app, clock, fake)}
 
-        figures.update(asyncio.run(measured()))
-    return figures
+        return asyncio.run(measured())
 
 
 def main() -> None:

@@ -226,7 +226,7 @@ async def run(args: argparse.Namespace, embedder: Embedder, account: CPUAccount)
         llm.set_default(MODELS["chat"], tagged_chat(roles, traffic, args))
         llm.delay = args.llm_delay
         llm.chunk_delay = 1 / args.tokens_per_second if args.tokens_per_second else 0.0
-        app = build_app(role_settings(Path(data_dir), llm.url), embedder=embedder, background=args.background)
+        app = await build_app(role_settings(Path(data_dir), llm.url), embedder=embedder, background=args.background)
         await app.start(schedule=False)
         traffic.listen_to(telegram)
         try:

@@ -110,7 +110,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             rate_limit_per_minute=0,
         )
         clock = FakeClock(datetime(2026, 1, 1, tzinfo=UTC))
-        app = build_app(settings, clock=clock, embedder=RandomUnitEmbedder(), background=False)
+        app = await build_app(settings, clock=clock, embedder=RandomUnitEmbedder(), background=False)
         try:
             alice, bob = Scope("xiaoxiang", "cli:alice"), Scope("xiaoxiang", "cli:bob")
             others = [Scope("xiaoxiang", f"cli:other{index}") for index in range(args.others)]

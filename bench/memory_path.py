@@ -317,7 +317,7 @@ class StatementCounter:
 STATEMENTS = StatementCounter()
 
 
-def open_bench(
+async def open_bench(
     data_dir: Path, fake_url: str, embedder: TimedEmbedder, account: CPUAccount, servers: Servers | None = None
 ) -> Bench:
     # No rate limit: the bench sends hundreds of turns a minute from one user.
@@ -327,7 +327,7 @@ def open_bench(
         rate_limit_per_minute=0,
     )
     llm = TimedLLM(build_llm(settings.llm))  # the OpenAIClient build_app would make, wrapped to be timed
-    app = build_app(settings, llm=llm, embedder=embedder)
+    app = await build_app(settings, llm=llm, embedder=embedder)
     knowledge = app.companion.knowledge
     assert isinstance(knowledge, ChromaKnowledgeBase)
     return Bench(
@@ -486,7 +486,7 @@ async def bench_size(
     queries = unique_texts(QUERY_TEMPLATES, args.warmup + args.turns, random.Random(SEED + 1))
     backend = "embedded" if servers is None else "server"
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
-        bench = open_bench(Path(tmp), fake_url, embedder, account, servers)
+        bench = await open_bench(Path(tmp), fake_url, embedder, account, servers)
         try:
             print(f"[{size:,} memories, {backend}] seeding...", file=sys.stderr)
             start = time.perf_counter()

@@ -82,7 +82,7 @@ async def run(turns: int) -> dict[str, object]:
             llm={"base_url": fake.url, "chat_model": "chat-model"},
             rate_limit_per_minute=0,
         )
-        app = build_app(settings, embedder=load_embedder("auto"), background=False)
+        app = await build_app(settings, embedder=load_embedder("auto"), background=False)
         try:
             await _turns(app, 20, listening=False)  # warm-up
             off: list[float] = []

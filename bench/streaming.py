@@ -155,7 +155,7 @@ async def run(args: argparse.Namespace, embedder: Embedder) -> dict[str, Any]:
                     settings = role_settings(Path(data_dir), llm.url).changed(
                         telegram={"streaming": streaming}, discord={"streaming": streaming}
                     )
-                    app = build_app(settings, embedder=embedder, background=False)
+                    app = await build_app(settings, embedder=embedder, background=False)
                     try:
                         print(f"{case}, streaming {'on' if streaming else 'off'}...", file=sys.stderr)
                         if case == "discord server":

@@ -1,6 +1,7 @@
 """The composition root and every surface: platforms, the command line.
 
-- `app.py`: builds the app from the settings (`config.py`); `startup.py`: start-up failures as one line.
+- `app.py`: builds the app part by part from the settings (`config.py`, grouped by part) and closes it in one
+  place; `startup.py`: start-up failures as one line.
 - `platforms/`: Telegram, Discord and the terminal; `cli/`: the `companion` command line.
 - `routing.py`: which persona speaks where; `ordering.py`: turns in order; `log_redaction.py`: no user text in logs.
 

@@ -1,12 +1,20 @@
-"""The composition root: turns settings into a running companion (LLM, stores, personas)."""
+"""The composition root: turns settings into a running companion, one named builder per part.
+
+`build_app` opens the parts in order: the storage, the SQL stores, the memories, the LLM, the background
+work, the companion. Each builder puts what it opened on one `AsyncExitStack`; `App.aclose` (or leaving
+`async with app`) closes all of it in the reverse order, and a builder that fails closes at once what the
+ones before it opened. The platforms run with a built app (`bot/cli/main.py`).
+"""
 
 from __future__ import annotations
 
 import asyncio
+from contextlib import AsyncExitStack, closing
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from types import TracebackType
+from typing import Any, Literal, Self
 
 from bot.config import ConfigError, DiscordSettings, LLMSettings, Settings, StorageSettings, TelegramSettings
 from bot.ordering import TurnOrder
@@ -87,53 +95,9 @@ async def load_models(app: App) -> None:
 
 
 @dataclass(slots=True)
-class Storage:
-    """Where the SQL stores live, and how this process keeps in step with others that share them."""
-
-    where: Database | Path  # what each store opens (embedded: the SQLite file, a connection per store)
-    cluster: ClusterLocks = field(default_factory=SingleProcess)
-    forgets: ForgetLedger = field(default_factory=LocalForgetLedger)
-    shared: Database | None = None  # server mode: the one PostgreSQL pool every store uses
-
-    @property
-    def server_mode(self) -> bool:
-        return self.shared is not None
-
-    def versions(self, kind: SnapshotKind) -> ScopeVersions | None:
-        """Scope versions for snapshots that other processes' writes must reach (server mode only)."""
-        return None if self.shared is None else ScopeVersions(self.shared, kind)
-
-    def persona_choices(self, platform: str, data_dir: Path) -> ChosenPersonas:
-        """The `/persona` choices of a platform: a JSON file in the data directory, or the shared database."""
-        if self.shared is None:
-            return PersonaChoices(data_dir / f"{platform}-personas.json")
-        return PlacePersonas(self.shared, platform)
-
-    async def aclose(self) -> None:
-        await self.cluster.aclose()
-        if self.shared is not None:
-            self.shared.close()
-
-
-def open_storage(settings: StorageSettings, data_dir: Path) -> Storage:
-    """The embedded SQLite file, or in server mode the PostgreSQL database (migrated) shared by every process."""
-    if settings.database_url is None:
-        return Storage(data_dir / "companion.sqlite3")
-    from knowledge.sql.postgres import DatabaseUnavailableError, PostgresCluster, PostgresDatabase, PostgresForgetLedger
-
-    url = settings.database_url.get_secret_value()
-    try:
-        database = PostgresDatabase(url)
-        cluster = PostgresCluster(url, pool_size=settings.database_turn_connections)
-        return Storage(database, cluster, PostgresForgetLedger(database), shared=database)
-    except DatabaseUnavailableError as error:
-        raise StartupError(f"COMPANION_DATABASE_URL: {error}; start the server or correct the URL") from error
-
-
-@dataclass(slots=True)
 class App:
     """Everything built once: the `Companion`, which the platforms talk to (`platform`), and the services behind
-    it, which the maintenance and the operator's command line use directly."""
+    it, which the maintenance and the operator's command line use directly; `async with app` closes it."""
 
     settings: Settings
     companion: Companion
@@ -151,7 +115,16 @@ class App:
     policy_for: PolicyFor  # a persona's memory rules
     storage: Storage
     passes: ScheduledPasses
+    exit_stack: AsyncExitStack = field(default_factory=AsyncExitStack, repr=False)  # what closes it, last first
     scheduler: Scheduler | None = None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        await self.aclose()
 
     @property
     def tasks(self) -> BackgroundTasks:
@@ -193,23 +166,31 @@ class App:
             self.tasks.watch(WATCH_SECONDS)  # work left by a process that died mid-job
         if schedule:
             await self.lifecycle.summarize_idle()
-            self.scheduler = Scheduler(now=self.clock.now, claim=self.passes.claim)
-            self.scheduler.add_maintenance(
-                decay=self.lifecycle.run_decay,
-                summarize_idle=self.idle_pass,
-                prune=self.prune,
-                compact=self.compact_vectors,
-                decay_cron=self.settings.memory.decay_cron,
-                idle_check=min(self.lifecycle.idle_timeout / 2, timedelta(minutes=5)),
-            )
-            if self.settings.checkins.enabled:
-                # at once, then every few minutes: a check-in due at start-up goes out within a minute
-                self.scheduler.add_checkins(
-                    self.checkins.plan, every=timedelta(minutes=self.settings.checkins.plan_every_minutes)
-                )
+            self.scheduler = self._scheduler()
+            # A clean stop summarises the conversations already idle; ones active until just now keep
+            # their window, so a quick restart continues them (the idle pass at the next start closes them).
+            self.exit_stack.push_async_callback(self.lifecycle.summarize_idle)
+            self.exit_stack.callback(self.scheduler.shutdown)
             self.scheduler.start()
             if self.settings.checkins.enabled:
                 await self.checkins.plan()
+
+    def _scheduler(self) -> Scheduler:
+        """The maintenance jobs and, if they are on, the check-ins' planning pass."""
+        scheduler = Scheduler(now=self.clock.now, claim=self.passes.claim)
+        scheduler.add_maintenance(
+            decay=self.lifecycle.run_decay,
+            summarize_idle=self.idle_pass,
+            prune=self.prune,
+            compact=self.compact_vectors,
+            decay_cron=self.settings.memory.decay_cron,
+            idle_check=min(self.lifecycle.idle_timeout / 2, timedelta(minutes=5)),
+        )
+        checkins = self.settings.checkins
+        if checkins.enabled:
+            # at once, then every few minutes: a check-in due at start-up goes out within a minute
+            scheduler.add_checkins(self.checkins.plan, every=timedelta(minutes=checkins.plan_every_minutes))
+        return scheduler
 
     async def prune(self) -> int:
         """Every hour: finished jobs, expired dead letters and unanswered forget questions go."""
@@ -227,25 +208,219 @@ class App:
         return await asyncio.to_thread(self.knowledge.compact)
 
     async def aclose(self) -> None:
-        """Stop the scheduler, let background work finish or stay pending, release connections and files.
+        """Close what was opened, last first: the scheduler, held messages, background work (finished within
+        a grace period or left pending), the LLM client, the memories, the SQL stores, the storage."""
+        await self.exit_stack.aclose()
 
-        A clean shutdown summarises the conversations that are already idle; ones active until just now
-        keep their window, so a quick restart continues them (the idle pass at the next start closes them).
-        """
-        if self.scheduler is not None:
-            self.scheduler.shutdown()
-            await self.lifecycle.summarize_idle()
-        await self.tasks.aclose(grace=SHUTDOWN_GRACE)
-        self.companion.store_held_messages(last_chance=True)
-        close = getattr(self.llm, "close", None)
-        if close is not None:
-            await close()
-        self.history.close()
-        self.working_memory.close()
-        self.journal.close()
-        self.user_settings.close()
-        self.passes.close()
-        await self.storage.aclose()
+
+async def build_app(
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    llm: LLMClient | None = None,
+    embedder: Embedder | None = None,
+    backoff: tuple[float, ...] = DEFAULT_BACKOFF,
+    background: bool = True,
+    accept_empty_memory: bool = False,
+    crash_point: CrashPoint = no_crash,
+) -> App:
+    """Open every part and wire them into a ready `App`; tests pass their own clock, LLM, embedder or backoff.
+
+    `background=False` submits no monitor, summarizer or review job, so benchmarks can measure what
+    the background costs the reply path. A memory store that went missing is refused (`StartupError`)
+    unless `accept_empty_memory`. `crash_point` is told of every point between two writes of a
+    background job; tests raise there to leave what a crash would.
+    """
+    ensure_writable(settings.storage.data_dir)
+    queries = QueryEncoder(embedder or load_embedder(settings.memory.embedder))
+    basics = Basics(settings, clock or SystemClock(), PersonaRegistry(settings.own_persona_dir, PERSONA_DIR), queries)
+    async with AsyncExitStack() as opened:  # a part that fails closes the parts opened before it
+        storage = open_storage(settings.storage, opened)
+        stores = open_stores(basics, storage, opened)
+        knowledge = open_memories(basics, storage, stores, opened, accept_empty_memory=accept_empty_memory)
+        llm = open_llm(basics, stores.journal, opened, given=llm)
+        fence = ForgetFence(storage.forgets, storage.cluster)  # a forget wins over work that began before it, anywhere
+        tasks = open_tasks(basics, storage, stores, fence, opened, backoff=backoff, crash_point=crash_point)
+        services = build_services(basics, stores, knowledge, llm, tasks, fence, background=background)
+        companion = build_companion(basics, stores, knowledge, llm, services, opened)
+        return App(
+            settings=settings,
+            companion=companion,
+            llm=llm,
+            clock=basics.clock,
+            knowledge=knowledge,
+            working_memory=stores.working_memory,
+            history=stores.history,
+            journal=stores.journal,
+            user_settings=stores.user_settings,
+            editor=services.editor,
+            forgetting=services.forgetting,
+            checkins=services.checkins,
+            lifecycle=services.lifecycle,
+            policy_for=basics.policy_for,
+            storage=storage,
+            passes=stores.passes,
+            exit_stack=opened.pop_all(),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Basics:
+    """What every part is built with: the settings, the clock, the personas, one query encoder."""
+
+    settings: Settings
+    clock: Clock
+    personas: PersonaRegistry
+    queries: QueryEncoder  # one embedding per message for memories and history alike
+
+    def policy_for(self, persona_id: str) -> MemoryPolicy:
+        """A persona's memory rules."""
+        return MemoryPolicy().overridden(self.personas.get(persona_id).memory_rules)
+
+
+# --- storage ---------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Storage:
+    """Where the SQL stores live, and how this process keeps in step with others that share them."""
+
+    where: Database | Path  # what each store opens (embedded: the SQLite file, a connection per store)
+    cluster: ClusterLocks = field(default_factory=SingleProcess)
+    forgets: ForgetLedger = field(default_factory=LocalForgetLedger)
+    shared: Database | None = None  # server mode: the one PostgreSQL pool every store uses
+
+    @property
+    def server_mode(self) -> bool:
+        return self.shared is not None
+
+    def versions(self, kind: SnapshotKind) -> ScopeVersions | None:
+        """Scope versions for snapshots that other processes' writes must reach (server mode only)."""
+        return None if self.shared is None else ScopeVersions(self.shared, kind)
+
+    def persona_choices(self, platform: str, data_dir: Path) -> ChosenPersonas:
+        """The `/persona` choices of a platform: a JSON file in the data directory, or the shared database."""
+        if self.shared is None:
+            return PersonaChoices(data_dir / f"{platform}-personas.json")
+        return PlacePersonas(self.shared, platform)
+
+
+def open_storage(settings: StorageSettings, opened: AsyncExitStack) -> Storage:
+    """The embedded SQLite file, or in server mode the PostgreSQL database (migrated) shared by every process."""
+    if settings.database_url is None:
+        return Storage(settings.data_dir / "companion.sqlite3")
+    from knowledge.sql.postgres import DatabaseUnavailableError, PostgresCluster, PostgresDatabase, PostgresForgetLedger
+
+    url = settings.database_url.get_secret_value()
+    try:
+        database = opened.enter_context(closing(PostgresDatabase(url)))
+        cluster = PostgresCluster(url, pool_size=settings.database_turn_connections)
+    except DatabaseUnavailableError as error:
+        raise StartupError(f"COMPANION_DATABASE_URL: {error}; start the server or correct the URL") from error
+    opened.push_async_callback(cluster.aclose)
+    return Storage(database, cluster, PostgresForgetLedger(database), shared=database)
+
+
+@dataclass(frozen=True, slots=True)
+class Stores:
+    """What the SQL database holds: conversations, the journal, user settings, the scheduled passes' runs."""
+
+    working_memory: WorkingMemory
+    history: ConversationHistory
+    journal: Journal
+    user_settings: UserSettings
+    passes: ScheduledPasses
+
+
+def open_stores(basics: Basics, storage: Storage, opened: AsyncExitStack) -> Stores:
+    """The SQL stores, each on `storage`; a damaged database or a full disk is a `StartupError` saying what to do."""
+    settings = basics.settings
+    memory = settings.memory
+    with opening(settings.storage.data_dir / "companion.sqlite3", if_damaged=RESTORE_MESSAGES):
+        working_memory = opened.enter_context(
+            closing(
+                WorkingMemory(
+                    MessageLog(storage.where),
+                    window_size=memory.working_memory_size,
+                    overflow_batch=min(memory.summary_batch, memory.working_memory_size),
+                )
+            )
+        )
+        history = ConversationHistory(
+            working_memory.log,
+            basics.queries.embedder,
+            storage.where,
+            queries=basics.queries,
+            locks=storage.cluster,
+            versions=storage.versions("history"),
+        )
+        return Stores(
+            working_memory=working_memory,
+            history=opened.enter_context(closing(history)),
+            journal=opened.enter_context(closing(Journal(storage.where))),
+            user_settings=opened.enter_context(
+                closing(UserSettings(storage.where, default_time_zone=settings.default_time_zone))
+            ),
+            passes=opened.enter_context(closing(ScheduledPasses(storage.where))),
+        )
+
+
+def open_memories(
+    basics: Basics, storage: Storage, stores: Stores, opened: AsyncExitStack, *, accept_empty_memory: bool
+) -> ChromaKnowledgeBase:
+    """The memories: an embedded chromadb store in the data directory, or a Chroma server; one that went
+    missing while the messages stayed is refused (`StartupError`) unless `accept_empty_memory`."""
+    settings = basics.settings.storage
+    files = settings.data_dir / "chroma"
+    embedded = settings.chroma_host is None
+    with opening(files / "chroma.sqlite3", if_damaged=RESTORE_MEMORIES):
+        client = opened.enter_context(
+            closing(open_chroma_client(path=files, host=settings.chroma_host, port=settings.chroma_port))
+        )
+        # The store that records which collection holds the memories: the data directory's SQLite file, or in
+        # server mode the shared database, for the Chroma server (a Chroma server alone records nothing).
+        guarded = embedded or storage.server_mode
+        guard = MemoryStoreGuard(storage.where, COLLECTION)
+        if guarded and not accept_empty_memory:
+            where = str(files) if embedded else f"the Chroma server {settings.chroma_host}"
+            _check_memory_store(guard, client, where, messages_held=stores.working_memory.log.any_stored())
+        knowledge = ChromaKnowledgeBase(
+            client,
+            basics.queries.embedder,
+            queries=basics.queries,
+            now=basics.clock.now,
+            policy_for=basics.policy_for,  # a memory's importance at any moment depends on its persona's rules
+            # A Chroma server is shared with other bot processes: snapshots only where versions tell of their writes.
+            cache_scopes=embedded or storage.server_mode,
+            versions=storage.versions("memories"),
+            files=files if embedded else None,
+        )
+        if guarded:
+            guard.record(client)
+    return knowledge
+
+
+def _check_memory_store(guard: MemoryStoreGuard, client: Any, where: str, *, messages_held: bool) -> None:
+    try:
+        guard.check(client, messages_held=messages_held)
+    except MemoryStoreMissingError as error:
+        raise StartupError(f"{where}: {error}; refusing to start without the memories: {RESTORE_MEMORIES}") from error
+
+
+# --- the LLM ---------------------------------------------------------------------------------------------
+
+
+def open_llm(basics: Basics, journal: Journal, opened: AsyncExitStack, *, given: LLMClient | None) -> LLMClient:
+    """The LLM client given, or the configured one with every call's tokens recorded in the journal."""
+
+    def record_usage(role: Role, model: str, prompt_tokens: int, completion_tokens: int) -> None:
+        journal.usage.record(role, model, prompt_tokens, completion_tokens, at=basics.clock.now())
+
+    llm = given or build_llm(basics.settings.llm, usage=record_usage)
+    close = getattr(llm, "close", None)
+    if close is not None:
+        opened.push_async_callback(close)
+    return llm
 
 
 def model_settings(settings: LLMSettings) -> dict[Role, ModelSettings]:
@@ -301,201 +476,172 @@ def build_llm(settings: LLMSettings, usage: UsageSink | None = None) -> LLMClien
     )
 
 
-def _check_memory_store(guard: MemoryStoreGuard, client: Any, where: str, *, messages_held: bool) -> None:
-    try:
-        guard.check(client, messages_held=messages_held)
-    except MemoryStoreMissingError as error:
-        raise StartupError(f"{where}: {error}; refusing to start without the memories: {RESTORE_MEMORIES}") from error
+# --- the background and the companion -------------------------------------------------------------------
 
 
-def build_app(
-    settings: Settings,
+def open_tasks(
+    basics: Basics,
+    storage: Storage,
+    stores: Stores,
+    fence: ForgetFence,
+    opened: AsyncExitStack,
     *,
-    clock: Clock | None = None,
-    llm: LLMClient | None = None,
-    embedder: Embedder | None = None,
-    backoff: tuple[float, ...] = DEFAULT_BACKOFF,
-    background: bool = True,
-    accept_empty_memory: bool = False,
-    crash_point: CrashPoint = no_crash,
-) -> App:
-    """Wire settings into a ready `App`; tests pass their own clock, LLM, embedder or retry backoff.
-
-    `background=False` submits no monitor, summarizer or review job, so benchmarks can measure what
-    the background costs the reply path. A memory store that went missing is refused (`StartupError`)
-    unless `accept_empty_memory`. `crash_point` is told of every point between two writes of a
-    background job; tests raise there to leave what a crash would.
-    """
-    clock = clock or SystemClock()
-    data_dir = ensure_writable(settings.storage.data_dir)
-    embedder = embedder or load_embedder(settings.memory.embedder)
-    personas = PersonaRegistry(settings.own_persona_dir, PERSONA_DIR)
-
-    def policy_for(persona_id: str) -> MemoryPolicy:
-        return MemoryPolicy().overridden(personas.get(persona_id).memory_rules)
-
-    queries = QueryEncoder(embedder)  # one embedding per message for memories and history alike
-    database = data_dir / "companion.sqlite3"
-    storage = open_storage(settings.storage, data_dir)
-    with opening(database, if_damaged=RESTORE_MESSAGES):
-        working_memory = WorkingMemory(
-            MessageLog(storage.where),
-            window_size=settings.memory.working_memory_size,
-            overflow_batch=min(settings.memory.summary_batch, settings.memory.working_memory_size),
-        )
-        history = ConversationHistory(
-            working_memory.log,
-            embedder,
-            storage.where,
-            queries=queries,
-            locks=storage.cluster,
-            versions=storage.versions("history"),
-        )
-        journal = Journal(storage.where)
-        user_settings = UserSettings(storage.where, default_time_zone=settings.default_time_zone)
-        passes = ScheduledPasses(storage.where)
-    chroma_host, chroma_port = settings.storage.chroma_host, settings.storage.chroma_port
-    embedded = chroma_host is None
-    with opening(data_dir / "chroma" / "chroma.sqlite3", if_damaged=RESTORE_MEMORIES):
-        client = open_chroma_client(path=data_dir / "chroma", host=chroma_host, port=chroma_port)
-        # The store that records which collection holds the memories: the data directory's SQLite file, or in
-        # server mode the shared database, for the Chroma server (a Chroma server alone records nothing).
-        guarded = embedded or storage.server_mode
-        where = str(data_dir / "chroma") if embedded else f"the Chroma server {chroma_host}"
-        guard = MemoryStoreGuard(storage.where, COLLECTION)
-        if guarded and not accept_empty_memory:
-            _check_memory_store(guard, client, where, messages_held=working_memory.log.any_stored())
-        knowledge = ChromaKnowledgeBase(
-            client,
-            embedder,
-            queries=queries,
-            now=clock.now,
-            policy_for=policy_for,  # what a memory's importance is at any moment depends on its persona's rules
-            # A Chroma server is shared with other bot processes: snapshots only where versions tell of their writes.
-            cache_scopes=embedded or storage.server_mode,
-            versions=storage.versions("memories"),
-            files=data_dir / "chroma" if embedded else None,
-        )
-        if guarded:
-            guard.record(client)
-
-    def record_usage(role: Role, model: str, prompt_tokens: int, completion_tokens: int) -> None:
-        journal.usage.record(role, model, prompt_tokens, completion_tokens, at=clock.now())
-
-    llm = llm or build_llm(settings.llm, usage=record_usage)
-    fence = ForgetFence(storage.forgets, storage.cluster)  # a forget wins over work that began before it, anywhere
-    editor = MemoryEditor(knowledge, journal.changes, clock)
-    forgetting = Forgetting(
-        knowledge=knowledge,
-        history=history,
-        journal=journal,
-        editor=editor,
-        user_settings=user_settings,
-        fence=fence,
-        now=clock.now,
-        files=data_dir,
-    )
-
-    responses = ResponseHandler(
-        working_memory=working_memory,
-        knowledge=knowledge,
-        history=history,
-        llm=llm,
-        prompt_builder=prompt_builder(llm),
-        clock=clock,
-        retrieval_limit=settings.memory.retrieval_limit,
-        policy_for=policy_for,
-        image_limits=settings.image_limits,
-    )
+    backoff: tuple[float, ...],
+    crash_point: CrashPoint,
+) -> BackgroundTasks:
+    """The background job queue; at shutdown its running jobs get a grace period, the rest stays pending."""
     tasks = BackgroundTasks(
-        journal.jobs,
-        clock,
+        stores.journal.jobs,
+        basics.clock,
         backoff=backoff,
-        concurrency=settings.memory.background_workers,
+        concurrency=basics.settings.memory.background_workers,
         fence=fence,
         crash_point=crash_point,
         cluster=storage.cluster,
     )
-    checkins = CheckIns(
-        log=journal.checkins,
-        user_settings=user_settings,
+    opened.push_async_callback(tasks.aclose, grace=SHUTDOWN_GRACE)
+    return tasks
+
+
+def build_lifecycle(
+    basics: Basics,
+    stores: Stores,
+    knowledge: ChromaKnowledgeBase,
+    llm: LLMClient,
+    tasks: BackgroundTasks,
+    forgetting: Forgetting,
+    checkins: CheckIns,
+    *,
+    enabled: bool,
+) -> MemoryLifecycle:
+    """The background roles (monitor, summarizer, reviewer, decay) and the events that give them work."""
+    settings, clock, policy_for = basics.settings, basics.clock, basics.policy_for
+    use_model = settings.background_uses_model
+    journal = stores.journal
+    monitor = KnowledgeMonitor(
+        llm,
+        knowledge,
+        journal.changes,
+        journal.jobs,
+        clock,
+        policy_for,
+        forgetting,
+        max_ops=settings.memory.monitor_max_ops,
+        use_model=use_model,
+        user_settings=stores.user_settings,
+    )
+    return MemoryLifecycle(
+        tasks=tasks,
+        monitor=monitor,
+        summarizer=ConversationSummarizer(llm, knowledge, stores.working_memory, use_model=use_model),
+        reviewer=MemoryReviewer(llm, knowledge, journal.changes, clock, policy_for, use_model=use_model),
+        decay_pass=DecayPass(knowledge, journal.changes, clock.now),
+        working_memory=stores.working_memory,
+        history=stores.history,
+        persona=basics.personas.get,
+        clock=clock,
+        idle_timeout=timedelta(minutes=settings.memory.idle_timeout_minutes),
+        dead_letter_retention=timedelta(days=settings.memory.dead_letter_days),
+        enabled=enabled,
+        keep_open=checkins.awaiting_answer,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What the companion remembers and forgets with; the maintenance and the operator's commands use them too."""
+
+    editor: MemoryEditor
+    forgetting: Forgetting
+    checkins: CheckIns
+    lifecycle: MemoryLifecycle
+
+
+def build_services(
+    basics: Basics,
+    stores: Stores,
+    knowledge: ChromaKnowledgeBase,
+    llm: LLMClient,
+    tasks: BackgroundTasks,
+    fence: ForgetFence,
+    *,
+    background: bool,
+) -> Services:
+    """Editing, forgetting, check-ins and the background roles, on the stores and the memories."""
+    settings, clock = basics.settings, basics.clock
+    editor = MemoryEditor(knowledge, stores.journal.changes, clock)
+    forgetting = Forgetting(
         knowledge=knowledge,
-        working_memory=working_memory,
+        history=stores.history,
+        journal=stores.journal,
+        editor=editor,
+        user_settings=stores.user_settings,
+        fence=fence,
+        now=clock.now,
+        files=settings.storage.data_dir,
+    )
+    checkins = CheckIns(
+        log=stores.journal.checkins,
+        user_settings=stores.user_settings,
+        knowledge=knowledge,
+        working_memory=stores.working_memory,
         llm=llm,
-        persona=personas.get,
+        persona=basics.personas.get,
         tasks=tasks,
         clock=clock,
         policy=settings.checkins.policy,
         defaults=settings.checkins.switches,
-        memory_policy=policy_for,
+        memory_policy=basics.policy_for,
     )
-    lifecycle = MemoryLifecycle(
-        tasks=tasks,
-        monitor=KnowledgeMonitor(
-            llm,
-            knowledge,
-            journal.changes,
-            journal.jobs,
-            clock,
-            policy_for,
-            forgetting,
-            max_ops=settings.memory.monitor_max_ops,
-            use_model=settings.background_uses_model,
-            user_settings=user_settings,
-        ),
-        summarizer=ConversationSummarizer(llm, knowledge, working_memory, use_model=settings.background_uses_model),
-        reviewer=MemoryReviewer(
-            llm, knowledge, journal.changes, clock, policy_for, use_model=settings.background_uses_model
-        ),
-        decay_pass=DecayPass(knowledge, journal.changes, clock.now),
-        working_memory=working_memory,
-        history=history,
-        persona=personas.get,
+    lifecycle = build_lifecycle(basics, stores, knowledge, llm, tasks, forgetting, checkins, enabled=background)
+    return Services(editor, forgetting, checkins, lifecycle)
+
+
+def build_companion(
+    basics: Basics,
+    stores: Stores,
+    knowledge: ChromaKnowledgeBase,
+    llm: LLMClient,
+    services: Services,
+    opened: AsyncExitStack,
+) -> Companion:
+    """The companion, the facade the platforms talk to; fails at start-up, not at the first message, if the
+    default persona or its memory rules are broken."""
+    settings, clock = basics.settings, basics.clock
+    responses = ResponseHandler(
+        working_memory=stores.working_memory,
+        knowledge=knowledge,
+        history=stores.history,
+        llm=llm,
+        prompt_builder=prompt_builder(llm),
         clock=clock,
-        idle_timeout=timedelta(minutes=settings.memory.idle_timeout_minutes),
-        dead_letter_retention=timedelta(days=settings.memory.dead_letter_days),
-        enabled=background,
-        keep_open=checkins.awaiting_answer,
+        retrieval_limit=settings.memory.retrieval_limit,
+        policy_for=basics.policy_for,
+        image_limits=settings.image_limits,
     )
     companion = Companion(
-        personas=personas,
+        personas=basics.personas,
         knowledge=knowledge,
-        history=history,
+        history=stores.history,
         responses=responses,
-        lifecycle=lifecycle,
-        journal=journal,
-        user_settings=user_settings,
-        editor=editor,
-        forgetting=forgetting,
+        lifecycle=services.lifecycle,
+        journal=stores.journal,
+        user_settings=stores.user_settings,
+        editor=services.editor,
+        forgetting=services.forgetting,
         clock=clock,
         default_persona=settings.default_persona,
         rate_limiter=RateLimiter(clock, settings.rate_limit_per_minute),
-        checkins=checkins,
+        checkins=services.checkins,
     )
-    # Fail at start-up, not at the first message, if the default persona or its memory rules are broken.
+    # At shutdown, messages held while storage failed are stored if it works again, else dropped with an error.
+    opened.callback(companion.store_held_messages, last_chance=True)
     try:
-        policy_for(companion.persona().id)
+        basics.policy_for(companion.persona().id)
     except UnknownPersonaError as error:
-        path = personas.path(settings.default_persona)
+        path = basics.personas.path(settings.default_persona)
         raise StartupError(
             f"{error}{f' ({path})' if path else ''}; fix the file (`companion persona validate` says what is "
             "wrong) or choose another COMPANION_DEFAULT_PERSONA"
         ) from error
-    return App(
-        settings=settings,
-        companion=companion,
-        llm=llm,
-        clock=clock,
-        knowledge=knowledge,
-        working_memory=working_memory,
-        history=history,
-        journal=journal,
-        user_settings=user_settings,
-        editor=editor,
-        forgetting=forgetting,
-        checkins=checkins,
-        lifecycle=lifecycle,
-        policy_for=policy_for,
-        storage=storage,
-        passes=passes,
-    )
+    return companion

@@ -112,9 +112,8 @@ def settings(fake_openai: FakeOpenAIServer, isolated: Path) -> Settings:
 
 @pytest.fixture
 async def app(settings: Settings, clock: FakeClock, embedder: Embedder) -> AsyncIterator[App]:
-    built = build_app(settings, clock=clock, embedder=embedder, backoff=(0.01, 0.01))
-    yield built
-    await built.aclose()
+    async with await build_app(settings, clock=clock, embedder=embedder, backoff=(0.01, 0.01)) as built:
+        yield built
 
 
 @pytest.fixture

@@ -133,18 +133,18 @@ async def _with_app(
     root_ctx = click.get_current_context().find_root()
     root = root_ctx.command
     assert isinstance(root, click.Group)
-    app = build_app(settings, accept_empty_memory=bool((root_ctx.obj or {}).get("accept_empty_memory")))
-    control = ControlServer(settings.storage.data_dir, CommandRunner(root, app)) if serve else None
-    try:
-        if control is not None:
-            await control.start()
-        if start:
-            await app.start(schedule=schedule)
-        return await work(app)
-    finally:
-        if control is not None:
-            await control.aclose()
-        await app.aclose()
+    accept_empty_memory = bool((root_ctx.obj or {}).get("accept_empty_memory"))
+    async with await build_app(settings, accept_empty_memory=accept_empty_memory) as app:
+        control = ControlServer(settings.storage.data_dir, CommandRunner(root, app)) if serve else None
+        try:
+            if control is not None:
+                await control.start()
+            if start:
+                await app.start(schedule=schedule)
+            return await work(app)
+        finally:
+            if control is not None:
+                await control.aclose()
 
 
 def claim(data_dir: Path, *, owner: bool) -> DataDirLock:

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
+
+import pytest
 
 from bot.app import build_app, model_settings
 from bot.config import LLMSettings, Settings
+from bot.startup import StartupError
 from knowledge.records import Scope
 from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock
 from tests.fakes.messages import make_message
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.scenario import CHAT, MONITOR, Body
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,7 +57,7 @@ async def test_quiet_conversations_are_summarised_at_shutdown_and_at_start(
 ) -> None:
     fake_openai.set_default("summarizer-model", "聊了晚饭吃什么。")
     alice, bob = Scope("xiaoxiang", "cli:alice"), Scope("xiaoxiang", "cli:bob")
-    app = build_app(settings, clock=clock, embedder=embedder, backoff=(0.01,))
+    app = await build_app(settings, clock=clock, embedder=embedder, backoff=(0.01,))
     await app.start(schedule=True)
 
     async def say(text: str, scope: Scope) -> None:
@@ -61,7 +67,7 @@ async def test_quiet_conversations_are_summarised_at_shutdown_and_at_start(
     clock.advance(minutes=31)
     await say("hi!", bob)
     await app.aclose()  # alice's conversation is idle: summarised now; bob's just spoke: kept
-    restarted = build_app(settings, clock=clock, embedder=embedder)
+    restarted = await build_app(settings, clock=clock, embedder=embedder)
     try:
         assert [r.category for r in restarted.companion.knowledge.memories(alice)] == ["episode"]
         assert restarted.companion.knowledge.memories(bob) == []
@@ -80,7 +86,7 @@ async def test_messages_held_while_storage_failed_are_stored_by_the_idle_pass_wi
 ) -> None:
     from core.background.scheduler import IDLE_JOB
 
-    app = build_app(settings, clock=clock, embedder=embedder)
+    app = await build_app(settings, clock=clock, embedder=embedder)
     alice = Scope("xiaoxiang", "cli:alice")
     app.companion.unsaved.hold("xiaoxiang", alice, make_message("said while the disk was full"), group=False)
     await app.start()
@@ -91,3 +97,53 @@ async def test_messages_held_while_storage_failed_are_stored_by_the_idle_pass_wi
         assert [message.content for message in app.history.messages(alice)] == ["said while the disk was full"]
     finally:
         await app.aclose()
+
+
+def files_held_open(directory: Path) -> list[Path]:
+    """The files under `directory` this process has open (Linux: the links in /proc/self/fd)."""
+    held = []
+    for descriptor in Path("/proc/self/fd").iterdir():
+        try:
+            target = Path(os.readlink(descriptor))
+        except OSError:  # closed meanwhile, or the descriptor of the listing itself
+            continue
+        if target.is_relative_to(directory):
+            held.append(target)
+    return held
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="open files are read from /proc")
+async def test_a_start_refused_half_way_closes_what_it_had_opened(
+    settings: Settings, clock: FakeClock, embedder: Embedder, alice: Scope
+) -> None:
+    data_dir = settings.storage.data_dir
+    async with await build_app(settings, clock=clock, embedder=embedder) as app:
+        app.companion.knowledge.add(alice, "Alice keeps bees", category="fact", source="user")
+        assert {path.name for path in files_held_open(data_dir)} >= {"companion.sqlite3", "chroma.sqlite3"}
+    assert files_held_open(data_dir) == []
+
+    shutil.rmtree(data_dir / "chroma")  # the memories are lost: the start stops after the SQL stores and chromadb
+    with pytest.raises(StartupError, match="memory store is missing"):
+        await build_app(settings, clock=clock, embedder=embedder)
+    assert files_held_open(data_dir) == []
+
+
+async def test_background_work_running_at_shutdown_still_has_the_model_and_the_stores(
+    settings: Settings, clock: FakeClock, embedder: Embedder, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    answer = threading.Event()
+
+    def monitor(body: Body) -> str:
+        answer.wait(30)  # still thinking when the app begins to close
+        return "[ADD] Alice keeps bees"
+
+    fake_openai.set_default(MONITOR, monitor)
+    fake_openai.set_default(CHAT, "Bees!")
+    app = await build_app(settings, clock=clock, embedder=embedder)
+    await (await app.companion.handle(make_message("I keep bees", user_id=alice.user_id))).text()
+    answer.set()
+    await app.aclose()  # the job ends within the grace period, before the model and the stores close
+
+    async with await build_app(settings, clock=clock, embedder=embedder) as restarted:
+        assert [memory.content for memory in restarted.companion.knowledge.memories(alice)] == ["Alice keeps bees"]
+        assert restarted.journal.jobs.pending_jobs() == [] and restarted.journal.jobs.dead_letters() == []

@@ -3,7 +3,7 @@ as bot processes on one or more machines would be."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import chromadb
@@ -17,7 +17,7 @@ from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock
 from tests.servers import ChromaServer
 
-OpenApp = Callable[..., App]
+OpenApp = Callable[..., Awaitable[App]]
 
 
 @pytest.fixture
@@ -44,9 +44,9 @@ async def open_app(
     """Builds apps in server mode, each with a data directory of its own (a process, maybe on another machine)."""
     opened: list[App] = []
 
-    def open_one(name: str, **options: object) -> App:
+    async def open_one(name: str, **options: object) -> App:
         settings = server_settings.changed(storage={"data_dir": tmp_path / name})
-        app = build_app(settings, clock=clock, embedder=embedder, backoff=(0.01, 0.01), **options)  # type: ignore[arg-type]
+        app = await build_app(settings, clock=clock, embedder=embedder, backoff=(0.01, 0.01), **options)  # type: ignore[arg-type]
         opened.append(app)
         return app
 

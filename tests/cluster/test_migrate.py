@@ -58,7 +58,7 @@ async def test_migrate_round_trips_a_locomo_conversation_with_the_same_recall(
 ) -> None:
     sample = locomo_conversation(tmp_path)
     database = settings.storage.data_dir / "companion.sqlite3"
-    app = build_app(settings, clock=clock, embedder=embedder)  # the embedded data directory, as a bot left it
+    app = await build_app(settings, clock=clock, embedder=embedder)  # the embedded data directory, as a bot left it
     app.companion.knowledge.add(ALICE, "Alice's cat is called Mochi", category="fact", source="user")
     app.journal.jobs.enqueue("monitor", ALICE, {"message_id": "msg_1"}, at=clock.now())
     app.companion.user_settings.set_time_zone(ALICE, ZoneInfo("Europe/Berlin"))
@@ -87,7 +87,7 @@ async def test_migrate_round_trips_a_locomo_conversation_with_the_same_recall(
     assert abs(on_server["mrr"] - embedded["mrr"]) <= 0.005
 
     # the bots start on what was copied: the memory, the pending job and the /persona choice are there
-    moved = build_app(
+    moved = await build_app(
         settings.changed(
             storage={
                 "database_url": SecretStr(database_url),

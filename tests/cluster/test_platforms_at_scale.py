@@ -68,7 +68,7 @@ async def test_two_processes_behind_one_proxy_answer_a_chat_in_order(
     fake_openai.set_default(MONITOR, "[SKIP]")
     fake_openai.script(CHAT, "Reply one.", "Reply two.")
     fake_openai.set_delay(CHAT, 0.3)
-    first, second = open_app("a"), open_app("b")
+    first, second = await open_app("a"), await open_app("b")
     ports = free_port(), free_port()
     servers = [await serving(app, fake_telegram, port) for app, port in zip((first, second), ports)]
     try:
@@ -108,7 +108,7 @@ def test_shard_options_are_checked(options: list[str], complaint: str, monkeypat
 async def test_a_forget_question_asked_by_one_process_is_answered_through_another_on_discord(
     open_app: OpenApp, fake_openai: FakeOpenAIServer
 ) -> None:
-    asking_app, answering_app = open_app("a"), open_app("b")
+    asking_app, answering_app = await open_app("a"), await open_app("b")
     asking_bot = await started_bot(asking_app.platform("discord"))
     configure(asking_bot, "Alice")
     answering_bot = await started_bot(answering_app.platform("discord"))  # a process running other shards
@@ -137,7 +137,7 @@ async def test_a_forget_question_asked_by_one_process_is_answered_through_anothe
 async def test_a_forget_question_at_the_terminal_is_the_shared_one_another_process_can_take(
     open_app: OpenApp,
 ) -> None:
-    terminal_app, other = open_app("a"), open_app("b")
+    terminal_app, other = await open_app("a"), await open_app("b")
     alice = Scope("xiaoxiang", "cli:alice")
     terminal_app.companion.knowledge.add(alice, "Alice's ex is called Tom", category="fact", source="user")
     lines = ["/forget Tom"]

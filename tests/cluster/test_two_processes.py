@@ -10,15 +10,18 @@ import asyncio
 import logging
 from pathlib import Path
 
+import psycopg
 import pytest
 from click.testing import CliRunner
 
-from bot.app import App
+from bot.app import App, build_app
 from bot.cli.main import cli
 from bot.config import Settings
 from bot.ordering import TurnOrder
+from bot.startup import StartupError
 from core.background.scheduler import DECAY_JOB
 from knowledge.records import Scope
+from knowledge.search.embedding import Embedder
 from tests.cluster.conftest import OpenApp
 from tests.fakes.clock import FakeClock
 from tests.fakes.crash import CrashAt
@@ -39,7 +42,7 @@ async def turn(app: App, order: TurnOrder, clock: FakeClock, text: str) -> str:
 async def test_one_users_turns_stay_in_order_when_two_processes_receive_them(
     open_app: OpenApp, fake_openai: FakeOpenAIServer, clock: FakeClock
 ) -> None:
-    first, second = open_app("a"), open_app("b")
+    first, second = await open_app("a"), await open_app("b")
     fake_openai.script(CHAT, "Reply one.", "Reply two.")
     fake_openai.set_delay(CHAT, 0.3)  # the first turn is still being answered when the second arrives
     one = asyncio.create_task(turn(first, first.turn_order(), clock, "Message one"))
@@ -61,7 +64,7 @@ async def test_a_job_killed_mid_run_is_retried_once_elsewhere_and_applied_once(
         MONITOR, monitor_rules({"Kai": "[ADD] Alice's best friend Kai visits every summer\n[ADD] Alice's cat is Mochi"})
     )
     crash = CrashAt("model: effect 1 of 2 written")
-    dying, surviving = open_app("a", crash_point=crash), open_app("b")
+    dying, surviving = await open_app("a", crash_point=crash), await open_app("b")
     await Person(dying.companion, clock).say("My best friend Kai visits every summer, and my cat is Mochi.")
     await dying.companion.tasks.drain()
     assert crash.passed[-1] == "model: effect 1 of 2 written"  # died between its two writes
@@ -82,7 +85,7 @@ async def test_a_forget_through_one_process_is_obeyed_by_the_others_next_prompt(
     open_app: OpenApp, fake_openai: FakeOpenAIServer, clock: FakeClock
 ) -> None:
     fake_openai.set_default(CHAT, "Noted!")
-    first, second = open_app("a"), open_app("b")
+    first, second = await open_app("a"), await open_app("b")
     first.companion.knowledge.add(ALICE, "Alice's locker code is LOCK-9913", category="fact", source="user")
     await Person(first.companion, clock).say("my locker code is LOCK-9913")
     await first.companion.tasks.drain()
@@ -107,7 +110,7 @@ async def test_a_job_running_in_one_process_cannot_write_back_what_another_forgo
     fake_openai.set_default(CHAT, "Noted!")
     fake_openai.set_default(MONITOR, "[ADD] Alice's passport number is ZQX-4471")
     fake_openai.set_delay(MONITOR, 0.5)  # the forget lands while the monitor is thinking
-    first, second = open_app("a"), open_app("b")
+    first, second = await open_app("a"), await open_app("b")
     await Person(first.companion, clock).say("my passport number is ZQX-4471")
     await wait_until(lambda: len(fake_openai.requests_for(MONITOR)) == 1)
 
@@ -121,7 +124,7 @@ async def test_a_job_running_in_one_process_cannot_write_back_what_another_forgo
 async def test_the_decay_pass_runs_once_when_both_schedulers_fire(
     open_app: OpenApp, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    first, second = open_app("a"), open_app("b")
+    first, second = await open_app("a"), await open_app("b")
     for app in (first, second):
         await app.start(schedule=True)
     schedulers = [app.scheduler for app in (first, second) if app.scheduler is not None]
@@ -137,8 +140,8 @@ async def test_the_decay_pass_runs_once_when_both_schedulers_fire(
     assert passes() == 2
 
 
-def test_a_process_that_died_is_told_from_one_that_runs(open_app: OpenApp) -> None:
-    first, second = open_app("a"), open_app("b")
+async def test_a_process_that_died_is_told_from_one_that_runs(open_app: OpenApp) -> None:
+    first, second = await open_app("a"), await open_app("b")
     assert first.storage.cluster.alive(second.storage.cluster.worker_id)
     assert not first.storage.cluster.alive("worker_gone")
 
@@ -146,7 +149,7 @@ def test_a_process_that_died_is_told_from_one_that_runs(open_app: OpenApp) -> No
 async def test_the_operator_cli_acts_on_the_shared_stores_while_bots_run(
     open_app: OpenApp, server_settings: Settings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    bot = open_app("bot")
+    bot = await open_app("bot")
     written = bot.companion.knowledge.add(ALICE, "Alice's locker code is LOCK-9913", category="fact", source="user")
     assert bot.companion.knowledge.search(ALICE, "locker code")  # in the running bot's snapshot
     assert server_settings.storage.database_url is not None
@@ -162,3 +165,21 @@ async def test_the_operator_cli_acts_on_the_shared_stores_while_bots_run(
     # no process owns a server-mode store: no lock was taken, no control socket listened
     assert not (tmp_path / "operator" / "companion.lock").exists()
     assert not (tmp_path / "bot" / "control.sock").exists()
+
+
+async def test_a_process_that_fails_to_start_leaves_no_connection_behind(
+    server_settings: Settings, database_url: str, clock: FakeClock, embedder: Embedder
+) -> None:
+    """Its connection holding its life lock above all: while that lasts, the others take it for alive."""
+
+    def others_connected() -> int:
+        with psycopg.connect(database_url) as connection:
+            query = (
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            [(count,)] = connection.execute(query).fetchall()
+        return int(count)
+
+    with pytest.raises(StartupError, match="nobody"):  # found missing at the end, once every part is open
+        await build_app(server_settings.changed(default_persona="nobody"), clock=clock, embedder=embedder)
+    await wait_until(lambda: others_connected() == 0)  # the server notices the connections ended

@@ -262,7 +262,7 @@ async def test_a_long_silence_after_an_active_stretch_gets_one_checkin_and_never
 async def test_a_restart_between_planning_and_sending_sends_it_once(
     settings: Settings, clock: FakeClock, embedder: Embedder
 ) -> None:
-    first = build_app(settings, clock=clock, embedder=embedder, backoff=(0.01,))
+    first = await build_app(settings, clock=clock, embedder=embedder, backoff=(0.01,))
     await consenting(first)
     plan_interview(first, local(5, 10))
     clock.advance(seconds=(local(5, 12, 30) - clock.now()).total_seconds())
@@ -270,13 +270,13 @@ async def test_a_restart_between_planning_and_sending_sends_it_once(
     await first.aclose()
 
     crash = CrashAt("checkin: sent, not recorded")  # the next start dies right after sending
-    second = build_app(settings, clock=clock, embedder=embedder, backoff=(0.01,), crash_point=crash)
+    second = await build_app(settings, clock=clock, embedder=embedder, backoff=(0.01,), crash_point=crash)
     outbox = RecordingOutbox(clock)
     second.companion.checkins.add_outbox(outbox)
     await second.companion.checkins.plan()
     await second.companion.tasks.drain()
     await second.aclose()
-    third = build_app(settings, clock=clock, embedder=embedder, backoff=(0.01,))
+    third = await build_app(settings, clock=clock, embedder=embedder, backoff=(0.01,))
     third.companion.checkins.add_outbox(outbox)
     third.companion.tasks.resume()
     await third.companion.checkins.plan()
@@ -293,7 +293,7 @@ async def test_a_restart_between_planning_and_sending_sends_it_once(
 
 async def test_the_feature_switched_off_plans_nothing(settings: Settings, clock: FakeClock, embedder: Embedder) -> None:
     off = settings.model_copy(update={"checkins": CheckinSettings(enabled=False)})
-    app = build_app(off, clock=clock, embedder=embedder)
+    app = await build_app(off, clock=clock, embedder=embedder)
     try:
         outbox = RecordingOutbox(clock)
         app.companion.checkins.add_outbox(outbox)

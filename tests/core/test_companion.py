@@ -62,7 +62,7 @@ async def test_the_conversation_survives_a_restart(
     await (await app.companion.handle(make_message("I'm Alice and my cat is Mochi"))).text()
     await app.aclose()
 
-    restarted = build_app(settings, clock=clock, embedder=embedder)
+    restarted = await build_app(settings, clock=clock, embedder=embedder)
     try:
         await (await restarted.companion.handle(make_message("what's my cat called?"))).text()
     finally:
@@ -249,7 +249,7 @@ async def test_an_unknown_persona_is_a_clear_error(companion: Companion) -> None
 async def test_a_user_writing_too_fast_gets_a_polite_answer_without_an_llm_call(
     settings: Settings, clock: FakeClock, embedder: Embedder, fake_openai: FakeOpenAIServer
 ) -> None:
-    app = build_app(settings.model_copy(update={"rate_limit_per_minute": 2}), clock=clock, embedder=embedder)
+    app = await build_app(settings.model_copy(update={"rate_limit_per_minute": 2}), clock=clock, embedder=embedder)
     try:
         for _ in range(2):
             assert (await (await app.companion.handle(make_message("hi"))).text()) == "ok"

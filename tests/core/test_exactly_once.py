@@ -61,8 +61,8 @@ def script(fake: FakeOpenAIServer) -> None:
     fake.set_default(REVIEWER, "A lasting friendship. [PROMOTE]")
 
 
-def open_app(settings: Settings, data_dir: Path, clock: FakeClock, embedder: Embedder, hook: CrashPoint) -> App:
-    return build_app(
+async def open_app(settings: Settings, data_dir: Path, clock: FakeClock, embedder: Embedder, hook: CrashPoint) -> App:
+    return await build_app(
         settings.changed(storage={"data_dir": data_dir}),
         clock=clock,
         embedder=embedder,
@@ -111,11 +111,11 @@ def state(app: App) -> dict[str, Any]:
 async def run(
     settings: Settings, data_dir: Path, clock: FakeClock, embedder: Embedder, hook: CrashPoint
 ) -> dict[str, Any]:
-    first = open_app(settings, data_dir, clock, embedder, hook)
+    first = await open_app(settings, data_dir, clock, embedder, hook)
     await live_through(first, clock)
     await first.aclose()
     # the restart: a new process on the same data directory resumes what was left pending
-    second = open_app(settings, data_dir, clock, embedder, no_crash)
+    second = await open_app(settings, data_dir, clock, embedder, no_crash)
     try:
         await second.start(schedule=False)
         await second.companion.tasks.drain()

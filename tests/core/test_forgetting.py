@@ -191,7 +191,7 @@ async def test_a_forget_racing_an_in_flight_monitor_job_is_not_undone(
 
     fake_openai.set_default(MONITOR, monitor)
     fake_openai.set_default(CHAT, "Noted.")
-    app = build_app(settings.changed(llm={"timeout": 60}), clock=clock, embedder=embedder)
+    app = await build_app(settings.changed(llm={"timeout": 60}), clock=clock, embedder=embedder)
     try:
         await say(app.companion, FIRST_MESSAGE, source_id=SOURCE_ID)
         assert await asyncio.to_thread(thinking.wait, 30)

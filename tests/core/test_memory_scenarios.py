@@ -531,7 +531,7 @@ async def test_background_work_left_at_shutdown_runs_exactly_once_after_a_restar
     flight = "The user's flight to Tokyo leaves at 9"
     fake_openai.set_default(MONITOR, monitor_rules({"flight to Tokyo": f"[ADD] {flight}"}))
 
-    first = build_app(settings, clock=clock, embedder=embedder, backoff=FAST_BACKOFF)
+    first = await build_app(settings, clock=clock, embedder=embedder, backoff=FAST_BACKOFF)
     await first.start(schedule=False)
     try:
         result = await first.companion.handle(Person(first.companion, clock).message("My flight to Tokyo leaves at 9"))
@@ -550,7 +550,7 @@ async def test_background_work_left_at_shutdown_runs_exactly_once_after_a_restar
         await first.aclose()
     asked_before_restart = len(fake_openai.requests_for(MONITOR))
 
-    second = build_app(settings, clock=clock, embedder=embedder, backoff=FAST_BACKOFF)
+    second = await build_app(settings, clock=clock, embedder=embedder, backoff=FAST_BACKOFF)
     try:
         await second.start(schedule=False)
         await second.companion.tasks.drain()
@@ -560,7 +560,7 @@ async def test_background_work_left_at_shutdown_runs_exactly_once_after_a_restar
     finally:
         await second.aclose()
 
-    third = build_app(settings, clock=clock, embedder=embedder, backoff=FAST_BACKOFF)
+    third = await build_app(settings, clock=clock, embedder=embedder, backoff=FAST_BACKOFF)
     try:
         assert third.journal.jobs.pending_jobs() == []
         await third.start(schedule=False)
@@ -596,7 +596,7 @@ async def test_what_the_user_says_reaches_the_monitor_whatever_becomes_of_the_re
         "died": "好的，记住啦",
     }[failure]
     fake_openai.script(CHAT, answer)
-    first = build_app(settings, clock=clock, embedder=embedder, backoff=FAST_BACKOFF)
+    first = await build_app(settings, clock=clock, embedder=embedder, backoff=FAST_BACKOFF)
     await first.start(schedule=False)
     try:
         result = await first.companion.handle(Person(first.companion, clock).message(said))
@@ -607,7 +607,7 @@ async def test_what_the_user_says_reaches_the_monitor_whatever_becomes_of_the_re
     finally:
         await first.aclose()
 
-    second = build_app(settings, clock=clock, embedder=embedder, backoff=FAST_BACKOFF)
+    second = await build_app(settings, clock=clock, embedder=embedder, backoff=FAST_BACKOFF)
     try:
         await second.start(schedule=False)  # resumes the monitor job a dead process left held
         await settle(second.companion)
@@ -708,7 +708,7 @@ async def test_replies_are_delivered_while_the_monitor_is_still_thinking(
     # The monitor is held at a gate until the test opens it: no timing assumptions. A patient client
     # timeout keeps the held request from being retried meanwhile.
     patient = settings.changed(llm={"timeout": 30.0})
-    app = build_app(patient, clock=clock, embedder=embedder, backoff=FAST_BACKOFF)
+    app = await build_app(patient, clock=clock, embedder=embedder, backoff=FAST_BACKOFF)
     gate = threading.Event()
     events: list[str] = []
 
@@ -749,7 +749,7 @@ async def test_replies_are_delivered_while_the_monitor_is_still_thinking(
 async def test_explicit_memory_mode_keeps_what_was_asked_and_never_calls_a_background_model(
     settings: Settings, clock: FakeClock, embedder: Embedder, fake_openai: FakeOpenAIServer, alice: Scope
 ) -> None:
-    app = build_app(settings.changed(memory={"mode": "explicit"}), clock=clock, embedder=embedder)
+    app = await build_app(settings.changed(memory={"mode": "explicit"}), clock=clock, embedder=embedder)
     companion, kb = app.companion, app.companion.knowledge
     me, days = Person(companion, clock), Timeline(companion, clock)
     try:

@@ -26,7 +26,7 @@ def test_undecodable_bytes_in_a_piped_chat_are_replaced_and_the_next_line_is_ans
 async def test_a_full_disk_at_start_is_one_line_naming_the_file(
     env: dict[str, str], data_dir: Path, settings: Settings, embedder: Embedder
 ) -> None:
-    used = build_app(settings, embedder=embedder)  # a data directory in use, made in this process
+    used = await build_app(settings, embedder=embedder)  # a data directory in use, made in this process
     await (await used.companion.handle(make_message("hello"))).text()
     await used.aclose()
     (data_dir / "companion.lock").write_text("a page to reuse " * 100)  # so the disk refuses the database itself

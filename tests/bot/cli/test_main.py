@@ -20,9 +20,11 @@ from bot.config import load_settings, settings_table
 from bot.platforms.terminal import HELP_TEXT
 from core import phrasebook
 from core.checkins import PlanReport
+from knowledge.journal.change_log import LoggedChange
 from knowledge.journal.journal import Journal
 from knowledge.records import MemoryRecord, Scope
 from tests.fakes.clock import FakeClock
+from tests.fakes.earlier_run import earlier_run
 from tests.fakes.openai_server import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -74,14 +76,15 @@ def test_forget_asks_first_then_deletes(runner: CliRunner, fake_openai: FakeOpen
 
 
 def test_forget_what_shows_the_matches_then_deletes_only_them(runner: CliRunner) -> None:
-    app = build_app(load_settings())
     alice, bob = Scope("xiaoxiang", "cli:alice"), Scope("xiaoxiang", "cli:bob")
-    kb = app.companion.knowledge
-    kb.add(alice, "Alice's ex is called Tom", category="fact", source="user")
-    kb.add(alice, "Alice loves ramen", category="fact", source="user")
-    kb.add(bob, "Bob's brother is called Tom", category="fact", source="user")
-    app.working_memory.close()
-    app.journal.close()
+
+    def remember(app: App) -> None:
+        kb = app.companion.knowledge
+        kb.add(alice, "Alice's ex is called Tom", category="fact", source="user")
+        kb.add(alice, "Alice loves ramen", category="fact", source="user")
+        kb.add(bob, "Bob's brother is called Tom", category="fact", source="user")
+
+    earlier_run(remember)
 
     declined = runner.invoke(cli, ["chat", "--user", "alice"], input="/forget Tom\nno\n")
     assert "I remember this:\n- Alice's ex is called Tom\n" in declined.output
@@ -90,19 +93,23 @@ def test_forget_what_shows_the_matches_then_deletes_only_them(runner: CliRunner)
     assert "Done. I forgot 1 memory." in confirmed.output
     assert "I don't remember anything about 'spiders'." in confirmed.output
 
-    after = build_app(load_settings())
-    assert [record.content for record in after.companion.knowledge.memories(alice)] == ["Alice loves ramen"]
-    assert [record.content for record in after.companion.knowledge.memories(bob)] == ["Bob's brother is called Tom"]
-    [entry] = after.journal.changes.changes(alice)
+    def remembered(app: App) -> tuple[list[str], list[str], list[LoggedChange]]:
+        kept = [[record.content for record in app.companion.knowledge.memories(scope)] for scope in (alice, bob)]
+        return kept[0], kept[1], app.journal.changes.changes(alice)
+
+    of_alice, of_bob, [entry] = earlier_run(remembered)
+    assert (of_alice, of_bob) == (["Alice loves ramen"], ["Bob's brother is called Tom"])
     assert (entry.action, entry.actor, entry.old_content) == ("delete", "user", None)
 
 
 def test_memory_list_prints_one_scope_as_json(runner: CliRunner) -> None:
-    app = build_app(load_settings())
-    kb = app.companion.knowledge
-    kb.add(Scope("xiaoxiang", "cli:alice"), "Alice loves ramen", category="fact", source="user", topic="preference")
-    kb.add(Scope("xiaoxiang", "cli:bob"), "Bob loves jazz", category="fact", source="user")
-    app.working_memory.close()
+
+    def remember(app: App) -> None:
+        kb = app.companion.knowledge
+        kb.add(Scope("xiaoxiang", "cli:alice"), "Alice loves ramen", category="fact", source="user", topic="preference")
+        kb.add(Scope("xiaoxiang", "cli:bob"), "Bob loves jazz", category="fact", source="user")
+
+    earlier_run(remember)
 
     result = runner.invoke(cli, ["memory", "list", "--persona", "xiaoxiang", "--user", "alice", "--json"])
     assert result.exit_code == 0, result.output
@@ -185,16 +192,17 @@ def test_the_console_script_reads_a_pipe_until_its_end(fake_openai: FakeOpenAISe
 
 
 def test_history_and_dead_letters_are_listable(runner: CliRunner) -> None:
-    app = build_app(load_settings())
     alice = Scope("xiaoxiang", "cli:alice")
-    at = app.companion.clock.now()
-    app.journal.changes.record_change(
-        alice, "mem_1", action="update", actor="background_ai", old_content="Beijing", new_content="Shanghai", at=at
-    )
-    app.journal.jobs.dead_letter("monitor", alice, {"output": "{not ops}"}, "unreadable monitor output", at=at)
-    app.journal.jobs.dead_letter("monitor", Scope("xiaoxiang", "cli:bob"), {}, "bob's problem", at=at)
-    app.working_memory.close()
-    app.journal.close()
+
+    def record(app: App) -> None:
+        at = app.companion.clock.now()
+        app.journal.changes.record_change(
+            alice, "mem_1", action="update", actor="background_ai", old_content="Beijing", new_content="Shanghai", at=at
+        )
+        app.journal.jobs.dead_letter("monitor", alice, {"output": "{not ops}"}, "unreadable monitor output", at=at)
+        app.journal.jobs.dead_letter("monitor", Scope("xiaoxiang", "cli:bob"), {}, "bob's problem", at=at)
+
+    earlier_run(record)
 
     history = runner.invoke(cli, ["memory", "history", "--persona", "xiaoxiang", "--user", "alice", "--json"])
     [entry] = json.loads(history.output)
@@ -211,27 +219,27 @@ def test_history_and_dead_letters_are_listable(runner: CliRunner) -> None:
 
 
 def test_maintenance_runs_the_decay_pass_once(runner: CliRunner) -> None:
-    app = build_app(load_settings())
     alice, long_ago = Scope("xiaoxiang", "cli:alice"), datetime.now(UTC) - timedelta(days=15)
-    app.companion.knowledge.add(alice, "Alice likes tea", category="fact", source="user")
     old_episode = MemoryRecord(
         "mem_old", alice, "[long ago] talked about tea", "episode", 1.0, long_ago, long_ago, "user"
     )
-    app.companion.knowledge.add_records([old_episode])
-    app.working_memory.close()
-    app.journal.close()
+
+    def remember(app: App) -> None:
+        app.companion.knowledge.add(alice, "Alice likes tea", category="fact", source="user")
+        app.companion.knowledge.add_records([old_episode])
+
+    earlier_run(remember)
     result = runner.invoke(cli, ["maintenance"])
     assert result.exit_code == 0, result.output
     assert "decay: 1 due, 1 deleted, 0 reviewed, 0 rescheduled; 0 idle conversations summarised" in result.output
 
 
 def test_inspection_leaves_pending_background_work_alone(runner: CliRunner, fake_openai: FakeOpenAIServer) -> None:
-    app = build_app(load_settings())
-    job = app.journal.jobs.enqueue(
-        "monitor", Scope("xiaoxiang", "cli:alice"), {"turn": {}}, at=app.companion.clock.now()
+    job = earlier_run(
+        lambda app: app.journal.jobs.enqueue(
+            "monitor", Scope("xiaoxiang", "cli:alice"), {"turn": {}}, at=app.companion.clock.now()
+        )
     )
-    app.working_memory.close()
-    app.journal.close()
     result = runner.invoke(cli, ["memory", "list", "--persona", "xiaoxiang", "--user", "alice"])
     assert result.exit_code == 0
     journal = Journal(load_settings().storage.data_dir / "companion.sqlite3")
@@ -243,17 +251,21 @@ def test_checkins_list_shows_the_planned_ones_per_user_for_the_operator(
     runner: CliRunner, fake_openai: FakeOpenAIServer
 ) -> None:
     clock = FakeClock(datetime.now(UTC) - timedelta(hours=3))  # the exam was three hours ago
-    app = build_app(load_settings(), clock=clock)
     alice = Scope("xiaoxiang", "telegram:101")
-    app.journal.checkins.user_wrote(alice, "telegram:chat:101", clock.now() - timedelta(days=2))
-    app.companion.user_settings.set_checkins(alice, True)
-    for plan, hours in (("Alice has an exam", 1), ("Alice has a party", 2)):
-        app.companion.knowledge.add(
-            alice, plan, category="fact", source="user", about=clock.now() + timedelta(hours=hours)
-        )
-    clock.advance(hours=3)
-    report = asyncio.run(_planned_then_closed(app))
-    assert report.planned == 2
+
+    async def planned() -> PlanReport:
+        """The planning pass of a process with no platform to send on (so nothing is sent)."""
+        async with await build_app(load_settings(), clock=clock) as app:
+            app.journal.checkins.user_wrote(alice, "telegram:chat:101", clock.now() - timedelta(days=2))
+            app.companion.user_settings.set_checkins(alice, True)
+            for plan, hours in (("Alice has an exam", 1), ("Alice has a party", 2)):
+                app.companion.knowledge.add(
+                    alice, plan, category="fact", source="user", about=clock.now() + timedelta(hours=hours)
+                )
+            clock.advance(hours=3)
+            return await app.companion.checkins.plan()
+
+    assert asyncio.run(planned()).planned == 2
     result = runner.invoke(cli, ["checkins", "list", "--json"])
     assert result.exit_code == 0, result.output
     listed = json.loads(result.output)
@@ -261,11 +273,3 @@ def test_checkins_list_shows_the_planned_ones_per_user_for_the_operator(
         ("telegram:101", "plan_passed", "planned")
     }
     assert "xiaoxiang/telegram:101  planned   plan_passed" in runner.invoke(cli, ["checkins", "list"]).output
-
-
-async def _planned_then_closed(app: App) -> PlanReport:
-    """The planning pass of a process with no platform to send on (so nothing is sent), then the app closed."""
-    try:
-        return await app.companion.checkins.plan()
-    finally:
-        await app.aclose()

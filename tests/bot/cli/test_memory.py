@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from bot.app import build_app
+from bot.app import App
 from bot.cli.main import cli
-from bot.config import load_settings
 from knowledge.records import MemoryRecord, Scope
+from tests.fakes.earlier_run import earlier_run
 from tests.fakes.openai_server import FakeOpenAIServer
 
 ALICE, BOB = Scope("xiaoxiang", "cli:alice"), Scope("xiaoxiang", "cli:bob")
@@ -22,17 +22,17 @@ ALICE, BOB = Scope("xiaoxiang", "cli:alice"), Scope("xiaoxiang", "cli:bob")
 @pytest.fixture
 def memories(runner: CliRunner) -> dict[str, MemoryRecord]:
     """Alice's and Bob's memories, stored the way the bot stores them."""
-    app = build_app(load_settings())
-    kb = app.companion.knowledge
-    stored = {
-        "ramen": kb.add(ALICE, "Alice loves ramen", category="fact", source="user"),
-        "birthday": kb.add(ALICE, "Alice's birthday is 3 May", category="core", source="user", importance=3.0),
-        "tea": kb.add(ALICE, "Alice drinks green tea", category="fact", source="user", importance=0.4),
-        "bob": kb.add(BOB, "Bob's secret: he fears spiders", category="fact", source="user"),
-    }
-    app.working_memory.close()
-    app.journal.close()
-    return stored
+
+    def store(app: App) -> dict[str, MemoryRecord]:
+        kb = app.companion.knowledge
+        return {
+            "ramen": kb.add(ALICE, "Alice loves ramen", category="fact", source="user"),
+            "birthday": kb.add(ALICE, "Alice's birthday is 3 May", category="core", source="user", importance=3.0),
+            "tea": kb.add(ALICE, "Alice drinks green tea", category="fact", source="user", importance=0.4),
+            "bob": kb.add(BOB, "Bob's secret: he fears spiders", category="fact", source="user"),
+        }
+
+    return earlier_run(store)
 
 
 def memory(runner: CliRunner, *args: str, user: str = "alice", input: str | None = None) -> Result:
@@ -40,12 +40,7 @@ def memory(runner: CliRunner, *args: str, user: str = "alice", input: str | None
 
 
 def contents(scope: Scope) -> dict[str, MemoryRecord]:
-    app = build_app(load_settings())
-    try:
-        return {record.content: record for record in app.companion.knowledge.memories(scope)}
-    finally:
-        app.working_memory.close()
-        app.journal.close()
+    return earlier_run(lambda app: {record.content: record for record in app.companion.knowledge.memories(scope)})
 
 
 def test_export_edit_import_round_trips(runner: CliRunner, memories: dict[str, MemoryRecord], tmp_path: Path) -> None:
@@ -216,20 +211,20 @@ def test_stats_count_categories_importance_dead_letters_and_tokens(
 
 
 def test_search_with_history_finds_past_messages_of_the_scope_only(runner: CliRunner) -> None:
-    app = build_app(load_settings())
-    when = app.companion.clock.now()
-    for scope, text in ((ALICE, "I adopted a greyhound called Biscuit"), (BOB, "my greyhound hates the rain")):
-        app.working_memory.append(
-            scope.persona_id,
-            f"dm:{scope.user_id}",
-            role="user",
-            user_id=scope.user_id,
-            speaker_name=scope.user_id,
-            content=text,
-            sent_at=when,
-        )
-    app.working_memory.close()
-    app.journal.close()
+
+    def say(app: App) -> None:
+        for scope, text in ((ALICE, "I adopted a greyhound called Biscuit"), (BOB, "my greyhound hates the rain")):
+            app.working_memory.append(
+                scope.persona_id,
+                f"dm:{scope.user_id}",
+                role="user",
+                user_id=scope.user_id,
+                speaker_name=scope.user_id,
+                content=text,
+                sent_at=app.companion.clock.now(),
+            )
+
+    earlier_run(say)
     assert "Biscuit" not in memory(runner, "search", "greyhound").output  # memories only by default
     found = json.loads(memory(runner, "search", "greyhound", "--history", "--json").output)
     assert [(hit["category"], hit["content"]) for hit in found] == [("message", "I adopted a greyhound called Biscuit")]
@@ -341,20 +336,24 @@ def test_dates_are_edited_shown_and_exported_in_the_users_time_zone(
 def test_search_keeps_to_since_and_until_for_memories_and_past_messages(
     runner: CliRunner, memories: dict[str, MemoryRecord]
 ) -> None:
-    app = build_app(load_settings())
     long_ago = datetime(2021, 6, 1, 12, 0, tzinfo=UTC)
-    for when, text in ((long_ago, "ramen in Osaka was the best"), (app.companion.clock.now(), "ramen again tonight")):
-        app.working_memory.append(
-            "xiaoxiang",
-            "dm:cli:alice",
-            role="user",
-            user_id=ALICE.user_id,
-            speaker_name="Alice",
-            content=text,
-            sent_at=when,
-        )
-    app.working_memory.close()
-    app.journal.close()
+
+    def say(app: App) -> None:
+        for when, text in (
+            (long_ago, "ramen in Osaka was the best"),
+            (app.companion.clock.now(), "ramen again tonight"),
+        ):
+            app.working_memory.append(
+                "xiaoxiang",
+                "dm:cli:alice",
+                role="user",
+                user_id=ALICE.user_id,
+                speaker_name="Alice",
+                content=text,
+                sent_at=when,
+            )
+
+    earlier_run(say)
 
     def found(*window: str) -> list[str]:
         result = memory(runner, "search", "ramen", "--history", "--json", *window)

@@ -153,7 +153,7 @@ async def test_the_idle_pass_closes_quiet_conversations_and_queues_their_summary
 async def test_with_the_background_off_no_event_becomes_a_job(
     settings: Settings, clock: FakeClock, embedder: Embedder, fake_openai: FakeOpenAIServer, alice: Scope
 ) -> None:
-    app = build_app(settings, clock=clock, embedder=embedder, background=False)
+    app = await build_app(settings, clock=clock, embedder=embedder, background=False)
     try:
         fake_openai.script("chat-model", "What is its name?")
         reply = await app.companion.handle(make_message("I adopted a cat", user_id=alice.user_id))

@@ -34,9 +34,8 @@ async def app(settings: Settings, clock: FakeClock, embedder: Embedder) -> Async
     """The app on an endpoint that takes tool calls, retrieving no memory unasked: what a call finds is plain
     (the prompt's memories are not sent back again)."""
     tooled = settings.changed(llm={"tools": True}, memory={"retrieval_limit": 0})
-    built = build_app(tooled, clock=clock, embedder=embedder, backoff=(0.01,))
-    yield built
-    await built.aclose()
+    async with await build_app(tooled, clock=clock, embedder=embedder, backoff=(0.01,)) as built:
+        yield built
 
 
 async def say(app: App, text: str, alice: Scope, **more: object) -> str:
@@ -220,7 +219,7 @@ async def test_no_tools_unless_the_endpoint_takes_them_and_the_persona_allows(
     ).text()
     assert "tools" not in fake_openai.requests_for("chat-model")[-1].body
 
-    plain = build_app(settings, clock=clock, embedder=embedder, backoff=(0.01,))  # COMPANION_TOOLS unset
+    plain = await build_app(settings, clock=clock, embedder=embedder, backoff=(0.01,))  # COMPANION_TOOLS unset
     try:
         await (await plain.companion.handle(make_message("hi again", user_id=alice.user_id))).text()
         assert "tools" not in fake_openai.requests_for("chat-model")[-1].body

@@ -148,7 +148,7 @@ def image_parts(request: RecordedRequest) -> list[dict[str, Any]]:
 @pytest.fixture
 async def seeing(settings: Settings, clock: FakeClock, embedder: Embedder) -> AsyncIterator[App]:
     """The app on a chat model that accepts images (COMPANION_VISION=1)."""
-    built = build_app(settings.changed(llm={"vision": True}), clock=clock, embedder=embedder, backoff=(0.01,))
+    built = await build_app(settings.changed(llm={"vision": True}), clock=clock, embedder=embedder, backoff=(0.01,))
     yield built
     await built.aclose()
 
@@ -244,7 +244,9 @@ async def test_a_persona_on_a_vision_model_sees_photos_while_the_default_model_d
 async def test_an_oversize_photo_is_refused_before_anything_is_stored(
     settings: Settings, clock: FakeClock, embedder: Embedder, fake_openai: FakeOpenAIServer, alice: Scope
 ) -> None:
-    strict = build_app(settings.changed(llm={"vision": True}, image_max_bytes=1000), clock=clock, embedder=embedder)
+    strict = await build_app(
+        settings.changed(llm={"vision": True}, image_max_bytes=1000), clock=clock, embedder=embedder
+    )
     try:
         photo = make_photo()
         message = replace(make_message("big one", user_id=alice.user_id), image=photo)

@@ -583,7 +583,7 @@ async def test_a_forget_question_is_answered_after_a_restart_once_and_only_by_wh
     settings: Settings, clock: FakeClock, embedder: Embedder, fake_openai: FakeOpenAIServer
 ) -> None:
     fake_openai.set_default("monitor-model", "[SKIP]")
-    before = build_app(settings, clock=clock, embedder=embedder)
+    before = await build_app(settings, clock=clock, embedder=embedder)
     bot = await started_bot(before.platform("discord"))
     configure(bot, "Alice", "Bob")
     alice, bob = member(0), member(1)
@@ -596,7 +596,7 @@ async def test_a_forget_question_is_answered_after_a_restart_once_and_only_by_wh
     yes = question.view.yes.custom_id
     await before.aclose()  # the process stops; the question stays in the database
 
-    after = build_app(settings, clock=clock, embedder=embedder)
+    after = await build_app(settings, clock=clock, embedder=embedder)
     try:
         restarted = await started_bot(after.platform("discord"))
         bob_presses = FakeInteraction(bob, channel(), client=restarted)

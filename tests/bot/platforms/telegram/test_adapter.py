@@ -690,7 +690,7 @@ async def seeing_telegram(
     settings: Settings, clock: FakeClock, embedder: Embedder, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
 ) -> AsyncIterator[tuple[App, Application]]:
     """The application over an app whose chat model sees images (COMPANION_VISION=1)."""
-    seeing = build_app(settings.changed(llm={"vision": True}), clock=clock, embedder=embedder, backoff=(0.01,))
+    seeing = await build_app(settings.changed(llm={"vision": True}), clock=clock, embedder=embedder, backoff=(0.01,))
     fake_openai.set_default("monitor-model", "[SKIP]")
     application = build_telegram_application(
         seeing.platform("telegram"), TOKEN, fake_telegram.url, polling=False, timer=FakeTimer()
