@@ -21,6 +21,7 @@ from bot.ordering import TurnOrder
 from bot.platforms.pipeline import PlatformContext
 from bot.routing import ChosenPersonas, PersonaChoices, Router
 from bot.startup import RESTORE_MEMORIES, RESTORE_MESSAGES, StartupError, ensure_writable, opening
+from core.background.backlog import BacklogAlarm
 from core.background.checkpoint import CrashPoint, no_crash
 from core.background.conversation_summarizer import ConversationSummarizer
 from core.background.knowledge_monitor import KnowledgeMonitor
@@ -117,6 +118,10 @@ class App:
     passes: ScheduledPasses
     exit_stack: AsyncExitStack = field(default_factory=AsyncExitStack, repr=False)  # what closes it, last first
     scheduler: Scheduler | None = None
+    backlog_alarm: BacklogAlarm = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.backlog_alarm = BacklogAlarm(timedelta(minutes=self.settings.memory.backlog_warning_minutes))
 
     async def __aenter__(self) -> Self:
         return self
@@ -199,8 +204,10 @@ class App:
 
     async def idle_pass(self) -> int:
         """Every few minutes: store messages held while storage failed (a quiet bot has no next turn to do
-        it), then close the conversations that went quiet; returns how many were closed."""
+        it), say whether the background is behind, then close the conversations that went quiet; returns how
+        many were closed."""
         self.companion.store_held_messages()  # on the loop, as in a turn: storing a message starts its jobs
+        self.backlog_alarm.check(self.journal.jobs.backlog(), self.clock.now())
         return await self.lifecycle.summarize_idle()
 
     async def compact_vectors(self) -> bool:

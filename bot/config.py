@@ -244,6 +244,13 @@ class MemorySettings(BaseModel):
         description="background memory jobs (monitor, summaries, reviews) run at once; one scope's jobs stay in order",
         json_schema_extra=env("COMPANION_BACKGROUND_WORKERS"),
     )
+    backlog_warning_minutes: float = Field(
+        10,
+        gt=0,
+        description="a warning is logged once when the oldest background job has waited longer than this, and "
+        "once when the backlog is back under it",
+        json_schema_extra=env("COMPANION_BACKLOG_WARNING_MINUTES"),
+    )
     dead_letter_days: float = Field(
         7,
         gt=0,

@@ -420,6 +420,7 @@ def memory_stats(ctx: click.Context, persona_id: str | None, user_name: str, as_
             "by_category": dict(Counter(record.category for record in records)),
             "importance": _histogram(records),
             "dead_letters": len(app.journal.jobs.dead_letters(scope)),
+            "backlog_all_scopes": _backlog(app),
             "time_zone": app.user_settings.time_zone(scope).key,
             "time_zone_chosen": app.user_settings.chosen_time_zone(scope) is not None,
             "token_usage_all_scopes": [asdict(usage) for usage in app.journal.usage.totals()],
@@ -430,6 +431,15 @@ def memory_stats(ctx: click.Context, persona_id: str | None, user_name: str, as_
             _print_stats(stats)
 
     _in_scope(ctx, persona_id, user_name, show)
+
+
+def _backlog(app: App) -> dict[str, Any]:
+    backlog = app.journal.jobs.backlog()
+    return {
+        "pending": backlog.pending,
+        "oldest_waiting_seconds": round(backlog.age(app.clock.now()).total_seconds(), 1),
+        "warning_past_seconds": app.backlog_alarm.threshold.total_seconds(),
+    }
 
 
 def _histogram(records: list[MemoryRecord]) -> list[dict[str, Any]]:
@@ -447,6 +457,12 @@ def _print_stats(stats: dict[str, Any]) -> None:
         label = f"{row['from']:.1f}+" if row["to"] is None else f"{row['from']:.1f}-{row['to']:.1f}"
         click.echo(f"  {label:>8} {row['count']:5d} {'#' * round(30 * row['count'] / widest)}")
     click.echo(f"dead letters: {stats['dead_letters']}")
+    backlog = stats["backlog_all_scopes"]
+    click.echo(
+        f"background jobs waiting (all scopes): {backlog['pending']}, the oldest for "
+        f"{backlog['oldest_waiting_seconds'] / 60:.1f} min (a warning is logged past "
+        f"{backlog['warning_past_seconds'] / 60:g} min)"
+    )
     chosen = "chosen with /timezone" if stats["time_zone_chosen"] else "the default"
     click.echo(f"time zone: {stats['time_zone']} ({chosen})")
     click.echo("tokens spent per role (all scopes): role, model, calls, prompt + completion tokens")

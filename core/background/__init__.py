@@ -2,7 +2,8 @@
 
 - `lifecycle.py`: `MemoryLifecycle`, which hands each turn, overflow and review to the jobs below (`MonitorJob`,
   `SummarizeJob`, `ReviewJob`: what each kind of job carries, and its JSON).
-- `tasks.py`: the durable job runner (stored before it runs, retried, then a dead letter); `scheduler.py`: timed passes.
+- `tasks.py`: the durable job runner (stored before it runs, retried, then a dead letter); `scheduler.py`: timed passes;
+  `backlog.py`: a warning when the jobs waiting fall behind.
 - The roles: `knowledge_monitor.py` (ops after each turn, `monitor_ops.py` their language),
   `conversation_summarizer.py` (episodes), `memory_reviewer.py` (promote and decay reviews).
 - `checkpoint.py` and `effects.py`: what a job has decided, saved with it, so a crash neither loses nor repeats a write.

@@ -22,7 +22,7 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from knowledge.forget.fence import fenced_write
@@ -88,6 +88,18 @@ class Job:
     payload: dict[str, Any]
     attempts: int
     not_before: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """The background work waiting to run: how many jobs, and when the oldest of them was written."""
+
+    pending: int
+    oldest: datetime | None  # None when nothing waits
+
+    def age(self, now: datetime) -> timedelta:
+        """How long the oldest waiting job has waited (zero when nothing waits)."""
+        return timedelta(0) if self.oldest is None else max(now - self.oldest, timedelta(0))
 
 
 def new_letter_id() -> str:
@@ -189,6 +201,12 @@ class JobQueue:
             return db.executemany(
                 "UPDATE jobs SET held_by = NULL WHERE held_by = ? AND state = 'pending'", gone
             ).rowcount
+
+    def backlog(self) -> Backlog:
+        """The jobs not yet done, of every scope and process, and when the oldest was written."""
+        (count,) = self._db.query("SELECT COUNT(*) AS pending FROM jobs WHERE state = 'pending'")
+        oldest = self._db.query("SELECT created_at FROM jobs WHERE state = 'pending' ORDER BY seq LIMIT 1")
+        return Backlog(count["pending"], datetime.fromisoformat(oldest[0]["created_at"]) if oldest else None)
 
     def pending_jobs(self) -> list[Job]:
         """Every job not yet done, in the order it was enqueued."""

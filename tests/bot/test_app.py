@@ -99,6 +99,27 @@ async def test_messages_held_while_storage_failed_are_stored_by_the_idle_pass_wi
         await app.aclose()
 
 
+async def test_the_idle_pass_warns_once_when_background_work_waits_past_the_configured_age(
+    settings: Settings, clock: FakeClock, embedder: Embedder, alice: Scope, caplog: pytest.LogCaptureFixture
+) -> None:
+    from core.background.scheduler import IDLE_JOB
+
+    settings = settings.changed(memory={"backlog_warning_minutes": 15})
+    app = await build_app(settings, clock=clock, embedder=embedder)
+    await app.start()
+    try:
+        assert app.scheduler is not None
+        app.journal.jobs.enqueue("monitor", alice, {}, at=clock.now(), held_by="a process still busy")
+        clock.advance(minutes=16)
+        await app.scheduler.fire(IDLE_JOB)
+        clock.advance(minutes=5)
+        await app.scheduler.fire(IDLE_JOB)
+        said = [record.getMessage() for record in caplog.records if "background memory work" in record.getMessage()]
+        assert len(said) == 1 and "1 jobs wait, the oldest for 16.0 min (warning past 15.0 min)" in said[0]
+    finally:
+        await app.aclose()
+
+
 def files_held_open(directory: Path) -> list[Path]:
     """The files under `directory` this process has open (Linux: the links in /proc/self/fd)."""
     held = []

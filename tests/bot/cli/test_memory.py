@@ -202,12 +202,14 @@ def test_stats_count_categories_importance_dead_letters_and_tokens(
         (3.0, 1),
     }
     assert stats["dead_letters"] == 0
+    assert stats["backlog_all_scopes"] == {"pending": 0, "oldest_waiting_seconds": 0.0, "warning_past_seconds": 600.0}
     usage = {row["role"]: row for row in stats["token_usage_all_scopes"]}
     assert usage["chat"]["model"] == "chat-model" and usage["chat"]["calls"] == 1
     assert usage["chat"]["prompt_tokens"] > 100 and usage["chat"]["completion_tokens"] > 0
     assert usage["monitor"]["calls"] == 1
     text = memory(runner, "stats").output
     assert "xiaoxiang/cli:alice: 3 memories (core 1, fact 2)" in text and "chat       chat-model" in text
+    assert "background jobs waiting (all scopes): 0, the oldest for 0.0 min (a warning is logged past 10 min)" in text
 
 
 def test_search_with_history_finds_past_messages_of_the_scope_only(runner: CliRunner) -> None:

@@ -6,7 +6,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from knowledge.forget.target import REDACTED, ForgetTarget
-from knowledge.journal.job_queue import JobQueue
+from knowledge.journal.job_queue import Backlog, JobQueue
 from knowledge.records import Scope
 from knowledge.sql.sqlite import SQLiteDatabase
 from tests.conftest import Backend
@@ -57,3 +57,17 @@ def test_a_forget_erases_matching_dead_letters_and_leaves_a_placeholder_in_pendi
     assert jobs.dead_letters(alice) == [kept] and jobs.dead_letters(bob) == [theirs]
     [job] = jobs.pending_jobs()
     assert job.id == pending.id and job.payload == {"turn": {"user_text": REDACTED, "n": 1}}
+
+
+def test_the_backlog_counts_waiting_jobs_of_every_scope_and_dates_the_oldest(
+    backend: Backend, clock: FakeClock, alice: Scope, bob: Scope
+) -> None:
+    jobs = JobQueue(backend.open())
+    assert jobs.backlog() == Backlog(0, None) and jobs.backlog().age(clock.now()) == timedelta(0)
+    first = jobs.enqueue("monitor", alice, {}, at=clock.now())
+    clock.advance(minutes=3)
+    jobs.enqueue("monitor", bob, {}, at=clock.now(), held_by="another process")  # held jobs wait too
+    clock.advance(minutes=4)
+    assert jobs.backlog().pending == 2 and jobs.backlog().age(clock.now()) == timedelta(minutes=7)
+    jobs.complete(first.id)
+    assert jobs.backlog().pending == 1 and jobs.backlog().age(clock.now()) == timedelta(minutes=4)
