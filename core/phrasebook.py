@@ -220,7 +220,9 @@ def linked(identities: Sequence[str], report: JoinReport, *, already: bool = Fal
         f"Linked: {accounts} are one person to me now, with one memory.",
         f"Joined {_counted(report.memories, 'memory', 'memories')} and "
         f"{_counted(report.conversations, 'conversation', 'conversations')}"
-        + (f"; {_counted(report.duplicates, 'memory', 'memories')} both knew, kept once." if report.duplicates else "."),
+        + (
+            f"; {_counted(report.duplicates, 'memory', 'memories')} both knew, kept once." if report.duplicates else "."
+        ),
     ]
     if report.kept_settings:
         kept = ", ".join(dict.fromkeys(SETTING_NAMES.get(name, name) for name in report.kept_settings))

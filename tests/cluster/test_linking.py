@@ -29,6 +29,8 @@ async def test_two_processes_linking_the_same_identities_at_once_end_in_one_pers
 
     await asyncio.gather(second.companion.link(discord, typed[0]), first.companion.link(discord, typed[1]))
 
-    persons = {app.companion.scope(None, user).user_id for app in (first, second) for user in (telegram, discord, terminal)}
+    persons = {
+        app.companion.scope(None, user).user_id for app in (first, second) for user in (telegram, discord, terminal)
+    }
     assert len(persons) == 1 and is_person(next(iter(persons)))
     assert first.links.people() == {next(iter(persons)): ["cli:alice", "discord:9", "telegram:7"]}
