@@ -69,7 +69,7 @@ class Refusal(Enum):
 @dataclass(frozen=True, slots=True)
 class Joining:
     """Two identities made one person: the person's id, and the users (identities or persons) whose memory
-    moves into it, the older first. `already` when they were one person before."""
+    moves into it. `already` when they were one person before."""
 
     person_id: str
     movers: tuple[str, ...]
@@ -208,7 +208,8 @@ def _join(db: Transaction, first: str, second: str, now: datetime) -> Joining:
         row = db.execute("SELECT person_id FROM person_links WHERE identity = ?", (identity,)).fetchone()
         persons[identity] = None if row is None else str(row["person_id"])
     if persons[first] is not None and persons[first] == persons[second]:
-        return Joining(str(persons[first]), (), already=True)
+        # one person already: what either identity still holds of its own (a join cut short) moves again
+        return Joining(str(persons[first]), (first, second), already=True)
     kept = persons[first] or persons[second] or f"{PERSON_PREFIX}{uuid.uuid4().hex[:16]}"
     movers: list[str] = []
     for identity in (first, second):
