@@ -112,8 +112,8 @@ class CheckinDefaults:
     enabled: bool = True
     platforms: Mapping[str, bool] = field(default_factory=dict)  # "telegram", "discord", "cli"
 
-    def default_for(self, user_id: str) -> bool:
-        return bool(self.platforms.get(UserRef.parse(user_id).platform, False))
+    def default_for(self, platform: str) -> bool:
+        return bool(self.platforms.get(platform, False))
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +168,7 @@ class CheckIns:
         if not self.defaults.enabled:
             return False
         chosen = self._settings.chosen_checkins(scope)
-        return self.defaults.default_for(scope.user_id) if chosen is None else chosen
+        return self._default(scope, self.log.contact(scope)) if chosen is None else chosen
 
     async def command(self, scope: Scope, request: str) -> str:
         """`/checkins [on|off]`: switch them, or say how they stand; returns what to tell the user."""
@@ -206,6 +206,13 @@ class CheckIns:
     def remove_outbox(self, outbox: Outbox) -> None:
         """Stop sending through `outbox` (its platform stopped)."""
         self._outboxes = [each for each in self._outboxes if each is not outbox]
+
+    def _default(self, scope: Scope, contact: Contact | None) -> bool:
+        """The operator's default for a user who never said: that of the platform they last wrote from in private
+        (a linked person has identities on several)."""
+        if contact is not None:
+            return self.defaults.default_for(ConversationRef.parse(contact.conversation_id).platform)
+        return any(self.defaults.default_for(UserRef.parse(user).platform) for user in self._members(scope.user_id))
 
     def _recipient(self, checkin: Checkin) -> UserRef:
         """Who the check-in is written to: of the user's identities, the one the conversation is on (the one
@@ -253,7 +260,7 @@ class CheckIns:
             return zones[scope]
 
         def consents(scope: Scope) -> bool:
-            return chosen.get(scope, self.defaults.default_for(scope.user_id))
+            return chosen.get(scope, self._default(scope, contacts.get(scope)))
 
         dues = [
             (scope, due)

@@ -8,6 +8,7 @@ from datetime import timedelta
 from zoneinfo import ZoneInfo
 
 from bot.app import App
+from core.checkins import CheckinDefaults
 from core.types import ConversationRef, IncomingMessage, UserRef
 from knowledge.journal.checkin_log import Checkin
 from knowledge.people.links import is_person
@@ -67,6 +68,11 @@ async def merge_two_memories(app: App, clock: FakeClock, fake_openai: FakeOpenAI
         "c1", person, "silence", None, clock.now(), contact.conversation_id, clock.now(), clock.now() + timedelta(1)
     )
     assert app.checkins._recipient(checkin) == TELEGRAM
+    # never chosen: the operator's default of the platform they last wrote from in private
+    app.checkins.defaults = CheckinDefaults(platforms={"telegram": True})
+    assert app.checkins.consents(person)
+    app.checkins.defaults = CheckinDefaults(platforms={"cli": True})
+    assert not app.checkins.consents(person)
 
 
 async def test_two_existing_memories_merge_without_duplicates(
