@@ -68,6 +68,13 @@ async def merge_two_memories(app: App, clock: FakeClock, fake_openai: FakeOpenAI
         "c1", person, "silence", None, clock.now(), contact.conversation_id, clock.now(), clock.now() + timedelta(1)
     )
     assert app.checkins._recipient(checkin) == TELEGRAM
+    # a join cut short (a memory written under the identity as it was linked) is finished by linking again
+    kb.add(telegram, "Alice learned to swim", category="fact", source="user")
+    again = await companion.link(TERMINAL, (await companion.link_code(TELEGRAM)).split("/link ")[1].split()[0])
+    assert again.startswith("These accounts are one already")
+    assert "Alice learned to swim" in [record.content for record in kb.memories(person)]
+    assert kb.memories(telegram) == []
+
     # never chosen: the operator's default of the platform they last wrote from in private
     app.checkins.defaults = CheckinDefaults(platforms={"telegram": True})
     assert app.checkins.consents(person)
