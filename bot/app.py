@@ -52,6 +52,8 @@ from knowledge.journal.user_settings import UserSettings
 from knowledge.memory.chroma_store import COLLECTION, ChromaKnowledgeBase, open_chroma_client
 from knowledge.memory.decay_pass import DecayPass
 from knowledge.memory.store_guard import MemoryStoreGuard, MemoryStoreMissingError
+from knowledge.people.joining import Joiner
+from knowledge.people.links import Links
 from knowledge.rules.decay import MemoryPolicy, PolicyFor
 from knowledge.search.embedding import Embedder, load_embedder
 from knowledge.search.index import QueryEncoder
@@ -113,6 +115,7 @@ class App:
     forgetting: Forgetting
     checkins: CheckIns
     lifecycle: MemoryLifecycle
+    links: Links  # which identities are one person
     policy_for: PolicyFor  # a persona's memory rules
     storage: Storage
     passes: ScheduledPasses
@@ -249,7 +252,9 @@ async def build_app(
         fence = ForgetFence(storage.forgets, storage.cluster)  # a forget wins over work that began before it, anywhere
         tasks = open_tasks(basics, storage, stores, fence, opened, backoff=backoff, crash_point=crash_point)
         services = build_services(basics, stores, knowledge, llm, tasks, fence, background=background)
-        companion = build_companion(basics, stores, knowledge, llm, services, opened)
+        # joining two memories moves what one holds, in every store, under the fence that forgets respect
+        joiner = opened.enter_context(closing(Joiner(storage.where, knowledge, stores.history, fence)))
+        companion = build_companion(basics, stores, knowledge, llm, services, joiner, opened)
         return App(
             settings=settings,
             companion=companion,
@@ -264,6 +269,7 @@ async def build_app(
             forgetting=services.forgetting,
             checkins=services.checkins,
             lifecycle=services.lifecycle,
+            links=stores.links,
             policy_for=basics.policy_for,
             storage=storage,
             passes=stores.passes,
@@ -337,6 +343,7 @@ class Stores:
     journal: Journal
     user_settings: UserSettings
     passes: ScheduledPasses
+    links: Links
 
 
 def open_stores(basics: Basics, storage: Storage, opened: AsyncExitStack) -> Stores:
@@ -369,6 +376,7 @@ def open_stores(basics: Basics, storage: Storage, opened: AsyncExitStack) -> Sto
                 closing(UserSettings(storage.where, default_time_zone=settings.default_time_zone))
             ),
             passes=opened.enter_context(closing(ScheduledPasses(storage.where))),
+            links=opened.enter_context(closing(Links(storage.where))),
         )
 
 
@@ -599,6 +607,7 @@ def build_services(
         policy=settings.checkins.policy,
         defaults=settings.checkins.switches,
         memory_policy=basics.policy_for,
+        members=stores.links.members,  # a linked person's check-ins go to the identity they last wrote from
     )
     lifecycle = build_lifecycle(basics, stores, knowledge, llm, tasks, forgetting, checkins, enabled=background)
     return Services(editor, forgetting, checkins, lifecycle)
@@ -610,6 +619,7 @@ def build_companion(
     knowledge: ChromaKnowledgeBase,
     llm: LLMClient,
     services: Services,
+    joiner: Joiner,
     opened: AsyncExitStack,
 ) -> Companion:
     """The companion, the facade the platforms talk to; fails at start-up, not at the first message, if the
@@ -640,6 +650,8 @@ def build_companion(
         default_persona=settings.default_persona,
         rate_limiter=RateLimiter(clock, settings.rate_limit_per_minute),
         checkins=services.checkins,
+        links=stores.links,
+        joiner=joiner,
     )
     # At shutdown, messages held while storage failed are stored if it works again, else dropped with an error.
     opened.callback(companion.store_held_messages, last_chance=True)

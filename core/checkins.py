@@ -112,8 +112,8 @@ class CheckinDefaults:
     enabled: bool = True
     platforms: Mapping[str, bool] = field(default_factory=dict)  # "telegram", "discord", "cli"
 
-    def default_for(self, user_id: str) -> bool:
-        return bool(self.platforms.get(UserRef.parse(user_id).platform, False))
+    def default_for(self, platform: str) -> bool:
+        return bool(self.platforms.get(platform, False))
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,8 +143,11 @@ class CheckIns:
         policy: CheckinPolicy | None = None,
         defaults: CheckinDefaults | None = None,
         memory_policy: PolicyFor = default_policy,
+        members: Callable[[str], list[str]] = lambda user_id: [user_id],
     ) -> None:
+        """`members`: the identities of a scope's user (a linked person has several, `Links.members`)."""
         self.log = log
+        self._members = members
         self.policy = policy or CheckinPolicy()
         self.defaults = defaults or CheckinDefaults()
         self._settings = user_settings
@@ -165,7 +168,7 @@ class CheckIns:
         if not self.defaults.enabled:
             return False
         chosen = self._settings.chosen_checkins(scope)
-        return self.defaults.default_for(scope.user_id) if chosen is None else chosen
+        return self._default(scope, self.log.contact(scope)) if chosen is None else chosen
 
     async def command(self, scope: Scope, request: str) -> str:
         """`/checkins [on|off]`: switch them, or say how they stand; returns what to tell the user."""
@@ -204,8 +207,28 @@ class CheckIns:
         """Stop sending through `outbox` (its platform stopped)."""
         self._outboxes = [each for each in self._outboxes if each is not outbox]
 
-    def _outbox_for(self, user_id: str) -> Outbox | None:
-        user = UserRef.parse(user_id)
+    def _default(self, scope: Scope, contact: Contact | None) -> bool:
+        """The operator's default for a user who never said: that of the platform they last wrote from in private
+        (a linked person has identities on several)."""
+        if contact is not None:
+            return self.defaults.default_for(ConversationRef.parse(contact.conversation_id).platform)
+        return any(self.defaults.default_for(UserRef.parse(user).platform) for user in self._members(scope.user_id))
+
+    def _recipient(self, checkin: Checkin) -> UserRef:
+        """Who the check-in is written to: of the user's identities, the one the conversation is on (the one
+        it is with, where its id says: the terminal's, a Telegram private chat)."""
+        conversation = ConversationRef.parse(checkin.conversation_id)
+        there = [
+            user
+            for user in map(UserRef.parse, self._members(checkin.scope.user_id))
+            if user.platform == conversation.platform
+        ]
+        return next((user for user in there if user.id == conversation.id), there[0] if there else None) or (
+            UserRef.parse(checkin.scope.user_id)
+        )
+
+    def _outbox_for(self, checkin: Checkin) -> Outbox | None:
+        user = self._recipient(checkin)
         return next((outbox for outbox in self._outboxes if outbox.reaches(user)), None)
 
     # -- planning ------------------------------------------------------------------------------
@@ -237,7 +260,7 @@ class CheckIns:
             return zones[scope]
 
         def consents(scope: Scope) -> bool:
-            return chosen.get(scope, self.defaults.default_for(scope.user_id))
+            return chosen.get(scope, self._default(scope, contacts.get(scope)))
 
         dues = [
             (scope, due)
@@ -300,7 +323,7 @@ class CheckIns:
         """Start a job for each planned check-in whose time has come, on the platforms this process sends on."""
         started = 0
         for checkin in self.log.due(self._clock.now(), limit=DISPATCH_LIMIT):
-            if self._outbox_for(checkin.scope.user_id) is not None:
+            if self._outbox_for(checkin) is not None:
                 self._start(checkin)
                 started += 1
         return started
@@ -315,7 +338,7 @@ class CheckIns:
         checkin = self.log.get(carried.checkin_id)
         if checkin is None:
             return  # forgotten meanwhile
-        outbox = self._outbox_for(checkin.scope.user_id)
+        outbox = self._outbox_for(checkin)
         if checkin.state == "planned":
             if outbox is None:  # this process cannot send to the user: leave it to one that can
                 self.log.postpone(checkin.id, checkin.due_at)
@@ -372,7 +395,7 @@ class CheckIns:
 
     async def _deliver(self, outbox: Outbox, checkin: Checkin, text: str) -> bool:
         """Send it; a refusal turns check-ins off for the user, with the reason kept. False: it did not go."""
-        user = UserRef.parse(checkin.scope.user_id)
+        user = self._recipient(checkin)
         try:
             await outbox.deliver(user, ConversationRef.parse(checkin.conversation_id), text)
         except RecipientRefusedError as error:

@@ -19,7 +19,7 @@ from core.rate_limit import RateLimiter
 from core.reply.images import check_size
 from core.reply.response_handler import ResponseHandler
 from core.sharing import Sharing
-from core.types import IncomingMessage, TurnResult, clean_text
+from core.types import IncomingMessage, TurnResult, UserRef, clean_text
 from core.unsaved_messages import UnsavedMessages
 from knowledge.conversations.history import ConversationHistory
 from knowledge.dates.windows import TimeWindow
@@ -28,6 +28,8 @@ from knowledge.journal.journal import Journal
 from knowledge.journal.user_settings import UserSettings, find_time_zone
 from knowledge.memory.lookup import FORGETTABLE, SearchResults, search_scope
 from knowledge.memory.store import KnowledgeBase
+from knowledge.people.joining import Joiner, JoinReport
+from knowledge.people.links import Joining, Links, Refusal, is_person
 from knowledge.records import MemoryRecord, Scope, ScoredMemory, new_message_id
 from knowledge.rules.ranking import rank_for_prompt
 from personas.loader import Persona, PersonaError, PersonaRegistry
@@ -60,6 +62,8 @@ class Companion:
         clock: Clock,
         default_persona: str,
         checkins: CheckIns,
+        links: Links,
+        joiner: Joiner,
         rate_limiter: RateLimiter | None = None,
     ) -> None:
         self.personas = personas
@@ -77,6 +81,8 @@ class Companion:
         self._rate_limiter = rate_limiter or RateLimiter(clock, per_minute=0)
         self.unsaved = UnsavedMessages(self._store_held, clock)  # while the disk refuses writes
         self.checkins = checkins  # the companion writing first, to those who want it
+        self.links = links  # which identities are one person (`/link`)
+        self.joiner = joiner  # what joining moves: one memory out of two
 
     @property
     def tasks(self) -> BackgroundTasks:
@@ -100,7 +106,7 @@ class Companion:
         if not self._rate_limiter.allow(message.user_id):
             return _notice(message, phrasebook.too_fast(self._rate_limiter.per_minute))
         persona = self.persona(message.persona_id)
-        scope = Scope(persona.id, message.user_id)
+        scope = self.scope(persona.id, message.user)
         if len(self.unsaved) and not self.unsaved.save():  # what was said before comes first
             self.unsaved.hold(persona.id, scope, message, group=group)
             return _notice(message, phrasebook.HELD_NOT_SAVED)
@@ -145,6 +151,11 @@ class Companion:
         if last_chance:
             self.unsaved.give_up()
         return False
+
+    def scope(self, persona_id: str | None, user: UserRef | str) -> Scope:
+        """The memory `user` speaks to with a persona (None: the default one): the one place where who is speaking
+        becomes a scope. A linked identity speaks to its person's memory, shared by all its identities."""
+        return Scope(self.persona(persona_id).id, self.links.person_of(str(user)))
 
     async def already_received(self, source_id: str) -> bool:
         """Whether the platform message `source_id` is stored already. A platform may deliver one message
@@ -212,7 +223,8 @@ class Companion:
         zone = self.user_settings.time_zone(scope)
         chosen = self.user_settings.chosen_time_zone(scope) is not None
         listing = phrasebook.memory_listing(await self.memories(scope), self.clock.now().astimezone(zone), chosen)
-        return f"{listing}\n{self.checkins.status(scope)}"
+        linked = phrasebook.linked_identities(self.members(scope)) if is_person(scope.user_id) else ""
+        return "\n".join(part for part in (listing, self.checkins.status(scope), linked) if part)
 
     async def checkins_command(self, scope: Scope, request: str, *, private_conversation: str | None = None) -> str:
         """`/checkins [on|off]`: whether the companion may write first; returns what to tell the user.
@@ -241,18 +253,53 @@ class Companion:
         nothing matches)."""
         return await self.forgetting.ask(scope, what)
 
-    async def forget_as_asked(self, key: str, user_id: str) -> ForgetReport | None:
-        """`/forget <what>`, confirmed by `user_id`: forget what question `key` found (None if it is unknown,
-        expired, answered already or someone else's)."""
-        return await self.forgetting.answered(key, user_id)
+    async def forget_as_asked(self, key: str, user: UserRef) -> ForgetReport | None:
+        """`/forget <what>`, confirmed by `user` (any identity of the person who asked): forget what question `key`
+        found (None if it is unknown, expired, answered already or someone else's)."""
+        return await self.forgetting.answered(key, self.links.person_of(str(user)))
 
     async def keep_as_asked(self, key: str) -> None:
         """`/forget <what>`, declined: the question goes, nothing else."""
         await self.forgetting.declined(key)
 
     async def forget_everything(self, scope: Scope) -> ForgetReport:
-        """`/forget`, confirmed: every memory, message, change, job and file of the scope."""
-        return await self.forgetting.everything(scope)
+        """`/forget`, confirmed: every memory, message, change, job and file of the scope, whichever identity of
+        the person asked. A person no persona remembers anything of any more is forgotten too: the links between
+        their identities go, and each is a stranger again."""
+        report = await self.forgetting.everything(scope)
+        if is_person(scope.user_id) and not await asyncio.to_thread(self.joiner.holds_anything, scope.user_id):
+            await asyncio.to_thread(self.links.forget, self.links.members(scope.user_id))
+        return report
+
+    # -- one person across platforms -------------------------------------------------------------
+
+    def members(self, scope: Scope) -> list[UserRef]:
+        """The identities whose memory `scope` is (a linked person's every identity; else the one)."""
+        return [UserRef.parse(identity) for identity in self.links.members(scope.user_id)]
+
+    async def link_code(self, user: UserRef) -> str:
+        """`/link`: a one-time code for `user`'s other identity to send; returns what to tell the user."""
+        code = await asyncio.to_thread(self.links.issue, str(user), self.clock.now())
+        return phrasebook.link_code(code)
+
+    async def link(self, user: UserRef, code: str) -> str:
+        """`/link <code>` sent by `user`: the code's identity and theirs become one person, their memories one;
+        returns what to tell the user."""
+        result = await asyncio.to_thread(self.links.redeem, str(user), code, self.clock.now())
+        if isinstance(result, Refusal):
+            return phrasebook.link_refused(result.value)
+        report = await self.join(result)
+        return phrasebook.linked(self.links.members(result.person_id), report, already=result.already)
+
+    async def join(self, joining: Joining) -> JoinReport:
+        """Move what the joined users held into their person (a link, or the operator's `companion users link`)."""
+        return await asyncio.to_thread(self.joiner.move, joining.movers, joining.person_id)
+
+    async def unlink(self, user: UserRef) -> str:
+        """`/unlink` sent by `user`: this identity leaves its person and starts fresh, the memory stays with the
+        others; returns what to tell the user."""
+        person = await asyncio.to_thread(self.links.detach, str(user))
+        return phrasebook.NOT_LINKED if person is None else phrasebook.unlinked(self.links.members(person))
 
     # -- check-ins -------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from core.errors import LLMError
+from knowledge.people.joining import JoinReport
 from knowledge.records import MemoryRecord, StoredMessage
 
 NOT_ALLOWED = "Sorry, I can't talk with you here: the person who runs me hasn't allowed it."
@@ -181,6 +182,65 @@ def forget_everything_question(name: str | None = None) -> str:
     """`/forget`: the question before everything goes; addressed by `name` where others may read it."""
     question = "shall I forget everything I know about you? This cannot be undone."
     return f"{name}, {question}" if name else question[0].upper() + question[1:]
+
+
+# -- one person across platforms: /link, /unlink -----------------------------------------------------
+
+LINK_PRIVATE_ONLY = "Linking happens in our private chat: send /link to me there."
+NOT_LINKED = "This account isn't linked to another one: there is nothing to unlink."
+LINK_REFUSED = {
+    "unknown": "That code links nothing: it is wrong, used already or older than 10 minutes. "
+    "Send /link from your other account for a new one.",
+    "too many tries": "Too many wrong codes from this account: try again in an hour.",
+    "own code": "That is this account's own code: send it from your other account.",
+}
+# the settings a join may find chosen on both sides, as the user calls them
+SETTING_NAMES = {"share_in_groups": "/share", "time_zone": "time zone", "checkins": "/checkins"}
+
+
+def link_code(code: str) -> str:
+    """`/link`: the code, as the exact message to send from the other account."""
+    return (
+        "To join another account of yours (Telegram, Discord, the terminal) to this one, send me this from it, "
+        f"in our private chat, within 10 minutes:\n\n/link {code}\n\nIt works once. Your memories of both become one."
+    )
+
+
+def link_refused(reason: str) -> str:
+    """`/link <code>` that linked nothing (the reason says nothing of whose the code was)."""
+    return LINK_REFUSED[reason]
+
+
+def linked(identities: Sequence[str], report: JoinReport, *, already: bool = False) -> str:
+    """`/link <code>`, done: who is linked now, and what was joined."""
+    accounts = ", ".join(identities)
+    if already:
+        return f"These accounts are one already: {accounts}."
+    lines = [
+        f"Linked: {accounts} are one person to me now, with one memory.",
+        f"Joined {_counted(report.memories, 'memory', 'memories')} and "
+        f"{_counted(report.conversations, 'conversation', 'conversations')}"
+        + (
+            f"; {_counted(report.duplicates, 'memory', 'memories')} both knew, kept once." if report.duplicates else "."
+        ),
+    ]
+    if report.kept_settings:
+        kept = ", ".join(dict.fromkeys(SETTING_NAMES.get(name, name) for name in report.kept_settings))
+        lines.append(f"You had chosen differently on each ({kept}): I kept the choice of the account I knew first.")
+    return "\n".join(lines)
+
+
+def linked_identities(identities: Sequence[object]) -> str:
+    """The line `/memory` ends with for a linked person."""
+    return "Linked accounts (one memory): " + ", ".join(map(str, identities)) + ". /unlink detaches the one you use."
+
+
+def unlinked(rest: Sequence[str]) -> str:
+    """`/unlink`, done."""
+    return (
+        "Unlinked: with this account I start fresh. What I remember stays with your other "
+        f"{'account' if len(rest) == 1 else 'accounts'} ({', '.join(rest)})."
+    )
 
 
 # -- time: /timezone ---------------------------------------------------------------------------------

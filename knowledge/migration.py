@@ -32,6 +32,7 @@ TABLES: dict[str, str] = {
     "checkin_contacts": "persona_id, user_id, conversation_id, last_user_at, unanswered, off_reason",
     "checkins": "id, persona_id, user_id, rule, memory_id, occasion, conversation_id, due_at, stale_at, state, job_id,"
     " planned_at, done_at, message_id, note",
+    "person_links": "identity, person_id, linked_at",  # not the codes of the last 10 minutes: they ask again
 }
 POSITIONED = ("messages", "memory_history", "dead_letters", "jobs")  # their `seq` continues after the copy
 

@@ -17,6 +17,7 @@ from bot.cli.memory import memory
 from bot.cli.migrate import migrate
 from bot.cli.persona import persona
 from bot.cli.support import changing_scope_options, cli_settings, run_app, user_id_for
+from bot.cli.users import users
 from bot.config import CONFIG_ENV, Settings, settings_help
 from bot.startup import DEBUG_HINT
 from core.errors import CompanionError
@@ -239,6 +240,7 @@ cli.add_command(doctor)
 cli.add_command(memory)
 cli.add_command(persona)
 cli.add_command(migrate)
+cli.add_command(users)
 
 
 def main() -> None:

@@ -98,8 +98,9 @@ def _user_option(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def scope_of(app: App, persona_id: str | None, user_name: str) -> Scope:
-    """The scope named on the command line; an unknown persona is an error that lists the known ones."""
-    return Scope(app.companion.persona(persona_id).id, user_id_for(user_name))
+    """The scope named on the command line (a linked identity names its person's); an unknown persona is an error
+    that lists the known ones."""
+    return app.companion.scope(persona_id, user_id_for(user_name))
 
 
 def keep_backup(path: Path) -> Path | None:

@@ -1,4 +1,4 @@
-"""One set of chat commands for every platform: /new /memory /forget /share /timezone /checkins /help.
+"""One set of chat commands for every platform: /new /memory /forget /share /timezone /checkins /link /unlink /help.
 
 Each command is defined here once: its name and what it says of itself (the help, Telegram's menu,
 Discord's slash commands), what its argument means, what it answers and who may read the answer
@@ -69,8 +69,20 @@ CHECKINS = Command(
     "/checkins on|off - whether I may write to you first now and then (in our private chat)",
     "on or off; leave empty to see how it stands",
 )
+LINK = Command(
+    "link",
+    "one memory across your accounts: get a code, or send one",
+    "/link - get a code to join your other account (Telegram, Discord, terminal) into one memory; "
+    "/link <code> sent from the other joins them (in private)",
+    "the code your other account got (leave empty to get one)",
+)
+UNLINK = Command(
+    "unlink",
+    "detach this account from your others",
+    "/unlink - detach this account from your others: here I start fresh, the memories stay with them",
+)
 HELP = Command("help", "how to talk to me", "/help - this help")
-COMMANDS = (NEW, MEMORY, FORGET, SHARE, TIMEZONE, CHECKINS, HELP)
+COMMANDS = (NEW, MEMORY, FORGET, SHARE, TIMEZONE, CHECKINS, LINK, UNLINK, HELP)
 
 
 class Visibility(Enum):
@@ -144,6 +156,8 @@ class ChatCommands:
             SHARE.name: self._share,
             TIMEZONE.name: self._timezone,
             CHECKINS.name: self._checkins,
+            LINK.name: self._link,
+            UNLINK.name: self._unlink,
             HELP.name: self._help,
         }
 
@@ -186,10 +200,24 @@ class ChatCommands:
         if not self._alone(call):
             return Reply(CHECKINS_PRIVATE_ONLY)
         private_ids = call.place.ids if call.place.private else ()  # asked in a group: the persona of the DMs
-        scope = Scope(self._companion.persona(self._router.persona_for(private_ids)).id, str(call.user))
+        scope = self._companion.scope(self._router.persona_for(private_ids), call.user)
         here = str(call.place.conversation) if call.place.private else None
         answer = await self._companion.checkins_command(scope, call.argument, private_conversation=here)
         return Reply(answer, Visibility.PRIVATE)
+
+    async def _link(self, call: Call) -> Reply:
+        """A code proves one person holds both accounts, so it is given and taken only where the caller is alone."""
+        if not call.place.private:
+            return Reply(phrasebook.LINK_PRIVATE_ONLY)
+        code = call.argument.strip()
+        if not code:
+            return Reply(await self._companion.link_code(call.user), Visibility.PRIVATE)
+        return Reply(await self._companion.link(call.user, code), Visibility.PRIVATE)
+
+    async def _unlink(self, call: Call) -> Reply:
+        if not call.place.private:
+            return Reply(phrasebook.LINK_PRIVATE_ONLY)
+        return Reply(await self._companion.unlink(call.user), Visibility.PRIVATE)
 
     async def _help(self, call: Call) -> Reply:
         return Reply(self.help)
@@ -230,7 +258,7 @@ class ChatCommands:
             return phrasebook.FORGETTING_NOTHING
         if matched["answer"] == "some":
             # the scope asked about, even when the answer comes from another chat than the question's
-            report = await self._companion.forget_as_asked(key, str(call.user)) if key else None
+            report = await self._companion.forget_as_asked(key, call.user) if key else None
             return EXPIRED if report is None else phrasebook.forgot(report.memories + report.messages)
         report = await self._companion.forget_everything(self._scope(call))
         about = self._name_before_others(call) or "you"
@@ -240,7 +268,7 @@ class ChatCommands:
 
     def _scope(self, call: Call) -> Scope:
         """The caller's own scope under the persona of the place: commands never reach anyone else's."""
-        return Scope(self._companion.persona(self._router.persona_for(call.place.ids)).id, str(call.user))
+        return self._companion.scope(self._router.persona_for(call.place.ids), call.user)
 
     def _alone(self, call: Call) -> bool:
         """Whether an answer given where the caller asked is read by them alone."""

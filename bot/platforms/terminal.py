@@ -63,7 +63,7 @@ class TerminalChat:
 
     @property
     def scope(self) -> Scope:
-        return Scope(self._persona.id, str(self.user))
+        return self._companion.scope(self._persona.id, self.user)
 
     def _say(self, text: str) -> None:
         self._out.write(text + "\n")

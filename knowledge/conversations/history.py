@@ -318,6 +318,11 @@ class ConversationHistory:
         """The persona's replies in these conversations (groups), whichever user each answered."""
         return self._log.replies_in(persona_id, conversation_ids)
 
+    def reload(self, scopes: Iterable[Scope]) -> None:
+        """Their messages changed hands (`knowledge/people/joining.py`): load these scopes again on next use."""
+        with self._writing:
+            self._cache.drop(scopes)
+
     def checkpoint(self) -> bool:
         """Truncate the database's write-ahead log (after forgetting, the pages that held the text go too)."""
         return self._db.checkpoint()

@@ -3,7 +3,7 @@
 One row per scope (persona, user): a choice made with one persona is about that relationship, and
 `/forget` (everything) forgets it with the rest of the scope. Each setting is a column read and
 written through typed methods; a setting a user never chose reads as its default, which protects
-them. A new setting is a new entry in `_COLUMNS`: SQLite files made before it get the column on open;
+them. A new setting is a new entry in `SETTING_COLUMNS`: SQLite files made before it get the column on open;
 on PostgreSQL it takes a migration (`migrations/`).
 
 The time zone is kept per scope too, not per platform user: it says where someone lives, and what a
@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS user_settings (
 );
 """
 # column -> its SQL type; NULL always means "never chosen": the default applies
-_COLUMNS = {
+SETTING_COLUMNS = {
     "share_in_groups": "INTEGER",  # 1: everything said anywhere may be used in groups
     "time_zone": "TEXT",  # an IANA name chosen with /timezone; NULL: the operator's default
     "checkins": "INTEGER",  # 1/0: /checkins on|off (the companion may write first); NULL: the operator's default
@@ -47,7 +47,7 @@ class UserSettings:
         users who never chose one (`COMPANION_TIMEZONE`)."""
         self.default_time_zone = default_time_zone
         self._db = opened(where, _SCHEMA)
-        self._db.add_columns("user_settings", _COLUMNS)
+        self._db.add_columns("user_settings", SETTING_COLUMNS)
 
     def shares_in_groups(self, scope: Scope) -> bool:
         """Whether the user let everything they said (in private or another group) be used in groups; default no."""

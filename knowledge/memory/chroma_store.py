@@ -541,6 +541,20 @@ class ChromaKnowledgeBase:
         where = {"$and": [{"about_day": {"$in": list(days)}}, _category_filter(categories)]}
         return self._current(self._fetch(where=where))
 
+    def move_user(self, persona_id: str, old_user: str, new_user: str) -> int:
+        """Give every memory of (persona, `old_user`) to (persona, `new_user`) as it is; returns how many moved."""
+        ids = self._collection.get(where=_scope_filter(Scope(persona_id, old_user)), include=[])["ids"]
+        for start in range(0, len(ids), MAINTENANCE_PAGE):
+            batch = ids[start : start + MAINTENANCE_PAGE]
+            self._collection.update(ids=batch, metadatas=[{"user_id": new_user}] * len(batch))  # merged, not replaced
+        self._drop_snapshots([Scope(persona_id, old_user), Scope(persona_id, new_user)])
+        return len(ids)
+
+    def personas_of(self, user_id: str) -> set[str]:
+        """The personas that keep memories of `user_id`."""
+        found = self._collection.get(where={"user_id": user_id}, include=["metadatas"])
+        return {str(meta["persona_id"]) for meta in found["metadatas"] or []}
+
     def write_decay_state_many(self, records: Sequence[MemoryRecord]) -> None:
         """Write the review flag and wait of records of any scope, and with them when the pass must act next.
 

@@ -62,6 +62,7 @@ async def test_migrate_round_trips_a_locomo_conversation_with_the_same_recall(
     app.companion.knowledge.add(ALICE, "Alice's cat is called Mochi", category="fact", source="user")
     app.journal.jobs.enqueue("monitor", ALICE, {"message_id": "msg_1"}, at=clock.now())
     app.companion.user_settings.set_time_zone(ALICE, ZoneInfo("Europe/Berlin"))
+    person = app.links.join("cli:bob", "telegram:7", clock.now()).person_id  # linked identities stay one person
     await app.aclose()
     PersonaChoices(settings.storage.data_dir / "discord-personas.json").set(42, "xiaoxiang")
     working_memory, history = open_history(database, embedder)
@@ -105,6 +106,7 @@ async def test_migrate_round_trips_a_locomo_conversation_with_the_same_recall(
         assert [job.payload for job in moved.journal.jobs.pending_jobs()] == [{"message_id": "msg_1"}]
         assert moved.router("discord").persona_for([42]) == "xiaoxiang"
         assert moved.companion.user_settings.chosen_time_zone(ALICE) == "Europe/Berlin"
+        assert moved.links.members(person) == ["cli:bob", "telegram:7"]
         assert len(moved.working_memory.log.messages_of(Scope("locomo", f"locomo:{sample.sample_id}"))) == turns
     finally:
         await moved.aclose()

@@ -27,10 +27,12 @@ from bot.platforms.commands import (
     CHECKINS,
     FORGET,
     HELP,
+    LINK,
     MEMORY,
     NEW,
     SHARE,
     TIMEZONE,
+    UNLINK,
     Call,
     ChatCommands,
     Command,
@@ -284,6 +286,15 @@ class CompanionCog(commands.Cog):
     @app_commands.describe(what=FORGET.argument)
     async def forget(self, interaction: discord.Interaction, what: str | None = None) -> None:
         await self._run(interaction, FORGET, what or "")
+
+    @app_commands.command(name=LINK.name, description=LINK.summary)
+    @app_commands.describe(code=LINK.argument)
+    async def link(self, interaction: discord.Interaction, code: str = "") -> None:
+        await self._run(interaction, LINK, code)
+
+    @app_commands.command(name=UNLINK.name, description=UNLINK.summary)
+    async def unlink(self, interaction: discord.Interaction) -> None:
+        await self._run(interaction, UNLINK)
 
     @app_commands.command(name=HELP.name, description=HELP.summary)
     async def help(self, interaction: discord.Interaction) -> None:
