@@ -4,13 +4,16 @@ check-ins go to the identity the person last wrote from in private."""
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import timedelta
 from zoneinfo import ZoneInfo
 
 from bot.app import App
+from bot.config import Settings
 from core.checkins import CheckinDefaults
 from core.types import ConversationRef, IncomingMessage, UserRef
 from knowledge.journal.checkin_log import Checkin
+from knowledge.people.joining import KEYED_TABLES, MOVED_TABLES
 from knowledge.people.links import is_person
 from knowledge.records import Scope
 from tests.fakes.clock import FakeClock
@@ -86,3 +89,24 @@ async def test_two_existing_memories_merge_without_duplicates(
     app: App, clock: FakeClock, fake_openai: FakeOpenAIServer
 ) -> None:
     await merge_two_memories(app, clock, fake_openai)
+
+
+# Tables with rows of one (persona, user) that a join must not move: none so far.
+NOT_MOVED: frozenset[str] = frozenset()
+
+
+def test_every_table_of_one_user_is_moved_or_merged_by_a_join(app: App, settings: Settings) -> None:
+    """A table added later with rows per (persona, user) must say how a join treats it, or its rows would stay
+    behind under an identity that no longer speaks, unreachable by the person's /memory and /forget."""
+    database = sqlite3.connect(settings.storage.data_dir / "companion.sqlite3")
+    try:
+        tables = [row[0] for row in database.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        per_user = {
+            table
+            for table in tables
+            if {"persona_id", "user_id"} <= {column[1] for column in database.execute(f"PRAGMA table_info({table})")}
+        }
+    finally:
+        database.close()
+    assert {"messages", "jobs", "user_settings"} <= per_user  # the scan finds them
+    assert per_user - NOT_MOVED == set(MOVED_TABLES) | set(KEYED_TABLES)
