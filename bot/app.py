@@ -26,6 +26,7 @@ from core.background.conversation_summarizer import ConversationSummarizer
 from core.background.knowledge_monitor import KnowledgeMonitor
 from core.background.lifecycle import MemoryLifecycle
 from core.background.memory_reviewer import MemoryReviewer
+from core.background.profile_writer import ProfileWriter
 from core.background.scheduler import Scheduler
 from core.background.tasks import DEFAULT_BACKOFF, BackgroundTasks
 from core.checkins import CheckIns
@@ -186,6 +187,7 @@ class App:
             decay_cron=self.settings.memory.decay_cron,
             idle_check=min(self.lifecycle.idle_timeout / 2, timedelta(minutes=5)),
         )
+        scheduler.add_profiles(self.lifecycle.write_profiles)
         checkins = self.settings.checkins
         if checkins.enabled:
             # at once, then every few minutes: a check-in due at start-up goes out within a minute
@@ -544,6 +546,7 @@ def build_lifecycle(
         dead_letter_retention=timedelta(days=settings.memory.dead_letter_days),
         enabled=enabled,
         keep_open=checkins.awaiting_answer,
+        profile_writer=ProfileWriter(llm, knowledge, journal.profiles, clock, policy_for, use_model=use_model),
     )
 
 
@@ -618,6 +621,7 @@ def build_companion(
         retrieval_limit=settings.memory.retrieval_limit,
         policy_for=basics.policy_for,
         image_limits=settings.image_limits,
+        profiles=stores.journal.profiles,
     )
     companion = Companion(
         personas=basics.personas,

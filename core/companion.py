@@ -208,10 +208,14 @@ class Companion:
         return await asyncio.to_thread(self.knowledge.memories, scope, categories=["core", "fact", "episode"])
 
     async def memory_listing(self, scope: Scope) -> str:
-        """`/memory`, as the user reads it: their memories, dated in their time zone, and that zone."""
+        """`/memory`, as the user reads it: their profile, their memories, dated in their time zone, and that zone."""
         zone = self.user_settings.time_zone(scope)
         chosen = self.user_settings.chosen_time_zone(scope) is not None
-        listing = phrasebook.memory_listing(await self.memories(scope), self.clock.now().astimezone(zone), chosen)
+        profile = await asyncio.to_thread(self.journal.profiles.get, scope)
+        now = self.clock.now().astimezone(zone)
+        listing = phrasebook.memory_listing(
+            await self.memories(scope), now, chosen, profile=None if profile is None else profile.text
+        )
         return f"{listing}\n{self.checkins.status(scope)}"
 
     async def checkins_command(self, scope: Scope, request: str, *, private_conversation: str | None = None) -> str:

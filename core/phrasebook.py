@@ -70,18 +70,25 @@ def too_fast(per_minute: int) -> str:
     )
 
 
-def memory_listing(records: Sequence[MemoryRecord], now: datetime | None = None, zone_chosen: bool = False) -> str:
-    """`/memory`: what the companion remembers about the user, most important first, where each may come up
-    and, given the user's local `now`, when each was learned and the time zone it is read in."""
+PROFILE_HEADING = "How I see you:"
+
+
+def memory_listing(
+    records: Sequence[MemoryRecord], now: datetime | None = None, zone_chosen: bool = False, profile: str | None = None
+) -> str:
+    """`/memory`: the user's profile first, if one is written, then what the companion remembers about them, most
+    important first, where each may come up and, given the user's local `now`, when each was learned and the
+    time zone it is read in."""
     zone = "" if now is None else "\n\n" + time_zone_status(now, zone_chosen)
+    portrait = f"{PROFILE_HEADING}\n{profile}\n\n" if profile else ""
     if not records:
-        return NOTHING_REMEMBERED + zone
+        return portrait + NOTHING_REMEMBERED + zone
     lines = [
         f"[{record.category}] {record.content}  ({_dates(record, now)}importance {record.importance:.2f}; "
         f"{_where(record)}; {record.id})"
         for record in records
     ]
-    return "What I remember about you:\n" + "\n".join(lines) + "\n\n" + SHARING_RULE + zone
+    return portrait + "What I remember about you:\n" + "\n".join(lines) + "\n\n" + SHARING_RULE + zone
 
 
 def _local(moment: datetime, now: datetime) -> str:

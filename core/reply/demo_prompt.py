@@ -105,10 +105,11 @@ class DemoPromptBuilder(PromptBuilder):
         when: TurnTime | None = None,
         policy: MemoryPolicy | None = None,
         reserved: int = 0,
+        profile: str | None = None,
     ) -> Prompt:
         """The demo prompt for the last message of `window`: system and core memories beyond the user's own
-        facts, episodes, times and images are left out (the demo model cannot use them; it is offered no tools,
-        so nothing is `reserved` for them)."""
+        facts, episodes, times, images and the profile are left out (the demo model cannot use them; it is
+        offered no tools, so nothing is `reserved` for them)."""
         if not window:
             raise ValueError("the window must end with the message being answered")
         *earlier, current = window
