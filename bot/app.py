@@ -531,6 +531,7 @@ def build_lifecycle(
         max_ops=settings.memory.monitor_max_ops,
         use_model=use_model,
         user_settings=stores.user_settings,
+        threads=journal.threads,
     )
     return MemoryLifecycle(
         tasks=tasks,
@@ -622,6 +623,7 @@ def build_companion(
         policy_for=basics.policy_for,
         image_limits=settings.image_limits,
         profiles=stores.journal.profiles,
+        threads=stores.journal.threads,
     )
     companion = Companion(
         personas=basics.personas,

@@ -208,14 +208,15 @@ class Companion:
         return await asyncio.to_thread(self.knowledge.memories, scope, categories=["core", "fact", "episode"])
 
     async def memory_listing(self, scope: Scope) -> str:
-        """`/memory`, as the user reads it: their profile, their memories, dated in their time zone, and that zone."""
+        """`/memory`, as the user reads it: their profile and ongoing threads, their memories, dated in their time
+        zone, and that zone."""
         zone = self.user_settings.time_zone(scope)
         chosen = self.user_settings.chosen_time_zone(scope) is not None
         profile = await asyncio.to_thread(self.journal.profiles.get, scope)
+        threads = await asyncio.to_thread(self.journal.threads.active, scope)
         now = self.clock.now().astimezone(zone)
-        listing = phrasebook.memory_listing(
-            await self.memories(scope), now, chosen, profile=None if profile is None else profile.text
-        )
+        text = None if profile is None else profile.text
+        listing = phrasebook.memory_listing(await self.memories(scope), now, chosen, profile=text, threads=threads)
         return f"{listing}\n{self.checkins.status(scope)}"
 
     async def checkins_command(self, scope: Scope, request: str, *, private_conversation: str | None = None) -> str:

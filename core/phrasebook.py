@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from core.errors import LLMError
+from knowledge.journal.ongoing_threads import OngoingThread
 from knowledge.records import MemoryRecord, StoredMessage
 
 NOT_ALLOWED = "Sorry, I can't talk with you here: the person who runs me hasn't allowed it."
@@ -73,14 +74,27 @@ def too_fast(per_minute: int) -> str:
 PROFILE_HEADING = "How I see you:"
 
 
+THREADS_HEADING = "What is going on for you now:"
+
+
 def memory_listing(
-    records: Sequence[MemoryRecord], now: datetime | None = None, zone_chosen: bool = False, profile: str | None = None
+    records: Sequence[MemoryRecord],
+    now: datetime | None = None,
+    zone_chosen: bool = False,
+    profile: str | None = None,
+    threads: Sequence[OngoingThread] = (),
 ) -> str:
-    """`/memory`: the user's profile first, if one is written, then what the companion remembers about them, most
-    important first, where each may come up and, given the user's local `now`, when each was learned and the
-    time zone it is read in."""
+    """`/memory`: the user's profile first, if one is written, and their ongoing threads, then what the companion
+    remembers about them, most important first, where each may come up and, given the user's local `now`, when
+    each was learned and the time zone it is read in."""
     zone = "" if now is None else "\n\n" + time_zone_status(now, zone_chosen)
     portrait = f"{PROFILE_HEADING}\n{profile}\n\n" if profile else ""
+    if threads:
+        going_on = [
+            f"- {thread.title} (since {thread.since:%Y-%m-%d}{f': {thread.news}' if thread.news else ''}; {thread.id})"
+            for thread in threads
+        ]
+        portrait += THREADS_HEADING + "\n" + "\n".join(going_on) + "\n\n"
     if not records:
         return portrait + NOTHING_REMEMBERED + zone
     lines = [

@@ -17,8 +17,9 @@ from core import phrasebook
 from core.errors import UserFacingError
 from core.llm.client import MESSAGE_OVERHEAD_TOKENS, count_message_tokens, count_tokens
 from core.reply.lore import active_lore
-from core.reply.time_context import TurnTime, memory_line, now_section
+from core.reply.time_context import TurnTime, memory_line, now_section, threads_lines
 from core.types import ChatMessage
+from knowledge.journal.ongoing_threads import OngoingThread
 from knowledge.records import MemoryRecord, StoredMessage
 from knowledge.rules.decay import MemoryPolicy
 from personas.loader import Persona
@@ -162,6 +163,7 @@ class PromptBuilder:
         policy: MemoryPolicy | None = None,
         reserved: int = 0,
         profile: str | None = None,
+        threads: Sequence[OngoingThread] = (),
     ) -> Prompt:
         """The prompt for replying to the last message of `window`.
 
@@ -170,14 +172,17 @@ class PromptBuilder:
         those memories do not cover, best first; `image_url` a photo sent with the last message.
         `when`: the turn's time, which the prompt states and dates every memory by (under `policy`'s
         plan rules). `reserved` tokens of the budget are left free (for tools and what they bring back).
-        `profile`: the user's profile, shown whole after the time (the caller checked this audience may read it).
+        `profile`: the user's profile, shown whole after the time, and `threads` what is going on in their life
+        now, in the Now section (the caller checked this audience may read both).
         """
         if not window:
             raise ValueError("the window must end with the message being answered")
         *earlier, current = window  # the window's earlier messages, and the one being answered
         speaker = current.speaker_name
         try:
-            base, closing, current_message, fixed = self._frame(persona, window, group, image_url, when, profile)
+            base, closing, current_message, fixed = self._frame(
+                persona, window, group, image_url, when, profile, threads
+            )
         except MessageTooLongError:  # a context too small for the profile too: the message comes first
             base, closing, current_message, fixed = self._frame(persona, window, group, image_url, when)
         title = persona.title_for(speaker)
@@ -214,6 +219,7 @@ class PromptBuilder:
         image_url: str | None,
         when: TurnTime | None = None,
         profile: str | None = None,
+        threads: Sequence[OngoingThread] = (),
     ) -> tuple[str, str, ChatMessage, int]:
         """The persona prompt (with the turn's time, given `when`, and the user's `profile`), the closing
         instructions, the message answered, and the tokens the three take."""
@@ -222,6 +228,8 @@ class PromptBuilder:
         base = persona_prompt(persona, speaker, self._lore(persona, window, speaker))
         if when is not None:
             base += "\n\n" + now_section(when, persona.title_for(speaker))
+            if threads:
+                base += "\n" + threads_lines(threads, when.now, persona.title_for(speaker))
         if profile:
             base += f"\n\n## Who {persona.title_for(speaker)} is (your notes)\n{profile}"
         current_message = replace(self._chat_message(current, persona, group), image_url=image_url)

@@ -17,6 +17,7 @@ from knowledge.forget.target import ForgetTarget
 from knowledge.journal.change_log import ChangeLog
 from knowledge.journal.checkin_log import CheckinLog
 from knowledge.journal.job_queue import JobQueue
+from knowledge.journal.ongoing_threads import OngoingThreads
 from knowledge.journal.profiles import Profiles
 from knowledge.journal.token_usage import TokenUsageLog
 from knowledge.records import Scope
@@ -24,7 +25,7 @@ from knowledge.sql.database import Database, opened
 
 
 class Journal:
-    """The change log, the job queue, the token usage, the check-ins and the profiles, in one database."""
+    """The change log, the job queue, the token usage, the check-ins, the profiles and the threads, in one database."""
 
     def __init__(self, where: Database | Path) -> None:
         """`where`: the database, or the path of an embedded SQLite file."""
@@ -35,26 +36,38 @@ class Journal:
         self.checkins = CheckinLog(self._db)
         self.forget_requests = ForgetRequests(self._db)
         self.profiles = Profiles(self._db)
+        self.threads = OngoingThreads(self._db)
 
     def forget(self, scope: Scope) -> int:
-        """Delete every history row, dead letter, job, check-in, open forget question and the profile of `scope`;
-        returns how many rows went."""
+        """Delete every history row, dead letter, job, check-in, open forget question, the profile and the threads
+        of `scope`; returns how many rows went."""
         return (
             self.changes.forget(scope)
             + self.jobs.forget(scope)
             + self.checkins.forget(scope)
             + self.forget_requests.forget(scope)
             + self.profiles.forget(scope)
+            + self.threads.forget(scope)
         )
 
-    def erase(self, scope: Scope, memory_ids: Collection[str], target: ForgetTarget, *, at: datetime) -> int:
+    def erase(
+        self,
+        scope: Scope,
+        memory_ids: Collection[str],
+        target: ForgetTarget,
+        *,
+        at: datetime,
+        message_ids: Collection[str] = (),
+    ) -> int:
         """Erase forgotten text of `scope`: change-log content of these memories or matching `target`, matching
-        dead letters and job payloads, and the profile if it was written from these memories or carries `target`
-        (cleared at `at`, to be written again later); returns how many rows changed."""
+        dead letters and job payloads, the profile if it was written from these memories or carries `target`
+        (cleared at `at`, to be written again later), and the threads learned from these messages or carrying
+        `target`; returns how many rows changed."""
         return (
             self.changes.scrub(scope, memory_ids, target)
             + self.jobs.erase(scope, target)
             + self.profiles.erase(scope, memory_ids, target, at=at)
+            + self.threads.erase(scope, message_ids, target)
         )
 
     def checkpoint(self) -> bool:

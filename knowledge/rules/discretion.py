@@ -52,6 +52,11 @@ class Audience:
         usable = {record.id for record in sources if self.may_use(record)}
         return bool(written_from) and set(written_from) <= usable
 
+    def may_hear_of(self, places: Iterable[str | None]) -> bool:
+        """Whether something learned in these places (None: a private chat; else a group) may reach this
+        audience: in a group only what was learned there alone (an ongoing thread)."""
+        return self.sees_everything or all(place == self.group_id for place in places)
+
     def may_quote_from(self, conversation_id: str) -> bool:
         """Whether past messages said in `conversation_id` may be quoted to this audience."""
         return self.sees_everything or conversation_id == self.group_id
