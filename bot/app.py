@@ -596,6 +596,7 @@ def build_services(
         policy=settings.checkins.policy,
         defaults=settings.checkins.switches,
         memory_policy=basics.policy_for,
+        threads=stores.journal.threads,
     )
     lifecycle = build_lifecycle(basics, stores, knowledge, llm, tasks, forgetting, checkins, enabled=background)
     return Services(editor, forgetting, checkins, lifecycle)

@@ -257,8 +257,9 @@ def checkins_switched(on: bool) -> str:
     return "Okay: I won't write first any more; anything I had planned is cancelled."
 
 
-def checkin_reason(rule: str, title: str, remembered: str, since: str) -> str:
-    """Why the companion writes first, as the check-in's prompt states it (so the model invents no reason)."""
+def checkin_reason(rule: str, title: str, remembered: str, since: str, *, threads: bool = False) -> str:
+    """Why the companion writes first, as the check-in's prompt states it (so the model invents no reason); after a
+    silence, given `threads` (something going on in their life), it may ask how one of them is going."""
     if rule == "plan_passed":
         reason = f"{title} told you about this plan, and its time has now passed:\n{remembered}\nAsk how it went."
     elif rule == "kept_date":
@@ -268,6 +269,8 @@ def checkin_reason(rule: str, title: str, remembered: str, since: str) -> str:
             f"{title} has not written for {since}; before that you talked often. Say you thought of them, lightly: "
             "no guilt, no asking why they were away."
         )
+        if threads:
+            reason += f" If one of the things going on in {title}'s life (under Now) fits, you may ask how it goes."
     return (
         f"{reason}\nWrite to {title} first, in character and in the language of your conversation, in one or two "
         "short sentences. This is the only reason you are writing: do not invent another."
