@@ -195,9 +195,11 @@ class App:
         return scheduler
 
     async def prune(self) -> int:
-        """Every hour: finished jobs, expired dead letters and unanswered forget questions go."""
+        """Every hour: finished jobs, expired dead letters, unanswered forget questions and threads closed a while
+        ago go."""
         pruned = await self.lifecycle.prune_finished_work()
-        return pruned + await self.forgetting.prune_questions()
+        closed = await asyncio.to_thread(self.journal.threads.prune, self.clock.now())
+        return pruned + closed + await self.forgetting.prune_questions()
 
     async def idle_pass(self) -> int:
         """Every few minutes: store messages held while storage failed (a quiet bot has no next turn to do

@@ -32,6 +32,8 @@ TABLES: dict[str, str] = {
     "checkin_contacts": "persona_id, user_id, conversation_id, last_user_at, unanswered, off_reason",
     "checkins": "id, persona_id, user_id, rule, memory_id, occasion, conversation_id, due_at, stale_at, state, job_id,"
     " planned_at, done_at, message_id, note",
+    "profiles": "persona_id, user_id, text, memory_ids, basis, author, written_at, changed_at",
+    "ongoing_threads": "id, persona_id, user_id, title, news, since, updated_at, closed_at, message_ids, places",
 }
 POSITIONED = ("messages", "memory_history", "dead_letters", "jobs")  # their `seq` continues after the copy
 

@@ -247,6 +247,9 @@ class MemoryLifecycle:
         for memory_id, kind in report.reviews:
             self.review(job.scope, memory_id, kind)
         if self._profile_writer is not None and _facts_changed(report):
+            deleted = [op.memory_id for op in report.applied if isinstance(op, Delete)]
+            if deleted:
+                await asyncio.to_thread(self._profile_writer.sources_deleted, job.scope, deleted)
             await asyncio.to_thread(self._profile_writer.mark_changed, job.scope)
 
     def _turn_of(self, persona: Persona, monitor: MonitorJob) -> Turn | None:

@@ -28,9 +28,10 @@ from core.clock import Clock
 from core.errors import CompanionError
 from core.llm.client import LLMClient, count_tokens
 from core.types import ChatMessage
+from knowledge.forget.target import NOTHING
 from knowledge.journal.profiles import REWRITE_EVERY, Profile, Profiles
 from knowledge.memory.store import KnowledgeBase
-from knowledge.records import MemoryRecord, Scope
+from knowledge.records import Category, MemoryRecord, Scope
 from knowledge.rules.decay import PolicyFor
 from knowledge.rules.temporal import in_prompt
 from personas.loader import Persona
@@ -40,6 +41,7 @@ __all__ = ["PROFILE_TOKENS", "ProfileError", "ProfileWriter", "fitted"]
 PROFILE_TOKENS = 250  # the most a profile may take of every prompt
 MIN_FACTS = 3  # fewer facts than this make no portrait, only a restatement
 SOURCE_LIMIT = 80  # facts and core memories the model reads, most important first
+PROFILE_SOURCES: tuple[Category, ...] = ("core", "fact")  # what a profile is written from
 
 SYSTEM_PROMPT = """\
 You keep the profile that {persona}, a companion character, holds of {user}: a short portrait {persona} \
@@ -114,6 +116,11 @@ class ProfileWriter:
         """The scope's facts changed: its profile is rewritten when its day is over (sync)."""
         self.profiles.mark_changed(scope, self._clock.now())
 
+    def sources_deleted(self, scope: Scope, memory_ids: Sequence[str]) -> None:
+        """Memories were deleted (the monitor found them wrong): a profile written from one is cleared at once and
+        written again later (sync)."""
+        self.profiles.erase(scope, memory_ids, NOTHING, at=self._clock.now())
+
     def due(self) -> list[Scope]:
         """The scopes whose profile is to be rewritten now (sync)."""
         return self.profiles.due(self._clock.now()) if self.use_model else []
@@ -154,7 +161,7 @@ class ProfileWriter:
     def _facts(self, scope: Scope) -> list[MemoryRecord]:
         """The facts and core memories a prompt may show now, most important first."""
         now, policy = self._clock.now(), self._policy_for(scope.persona_id)
-        records = self._knowledge.memories(scope, categories=["core", "fact"])
+        records = self._knowledge.memories(scope, categories=PROFILE_SOURCES)
         return [record for record in records if in_prompt(record, now, policy) and record.replaced_by is None][
             :SOURCE_LIMIT
         ]

@@ -6,7 +6,8 @@ prompt's Now section. A thread records the messages it was learned from and wher
 group), so a forget deletes at once every thread that carries what was forgotten or was learned from a
 forgotten message (`erase`), and a group prompt shows only the threads learned in that group.
 Every write is idempotent (the same thread id, values set, id lists merged), so a monitor job re-run after a
-crash applies each once.
+crash applies each once. A closed thread is kept `CLOSED_KEPT`, then deleted (`prune`): what became of it is
+the story's, not the present's.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import uuid
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from knowledge.forget.fence import fenced_write
 from knowledge.forget.target import ForgetTarget
@@ -39,6 +40,7 @@ CREATE TABLE IF NOT EXISTS ongoing_threads (
 CREATE INDEX IF NOT EXISTS ongoing_threads_by_scope ON ongoing_threads (persona_id, user_id, closed_at);
 """
 MAX_ACTIVE_THREADS = 8  # more at once is not "what is going on now" but a diary
+CLOSED_KEPT = timedelta(days=30)
 
 
 def new_thread_id() -> str:
@@ -175,6 +177,13 @@ class OngoingThreads:
         with self._db.transaction() as db:
             db.executemany("DELETE FROM ongoing_threads WHERE id = ?", doomed)
         return len(doomed)
+
+    def prune(self, now: datetime) -> int:
+        """Delete the threads closed more than `CLOSED_KEPT` before `now`; returns how many."""
+        with self._db.transaction() as db:
+            return db.execute(
+                "DELETE FROM ongoing_threads WHERE closed_at IS NOT NULL AND closed_at < ?", (iso(now - CLOSED_KEPT),)
+            ).rowcount
 
     def forget(self, scope: Scope) -> int:
         """Delete every thread of the scope; returns how many."""

@@ -15,7 +15,17 @@ from core.llm.client import count_tokens
 from knowledge.records import Scope
 from tests.fakes.clock import FakeClock
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.fakes.scenario import CHAT, MONITOR, SUMMARIZER, Body, Person, monitor_rules, prompt_text, system_message
+from tests.fakes.scenario import (
+    CHAT,
+    MONITOR,
+    SUMMARIZER,
+    Body,
+    Person,
+    memories_in,
+    monitor_rules,
+    prompt_text,
+    system_message,
+)
 
 FACTS_EN = {
     "I'm a nurse": "[ADD] Alice works as a nurse in Leeds",
@@ -203,3 +213,23 @@ async def test_a_group_prompt_carries_the_profile_only_if_every_memory_it_was_wr
     assert PORTRAIT_EN in system_message(fake_openai.requests_for(CHAT)[-1])
     await Person(app.companion, clock).say("hi")  # in private always
     assert PORTRAIT_EN in system_message(fake_openai.requests_for(CHAT)[-1])
+
+
+async def test_a_memory_the_monitor_deletes_as_wrong_takes_the_profile_written_from_it_along(
+    app: App, fake_openai: FakeOpenAIServer, clock: FakeClock, alice: Scope
+) -> None:
+    def delete_ramen(body: Body) -> str:
+        [wrong] = [memory_id for memory_id, content in memories_in(body).items() if "ramen" in content]
+        return f"[DELETE:{wrong}]"
+
+    fake_openai.set_default(MONITOR, monitor_rules({"hate ramen": delete_ramen, **FACTS_EN}))
+    fake_openai.set_default(SUMMARIZER, summarizer(PORTRAIT_EN))
+    fake_openai.set_default(CHAT, "OK")
+    person = Person(app.companion, clock)
+    await tell(person, app, ["I'm a nurse", "my sister Anna", "ramen"])
+    await app.lifecycle.write_profiles()
+    await app.companion.tasks.drain()
+    assert app.journal.profiles.get(alice) is not None
+    await tell(person, app, ["no, I hate ramen"])
+    assert app.journal.profiles.get(alice) is None  # cleared at once, written again from what remains
+    assert app.journal.profiles.due(clock.now() + timedelta(days=1)) == [alice]

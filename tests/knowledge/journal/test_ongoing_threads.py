@@ -34,6 +34,8 @@ def test_a_thread_is_opened_once_gets_its_news_and_leaves_the_active_ones_when_c
     assert not threads.add_news(BOB, "thr_1", "not Bob's", at=later, message_ids=[], place=None)  # scope-bound
     assert threads.add_news(ALICE, "thr_1", "got the job", at=later, message_ids=["msg_9"], place=None, close=True)
     assert threads.active(ALICE) == [] and threads.all(ALICE)[0].closed_at == later
+    assert threads.prune(later + timedelta(days=29)) == 0  # kept a while after it closed ...
+    assert threads.prune(later + timedelta(days=31)) == 1 and threads.all(ALICE) == []  # ... then gone
 
 
 def test_a_forget_deletes_the_threads_learned_from_a_forgotten_message_or_carrying_its_words(
