@@ -27,6 +27,7 @@ from core.background.conversation_summarizer import ConversationSummarizer
 from core.background.knowledge_monitor import KnowledgeMonitor
 from core.background.lifecycle import MemoryLifecycle
 from core.background.memory_reviewer import MemoryReviewer
+from core.background.profile_writer import ProfileWriter
 from core.background.scheduler import Scheduler
 from core.background.tasks import DEFAULT_BACKOFF, BackgroundTasks
 from core.checkins import CheckIns
@@ -194,6 +195,7 @@ class App:
             decay_cron=self.settings.memory.decay_cron,
             idle_check=min(self.lifecycle.idle_timeout / 2, timedelta(minutes=5)),
         )
+        scheduler.add_profiles(self.lifecycle.write_profiles)
         checkins = self.settings.checkins
         if checkins.enabled:
             # at once, then every few minutes: a check-in due at start-up goes out within a minute
@@ -201,9 +203,11 @@ class App:
         return scheduler
 
     async def prune(self) -> int:
-        """Every hour: finished jobs, expired dead letters and unanswered forget questions go."""
+        """Every hour: finished jobs, expired dead letters, unanswered forget questions and threads closed a while
+        ago go."""
         pruned = await self.lifecycle.prune_finished_work()
-        return pruned + await self.forgetting.prune_questions()
+        closed = await asyncio.to_thread(self.journal.threads.prune, self.clock.now())
+        return pruned + closed + await self.forgetting.prune_questions()
 
     async def idle_pass(self) -> int:
         """Every few minutes: store messages held while storage failed (a quiet bot has no next turn to do
@@ -544,6 +548,7 @@ def build_lifecycle(
         max_ops=settings.memory.monitor_max_ops,
         use_model=use_model,
         user_settings=stores.user_settings,
+        threads=journal.threads,
     )
     return MemoryLifecycle(
         tasks=tasks,
@@ -559,6 +564,7 @@ def build_lifecycle(
         dead_letter_retention=timedelta(days=settings.memory.dead_letter_days),
         enabled=enabled,
         keep_open=checkins.awaiting_answer,
+        profile_writer=ProfileWriter(llm, knowledge, journal.profiles, clock, policy_for, use_model=use_model),
     )
 
 
@@ -608,6 +614,7 @@ def build_services(
         defaults=settings.checkins.switches,
         memory_policy=basics.policy_for,
         members=stores.links.members,  # a linked person's check-ins go to the identity they last wrote from
+        threads=stores.journal.threads,
     )
     lifecycle = build_lifecycle(basics, stores, knowledge, llm, tasks, forgetting, checkins, enabled=background)
     return Services(editor, forgetting, checkins, lifecycle)
@@ -635,6 +642,8 @@ def build_companion(
         retrieval_limit=settings.memory.retrieval_limit,
         policy_for=basics.policy_for,
         image_limits=settings.image_limits,
+        profiles=stores.journal.profiles,
+        threads=stores.journal.threads,
     )
     companion = Companion(
         personas=basics.personas,

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, tzinfo
 from functools import partial
@@ -40,11 +40,12 @@ from core.clock import Clock
 from core.errors import RecipientRefusedError
 from core.llm.client import LLMClient
 from core.reply.prompt import persona_prompt
-from core.reply.time_context import TurnTime, duration, memory_line, now_section
+from core.reply.time_context import TurnTime, duration, memory_line, now_section, threads_lines
 from core.types import ChatMessage, ConversationRef, UserRef
 from knowledge.conversations.working_memory import WorkingMemory
 from knowledge.journal.checkin_log import Checkin, CheckinLog, Contact, checkin_id
 from knowledge.journal.job_queue import Job
+from knowledge.journal.ongoing_threads import OngoingThread, OngoingThreads
 from knowledge.journal.user_settings import UserSettings
 from knowledge.records import Category, MemoryRecord, Scope, StoredMessage
 from knowledge.rules.checkins import (
@@ -144,10 +145,13 @@ class CheckIns:
         defaults: CheckinDefaults | None = None,
         memory_policy: PolicyFor = default_policy,
         members: Callable[[str], list[str]] = lambda user_id: [user_id],
+        threads: OngoingThreads | None = None,
     ) -> None:
-        """`members`: the identities of a scope's user (a linked person has several, `Links.members`)."""
+        """`members`: the identities of a scope's user (a linked person has several, `Links.members`); `threads`:
+        what is going on in each user's life, which a check-in may follow up on."""
         self.log = log
         self._members = members
+        self._threads = threads
         self.policy = policy or CheckinPolicy()
         self.defaults = defaults or CheckinDefaults()
         self._settings = user_settings
@@ -451,6 +455,8 @@ class CheckIns:
         persona = self._persona(scope.persona_id)
         window = self._working_memory.window(scope.persona_id, checkin.conversation_id)
         contact = self.log.contact(scope)
+        # check-ins go to private chats only: every thread of the user may be followed up on there
+        threads = [] if self._threads is None else await asyncio.to_thread(self._threads.active, scope)
         messages = checkin_prompt(
             persona,
             checkin,
@@ -460,6 +466,7 @@ class CheckIns:
             now=self._clock.now().astimezone(self._settings.time_zone(scope)),
             previous=contact.last_user_at if contact else None,
             policy=self._memory_policy(scope.persona_id),
+            threads=threads,
         )
         text = (await self._llm.complete(messages, role="chat", choice=persona.models.get("chat"))).strip()
         if not text:
@@ -485,15 +492,18 @@ def checkin_prompt(
     now: datetime,
     previous: datetime | None,
     policy: MemoryPolicy,
+    threads: Sequence[OngoingThread] = (),
 ) -> list[ChatMessage]:
-    """The prompt that writes a check-in: the character, now, why it writes (so the model invents no other
-    reason), the memory that triggered it and the recent conversation."""
+    """The prompt that writes a check-in: the character, now (with what is going on in the user's life: `threads`),
+    why it writes (so the model invents no other reason), the memory that triggered it and the recent conversation."""
     title = persona.title_for(speaker)
     when = TurnTime(now=now, previous=previous, new_conversation=True, conversation_start=now)
     system = persona_prompt(persona, speaker) + "\n\n" + now_section(when, title)
+    if threads:
+        system += "\n" + threads_lines(threads, now, title)
     remembered = "" if memory is None else memory_line(memory, when, policy)
     system += "\n\n## Why you are writing first\n" + phrasebook.checkin_reason(
-        checkin.rule, title, remembered, duration(now - checkin.occasion)
+        checkin.rule, title, remembered, duration(now - checkin.occasion), threads=bool(threads)
     )
     conversation = [ChatMessage(message.role, message.content) for message in window]
     cue = ChatMessage("user", phrasebook.checkin_cue(title))

@@ -219,10 +219,15 @@ class Companion:
         return await asyncio.to_thread(self.knowledge.memories, scope, categories=["core", "fact", "episode"])
 
     async def memory_listing(self, scope: Scope) -> str:
-        """`/memory`, as the user reads it: their memories, dated in their time zone, and that zone."""
+        """`/memory`, as the user reads it: their profile and ongoing threads, their memories, dated in their time
+        zone, and that zone."""
         zone = self.user_settings.time_zone(scope)
         chosen = self.user_settings.chosen_time_zone(scope) is not None
-        listing = phrasebook.memory_listing(await self.memories(scope), self.clock.now().astimezone(zone), chosen)
+        profile = await asyncio.to_thread(self.journal.profiles.get, scope)
+        threads = await asyncio.to_thread(self.journal.threads.active, scope)
+        now = self.clock.now().astimezone(zone)
+        text = None if profile is None else profile.text
+        listing = phrasebook.memory_listing(await self.memories(scope), now, chosen, profile=text, threads=threads)
         linked = phrasebook.linked_identities(self.members(scope)) if is_person(scope.user_id) else ""
         return "\n".join(part for part in (listing, self.checkins.status(scope), linked) if part)
 
@@ -293,7 +298,7 @@ class Companion:
 
     async def join(self, joining: Joining) -> JoinReport:
         """Move what the joined users held into their person (a link, or the operator's `companion users link`)."""
-        return await asyncio.to_thread(self.joiner.move, joining.movers, joining.person_id)
+        return await asyncio.to_thread(self.joiner.move, joining.movers, joining.person_id, self.clock.now())
 
     async def unlink(self, user: UserRef) -> str:
         """`/unlink` sent by `user`: this identity leaves its person and starts fresh, the memory stays with the

@@ -11,7 +11,9 @@ What a forget reaches, in this order:
    memories (chromadb and the scope's search snapshot), the messages that carry the text or that a
    forgotten fact was learned from, with their history index entries; the change log keeps that a
    memory changed and loses what it said; dead letters quoting the text are deleted and pending jobs
-   keep a placeholder instead of it (finished jobs keep no text at all: `JobQueue`);
+   keep a placeholder instead of it (finished jobs keep no text at all: `JobQueue`); the profile, if it was
+   written from a forgotten memory or carries the text, is cleared and written again later from what remains;
+   ongoing threads learned from a forgotten message or carrying the text are deleted;
 2. in the groups the user spoke in, what the companion repeated of it to others (`_forget_echoes`);
 3. memory files of the scope that the companion wrote into the data directory (exports, `.bak`);
 4. what the stores' files keep after a delete: chromadb's write-ahead queue, full-text index and free
@@ -238,7 +240,9 @@ class Forgetting:
             messages.difference_update(keep)
             forgotten = self._editor.forget(scope, [record.id for record in records], actor=actor)
             deleted = self._history.forget_messages(scope, messages)
-            journal_rows = self._journal.erase(scope, {record.id for record in records}, target)
+            journal_rows = self._journal.erase(
+                scope, {record.id for record in records}, target, at=self._now(), message_ids=messages | set(keep)
+            )
         self._forget_echoes(scope, _groups(stored), target, actor)
         files = self._erase_files(scope, target)
         log.info("forgot %d memories and %d messages of one scope", forgotten, deleted)
@@ -281,7 +285,7 @@ class Forgetting:
                 ]
                 forgotten = self._editor.forget(other, learned, actor=actor)
                 repeated = self._history.forget_messages(other, replies)
-                self._journal.erase(other, set(learned), target)
+                self._journal.erase(other, set(learned), target, at=self._now())
             if forgotten or repeated:
                 log.info("forgot %d memories and %d replies of another scope that repeated it", forgotten, repeated)
 

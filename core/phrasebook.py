@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from core.errors import LLMError
+from knowledge.journal.ongoing_threads import OngoingThread
 from knowledge.people.joining import JoinReport
 from knowledge.records import MemoryRecord, StoredMessage
 
@@ -71,18 +72,38 @@ def too_fast(per_minute: int) -> str:
     )
 
 
-def memory_listing(records: Sequence[MemoryRecord], now: datetime | None = None, zone_chosen: bool = False) -> str:
-    """`/memory`: what the companion remembers about the user, most important first, where each may come up
-    and, given the user's local `now`, when each was learned and the time zone it is read in."""
+PROFILE_HEADING = "How I see you:"
+
+
+THREADS_HEADING = "What is going on for you now:"
+
+
+def memory_listing(
+    records: Sequence[MemoryRecord],
+    now: datetime | None = None,
+    zone_chosen: bool = False,
+    profile: str | None = None,
+    threads: Sequence[OngoingThread] = (),
+) -> str:
+    """`/memory`: the user's profile first, if one is written, and their ongoing threads, then what the companion
+    remembers about them, most important first, where each may come up and, given the user's local `now`, when
+    each was learned and the time zone it is read in."""
     zone = "" if now is None else "\n\n" + time_zone_status(now, zone_chosen)
+    portrait = f"{PROFILE_HEADING}\n{profile}\n\n" if profile else ""
+    if threads:
+        going_on = [
+            f"- {thread.title} (since {thread.since:%Y-%m-%d}{f': {thread.news}' if thread.news else ''}; {thread.id})"
+            for thread in threads
+        ]
+        portrait += THREADS_HEADING + "\n" + "\n".join(going_on) + "\n\n"
     if not records:
-        return NOTHING_REMEMBERED + zone
+        return portrait + NOTHING_REMEMBERED + zone
     lines = [
         f"[{record.category}] {record.content}  ({_dates(record, now)}importance {record.importance:.2f}; "
         f"{_where(record)}; {record.id})"
         for record in records
     ]
-    return "What I remember about you:\n" + "\n".join(lines) + "\n\n" + SHARING_RULE + zone
+    return portrait + "What I remember about you:\n" + "\n".join(lines) + "\n\n" + SHARING_RULE + zone
 
 
 def _local(moment: datetime, now: datetime) -> str:
@@ -296,8 +317,9 @@ def checkins_switched(on: bool) -> str:
     return "Okay: I won't write first any more; anything I had planned is cancelled."
 
 
-def checkin_reason(rule: str, title: str, remembered: str, since: str) -> str:
-    """Why the companion writes first, as the check-in's prompt states it (so the model invents no reason)."""
+def checkin_reason(rule: str, title: str, remembered: str, since: str, *, threads: bool = False) -> str:
+    """Why the companion writes first, as the check-in's prompt states it (so the model invents no reason); after a
+    silence, given `threads` (something going on in their life), it may ask how one of them is going."""
     if rule == "plan_passed":
         reason = f"{title} told you about this plan, and its time has now passed:\n{remembered}\nAsk how it went."
     elif rule == "kept_date":
@@ -307,6 +329,8 @@ def checkin_reason(rule: str, title: str, remembered: str, since: str) -> str:
             f"{title} has not written for {since}; before that you talked often. Say you thought of them, lightly: "
             "no guilt, no asking why they were away."
         )
+        if threads:
+            reason += f" If one of the things going on in {title}'s life (under Now) fits, you may ask how it goes."
     return (
         f"{reason}\nWrite to {title} first, in character and in the language of your conversation, in one or two "
         "short sentences. This is the only reason you are writing: do not invent another."

@@ -33,6 +33,8 @@ TABLES: dict[str, str] = {
     "checkins": "id, persona_id, user_id, rule, memory_id, occasion, conversation_id, due_at, stale_at, state, job_id,"
     " planned_at, done_at, message_id, note",
     "person_links": "identity, person_id, linked_at",  # not the codes of the last 10 minutes: they ask again
+    "profiles": "persona_id, user_id, text, memory_ids, basis, author, written_at, changed_at",
+    "ongoing_threads": "id, persona_id, user_id, title, news, since, updated_at, closed_at, message_ids, places",
 }
 POSITIONED = ("messages", "memory_history", "dead_letters", "jobs")  # their `seq` continues after the copy
 

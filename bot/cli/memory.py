@@ -6,7 +6,6 @@ import asyncio
 import bisect
 import json
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,12 +14,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bot.cli.ownership import confirm, edit_text
+from bot.cli.profile import profile
 from bot.cli.support import (
     changing_scope_options,
     cli_settings,
     jsonable,
     keep_backup,
     run_app,
+    run_in_scope,
     scope_of,
     scope_options,
 )
@@ -48,15 +49,7 @@ def memory() -> None:
     """Inspect and edit what the companion remembers, one (persona, user) scope at a time."""
 
 
-def _in_scope(
-    ctx: click.Context, persona_id: str | None, user_name: str, work: Callable[[App, Scope], Awaitable[None]]
-) -> None:
-    """Run `work(app, scope)` for the scope named on the command line."""
-
-    async def run(app: App) -> None:
-        await work(app, scope_of(app, persona_id, user_name))
-
-    run_app(cli_settings(ctx), run)
+memory.add_command(profile)
 
 
 def _echo_json(value: Any) -> None:
@@ -114,7 +107,7 @@ def memory_list(
         for record in records:
             click.echo(_line(record))
 
-    _in_scope(ctx, persona_id, user_name, show)
+    run_in_scope(ctx, persona_id, user_name, show)
 
 
 @memory.command("search")
@@ -180,7 +173,7 @@ def memory_search(
                 f"{said.relevance:4.2f}  [{message.sent_at:%Y-%m-%d %H:%M}] {message.speaker_name}: {message.content}"
             )
 
-    _in_scope(ctx, persona_id, user_name, show)
+    run_in_scope(ctx, persona_id, user_name, show)
 
 
 @memory.command("show")
@@ -202,7 +195,7 @@ def memory_show(ctx: click.Context, persona_id: str | None, user_name: str, memo
         for entry in history:
             click.echo(f"{entry.at:%Y-%m-%d %H:%M}  {entry.action} by {entry.actor}: {entry.detail}")
 
-    _in_scope(ctx, persona_id, user_name, show)
+    run_in_scope(ctx, persona_id, user_name, show)
 
 
 @memory.command("edit")
@@ -256,7 +249,7 @@ def memory_edit(
         assert updated is not None  # `_one` found it in this scope
         click.echo(_line(updated))
 
-    _in_scope(ctx, persona_id, user_name, edit)
+    run_in_scope(ctx, persona_id, user_name, edit)
 
 
 def _date_change(app: App, scope: Scope, text: str | None) -> datetime | Clear | Keep:
@@ -295,16 +288,18 @@ def memory_forget(
         for path in report.files:
             click.echo(f"deleted {path}, a memory file holding what was forgotten")
 
-    _in_scope(ctx, persona_id, user_name, forget)
+    run_in_scope(ctx, persona_id, user_name, forget)
 
 
 def _render(app: App, scope: Scope, records: list[MemoryRecord], as_json: bool) -> str:
     now = app.clock.now()
     zone = app.user_settings.chosen_time_zone(scope)
+    profile = app.journal.profiles.get(scope)
+    text = None if profile is None else profile.text
     if as_json:
-        return render_json(records, scope, now=now, time_zone=zone)
+        return render_json(records, scope, now=now, time_zone=zone, profile=text)
     archive_below = app.policy_for(scope.persona_id).decay_review_below
-    return render_markdown(records, scope, now=now, archive_below=archive_below, time_zone=zone)
+    return render_markdown(records, scope, now=now, archive_below=archive_below, time_zone=zone, profile=text)
 
 
 @memory.command("export")
@@ -330,7 +325,7 @@ def memory_export(
         output.write_text(text, encoding="utf-8")
         click.echo(f"wrote {len(records)} memories of {scope} to {output}", err=True)
 
-    _in_scope(ctx, persona_id, user_name, export)
+    run_in_scope(ctx, persona_id, user_name, export)
 
 
 @memory.command("import")
@@ -390,7 +385,7 @@ def memory_import(
         await asyncio.to_thread(app.editor.apply_import, scope, plan, source=file.name)
         click.echo(f"{summary}; the memories as they were are in {backup.name}")
 
-    _in_scope(ctx, persona_id, user_name, load)
+    run_in_scope(ctx, persona_id, user_name, load)
 
 
 def _import_time_zone(app: App, scope: Scope, name: str | None) -> None:
@@ -430,7 +425,7 @@ def memory_stats(ctx: click.Context, persona_id: str | None, user_name: str, as_
         else:
             _print_stats(stats)
 
-    _in_scope(ctx, persona_id, user_name, show)
+    run_in_scope(ctx, persona_id, user_name, show)
 
 
 def _backlog(app: App) -> dict[str, Any]:
@@ -496,7 +491,7 @@ def memory_history(
             change = f"{entry.old_content!r} -> {entry.new_content!r}"
             click.echo(f"{entry.at:%Y-%m-%d %H:%M}  {entry.memory_id}  {entry.action:<7} by {entry.actor}: {change}")
 
-    _in_scope(ctx, persona_id, user_name, show)
+    run_in_scope(ctx, persona_id, user_name, show)
 
 
 @memory.command("dead-letters")

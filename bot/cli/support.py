@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -95,6 +95,17 @@ def _user_option(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--user", "user_name", required=True, help="User: a terminal name or a platform id (telegram:7)."
     )(command)
+
+
+def run_in_scope(
+    ctx: click.Context, persona_id: str | None, user_name: str, work: Callable[[App, Scope], Awaitable[None]]
+) -> None:
+    """Run `work(app, scope)` for the scope named on the command line."""
+
+    async def run(app: App) -> None:
+        await work(app, scope_of(app, persona_id, user_name))
+
+    run_app(cli_settings(ctx), run)
 
 
 def scope_of(app: App, persona_id: str | None, user_name: str) -> Scope:

@@ -30,6 +30,7 @@ class Stage(StrEnum):
     MODEL = "model"  # the monitor: the model's ops, checked and planned
     VERDICT = "verdict"  # a review: the model's verdict and its writes
     CHECKIN_TEXT = "text"  # a check-in: the message, written before it is sent
+    PROFILE = "profile"  # a profile rewrite: the model's text and the memories it was written from
 
 
 class Checkpoint:

@@ -18,10 +18,11 @@ from typing import Any, TypeAlias
 
 from core.background.checkpoint import Checkpoint, Stage
 from knowledge.journal.change_log import ChangeLog, LoggedChange
+from knowledge.journal.ongoing_threads import OngoingThreads
 from knowledge.memory.store import KnowledgeBase
 from knowledge.records import Category, MemoryChange, Scope, Source
 
-__all__ = ["AddMemory", "ChangeMemory", "DeleteMemory", "Effect", "MemoryWriter"]
+__all__ = ["AddMemory", "ChangeMemory", "DeleteMemory", "Effect", "MemoryWriter", "OpenThread", "ThreadNews"]
 
 
 @dataclass(frozen=True)
@@ -58,16 +59,45 @@ class DeleteMemory:
     logged: LoggedChange | None = None
 
 
-Effect: TypeAlias = AddMemory | ChangeMemory | DeleteMemory
-_KINDS: dict[str, type[Effect]] = {kind.__name__: kind for kind in (AddMemory, ChangeMemory, DeleteMemory)}
+@dataclass(frozen=True)
+class OpenThread:
+    """A new ongoing thread, under the id chosen when it was planned."""
+
+    thread_id: str
+    title: str
+    news: str
+    since: datetime
+    at: datetime
+    message_ids: tuple[str, ...] = ()
+    place: str | None = None  # the group it was learned in; None: a private chat
+
+
+@dataclass(frozen=True)
+class ThreadNews:
+    """The latest news of an ongoing thread; with `close`, its end."""
+
+    thread_id: str
+    news: str
+    at: datetime
+    message_ids: tuple[str, ...] = ()
+    place: str | None = None
+    close: bool = False
+
+
+Effect: TypeAlias = AddMemory | ChangeMemory | DeleteMemory | OpenThread | ThreadNews
+_KINDS: dict[str, type[Effect]] = {
+    kind.__name__: kind for kind in (AddMemory, ChangeMemory, DeleteMemory, OpenThread, ThreadNews)
+}
 
 
 class MemoryWriter:
     """Applies a job's planned effects in order, each exactly once across re-runs."""
 
-    def __init__(self, knowledge: KnowledgeBase, changes: ChangeLog) -> None:
+    def __init__(self, knowledge: KnowledgeBase, changes: ChangeLog, threads: OngoingThreads | None = None) -> None:
+        """`threads`: where thread effects are written (None: they are planned by no one)."""
         self._knowledge = knowledge
         self._changes = changes
+        self._threads = threads
 
     def apply(self, scope: Scope, effects: Sequence[Effect], checkpoint: Checkpoint, *, stage: Stage) -> None:
         """Apply the effects of `stage` that no earlier run of the job finished (sync: run in a worker thread)."""
@@ -99,6 +129,27 @@ class MemoryWriter:
             case DeleteMemory():
                 self._log(scope, effect.logged)
                 self._knowledge.delete(scope, [effect.memory_id])
+            case OpenThread() if self._threads is not None:
+                self._threads.open(
+                    scope,
+                    effect.thread_id,
+                    effect.title,
+                    effect.news,
+                    since=effect.since,
+                    at=effect.at,
+                    message_ids=effect.message_ids,
+                    place=effect.place,
+                )
+            case ThreadNews() if self._threads is not None:
+                self._threads.add_news(
+                    scope,
+                    effect.thread_id,
+                    effect.news,
+                    at=effect.at,
+                    message_ids=effect.message_ids,
+                    place=effect.place,
+                    close=effect.close,
+                )
 
     def _log(self, scope: Scope, change: LoggedChange | None) -> None:
         if change is not None:
@@ -149,7 +200,7 @@ def _revived(name: str, value: Any) -> Any:
         return {key: None if item == "" else _moment(item) for key, item in value.items()}
     if name == "message_ids":
         return tuple(value)
-    return _moment(value)  # `about`, `until`
+    return _moment(value)  # `about`, `until`, `since`, `at`
 
 
 def _moment(value: Any) -> Any:

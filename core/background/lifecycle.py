@@ -1,8 +1,8 @@
 """MemoryLifecycle: the background half of the companion.
 
 It turns events of the reply path (a message arriving, its turn ending, a closed conversation) and of the scheduler
-(daily decay, idle conversations) into durable jobs, and runs each job with the right role:
-KnowledgeMonitor, ConversationSummarizer or MemoryReviewer. Nothing here runs on the reply path.
+(daily decay, idle conversations, profiles due) into durable jobs, and runs each job with the right role:
+KnowledgeMonitor, ConversationSummarizer, MemoryReviewer or ProfileWriter. Nothing here runs on the reply path.
 """
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from core.background.conversation_summarizer import ConversationSummarizer
-from core.background.knowledge_monitor import KnowledgeMonitor, Turn
+from core.background.knowledge_monitor import KnowledgeMonitor, MonitorReport, Turn
 from core.background.memory_reviewer import MemoryReviewer
+from core.background.monitor_ops import Add, Change, Delete, Update
+from core.background.profile_writer import ProfileWriter
 from core.background.tasks import BackgroundTasks, FlatPayload
 from core.clock import Clock
 from core.types import StoredTurn
@@ -78,6 +80,14 @@ class ReviewJob(FlatPayload):
     kind: ReviewKind
 
 
+@dataclass(frozen=True)
+class ProfileJob(FlatPayload):
+    """A rewrite of the scope's profile, asked for at `requested_at` (ISO): changes marked since wait for the next."""
+
+    KIND: ClassVar[str] = "profile"
+    requested_at: str
+
+
 class MemoryLifecycle:
     """Schedules and runs the monitor, summarizer and reviewer; owns the decay and idle passes."""
 
@@ -97,12 +107,15 @@ class MemoryLifecycle:
         dead_letter_retention: timedelta = timedelta(days=7),
         enabled: bool = True,
         keep_open: Callable[[], set[tuple[str, str]]] = set,
+        profile_writer: ProfileWriter | None = None,
     ) -> None:
         """`enabled=False` turns the background off: events submit no job (for measuring what it costs).
         `dead_letter_retention`: how long a dead letter keeps the text of the work that failed.
         `keep_open`: (persona, conversation) pairs the idle pass leaves open however quiet (a check-in
-        waiting for its answer, which must continue the conversation)."""
+        waiting for its answer, which must continue the conversation). `profile_writer`: writes each user's
+        profile when their facts changed (None: no profiles)."""
         self._keep_open = keep_open
+        self._profile_writer = profile_writer
         self.tasks = tasks
         self.enabled = enabled
         self._history = history
@@ -118,6 +131,7 @@ class MemoryLifecycle:
         tasks.register(MonitorJob, self._run_monitor)
         tasks.register(SummarizeJob, self._run_summarizer)
         tasks.register(ReviewJob, self._run_reviewer)
+        tasks.register(ProfileJob, self._run_profile)
 
     # -- events ------------------------------------------------------------------------------
 
@@ -194,6 +208,19 @@ class MemoryLifecycle:
         await self.index_history()
         return len(idle)
 
+    async def write_profiles(self) -> int:
+        """A profile job for each scope whose facts changed and whose profile is a day old or missing; returns
+        how many were queued."""
+        if not self.enabled or self._profile_writer is None:
+            return 0
+        due = await asyncio.to_thread(self._profile_writer.due)
+        requested_at = self._clock.now().isoformat()
+        for scope in due:
+            self.tasks.submit(scope, ProfileJob(requested_at))
+        if due:
+            log.info("profile pass: %d profiles to rewrite", len(due))
+        return len(due)
+
     async def prune_finished_work(self) -> int:
         """Delete finished jobs and the dead letters past their retention; returns how many rows went."""
         before = self._clock.now() - self.dead_letter_retention
@@ -219,6 +246,11 @@ class MemoryLifecycle:
         report = await self._monitor.review_turn(persona, job.scope, turn, self.tasks.checkpoint(job))
         for memory_id, kind in report.reviews:
             self.review(job.scope, memory_id, kind)
+        if self._profile_writer is not None and _facts_changed(report):
+            deleted = [op.memory_id for op in report.applied if isinstance(op, Delete)]
+            if deleted:
+                await asyncio.to_thread(self._profile_writer.sources_deleted, job.scope, deleted)
+            await asyncio.to_thread(self._profile_writer.mark_changed, job.scope)
 
     def _turn_of(self, persona: Persona, monitor: MonitorJob) -> Turn | None:
         """The turn a monitor job names, as its messages read now."""
@@ -250,6 +282,18 @@ class MemoryLifecycle:
     async def _run_reviewer(self, job: Job, review: ReviewJob) -> None:
         persona = self._persona(job.scope.persona_id)
         await self._reviewer.review(persona, job.scope, review.memory_id, review.kind, self.tasks.checkpoint(job))
+
+    async def _run_profile(self, job: Job, profile: ProfileJob) -> None:
+        if self._profile_writer is None:
+            return  # profiles were switched off after the job was queued
+        persona = self._persona(job.scope.persona_id)
+        requested_at = datetime.fromisoformat(profile.requested_at)
+        await self._profile_writer.rewrite(persona, job.scope, requested_at, self.tasks.checkpoint(job))
+
+
+def _facts_changed(report: MonitorReport) -> bool:
+    """Whether a turn's review added, changed or deleted a memory (what a profile is written from)."""
+    return any(isinstance(op, (Add, Update, Change, Delete)) for op in report.applied)
 
 
 TurnEnd = Callable[[StoredTurn | None], None]  # told once how a turn ended: what it stored, or None

@@ -5,6 +5,10 @@ The operations: docs/development/design-rules.md#monitor-operations.
 An ADD, UPDATE or CHANGE may carry dates as attributes inside its tag, in the user's own words:
 `[ADD about="next Monday 10:00"] 主人有面试`, `[UPDATE:mem_1 until="Friday"]`. They stay text here;
 the monitor resolves them against the turn's local time in code (`knowledge/dates/moments.py`).
+
+Ongoing threads (what is going on in the user's life now) have three ops of their own: `[OPEN since="last
+week"] job hunt: sent three applications` (title, then the latest news after a colon), `[NEWS:thr_1] got an
+interview` and `[CLOSE:thr_1] got the job`.
 """
 
 from __future__ import annotations
@@ -64,8 +68,35 @@ class Skip:
     """[SKIP]: nothing to do."""
 
 
-Op: TypeAlias = Add | Update | Change | Boost | Delete | Skip
+@dataclass(frozen=True)
+class Open:
+    """[OPEN] title: news: something going on in the user's life now (a job hunt, a move); `since`: when it
+    began, as the model wrote it."""
+
+    title: str
+    news: str = ""
+    since: str | None = None
+
+
+@dataclass(frozen=True)
+class News:
+    """[NEWS:thread_id] news: the latest news of an ongoing thread."""
+
+    thread_id: str
+    news: str
+
+
+@dataclass(frozen=True)
+class Close:
+    """[CLOSE:thread_id] how it ended: the thread is over."""
+
+    thread_id: str
+    news: str = ""
+
+
+Op: TypeAlias = Add | Update | Change | Boost | Delete | Skip | Open | News | Close
 Dated: TypeAlias = Add | Update | Change  # the ops that may carry `about` / `until`
+ThreadOp: TypeAlias = Open | News | Close
 
 
 @dataclass(frozen=True)
@@ -80,14 +111,16 @@ _FULL_WIDTH = str.maketrans({"【": "[", "】": "]", "［": "[", "］": "]", "�
 # [WORD], [WORD:id], then attributes up to the bracket: [ADD about="next Monday"], [UPDATE:mem_1 until=Friday]
 _TAG = re.compile(r"\[\s*([A-Za-z]+)\s*(?::\s*([^\]\s]*))?\s*([^\]]*?)\s*\]")
 _ATTRIBUTE = re.compile(
-    r"\s*(?P<name>about|until)\s*[=:]\s*"
+    r"\s*(?P<name>about|until|since)\s*[=:]\s*"
     r"(?:\"(?P<double>[^\"]*)\"|'(?P<single>[^']*)'|“(?P<curly>[^”]*)”|「(?P<corner>[^」]*)」|(?P<bare>[^\s\"']+))",
     re.IGNORECASE,
 )
 _LIST_MARKER = re.compile(r"^\s*(?:[-*•·]+|\d+\s*[.)、]|\(\d+\))\s*")
 _BARE_SKIP = re.compile(r"^\W*skip\W*$", re.IGNORECASE)
 _MEMORY_ID = re.compile(r"^[A-Za-z0-9_-]+$")
-_OP_WORDS = {"add", "update", "change", "boost", "delete", "skip"}
+_OP_WORDS = {"add", "update", "change", "boost", "delete", "skip", "open", "news", "close"}
+# the attributes each op may carry; the others carry none
+_ATTRIBUTES = {"add": {"about", "until"}, "update": {"about", "until"}, "change": {"about", "until"}, "open": {"since"}}
 
 
 def _ascii_brackets(text: str) -> str:
@@ -146,7 +179,7 @@ def _op(word: str, memory_id: str | None, content: str, attributes: str) -> Op |
     if memory_id is not None and not _MEMORY_ID.match(memory_id):
         return None
     dates = _attributes(attributes)
-    if dates is None or (dates and word not in ("add", "update", "change")):
+    if dates is None or set(dates) - _ATTRIBUTES.get(word, set()):
         return None
     if word == "skip" and memory_id is None:
         return Skip()
@@ -160,6 +193,13 @@ def _op(word: str, memory_id: str | None, content: str, attributes: str) -> Op |
         return Boost(memory_id)
     if word == "delete" and memory_id:
         return Delete(memory_id)
+    if word == "open" and memory_id is None and content:
+        title, _, news = content.partition(":")
+        return Open(title.strip(), news.strip(), **dates) if title.strip() else None
+    if word == "news" and memory_id and content:
+        return News(memory_id, content)
+    if word == "close" and memory_id:
+        return Close(memory_id, content)
     return None
 
 
@@ -185,6 +225,10 @@ def op_text(op: Op) -> str:
             return f"[boost:{memory_id}]".lower()
         case Delete(memory_id):
             return f"[delete:{memory_id}]".lower()
+        case Open(title):
+            return _spaced(f"[open] {title}".lower())
+        case News(thread_id) | Close(thread_id):
+            return f"[{type(op).__name__}:{thread_id}]".lower()
     return "[skip]"
 
 

@@ -21,6 +21,8 @@ DECAY_JOB = "decay:daily"
 IDLE_JOB = "summarize:idle"
 PRUNE_JOB = "prune:hourly"
 CHECKINS_JOB = "checkins:plan"
+PROFILES_JOB = "profiles:hourly"  # profiles due (facts changed, a day since the last) are rewritten
+PROFILES_INTERVAL = timedelta(hours=1)
 PRUNE_INTERVAL = timedelta(hours=1)
 COMPACT_JOB = "compact:vectors"
 # How soon a forgotten memory's vector leaves the vector index's files (docs/concepts/forgetting.md#the-vector-index).
@@ -121,6 +123,11 @@ class Scheduler:
         )
         compacting = IntervalTrigger(seconds=COMPACT_INTERVAL.total_seconds(), timezone=UTC)
         self.add(COMPACT_JOB, compacting, compact, slot=COMPACT_INTERVAL)
+
+    def add_profiles(self, write: Job) -> None:
+        """The profile pass, hourly (once per slot across processes): each profile is rewritten at most daily."""
+        every = IntervalTrigger(seconds=PROFILES_INTERVAL.total_seconds(), timezone=UTC)
+        self.add(PROFILES_JOB, every, write, slot=PROFILES_INTERVAL)
 
     def add_checkins(self, plan: Job, *, every: timedelta) -> None:
         """The check-in planning pass, every `every` (once per slot across processes)."""

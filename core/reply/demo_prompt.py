@@ -23,6 +23,7 @@ from core.llm.client import count_message_tokens, count_tokens
 from core.reply.prompt import MessageTooLongError, Prompt, PromptBuilder
 from core.reply.time_context import TurnTime
 from core.types import ChatMessage
+from knowledge.journal.ongoing_threads import OngoingThread
 from knowledge.records import MemoryRecord, StoredMessage
 from knowledge.rules.decay import MemoryPolicy
 from personas.loader import Persona
@@ -105,10 +106,12 @@ class DemoPromptBuilder(PromptBuilder):
         when: TurnTime | None = None,
         policy: MemoryPolicy | None = None,
         reserved: int = 0,
+        profile: str | None = None,
+        threads: Sequence[OngoingThread] = (),
     ) -> Prompt:
         """The demo prompt for the last message of `window`: system and core memories beyond the user's own
-        facts, episodes, times and images are left out (the demo model cannot use them; it is offered no tools,
-        so nothing is `reserved` for them)."""
+        facts, episodes, times, images, the profile and threads are left out (the demo model cannot use them; it is
+        offered no tools, so nothing is `reserved` for them)."""
         if not window:
             raise ValueError("the window must end with the message being answered")
         *earlier, current = window

@@ -1,7 +1,8 @@
 """PromptBuilder (the design's MemoryInjector): builds the prompt for a reply inside the model's token budget.
 
-The prompt is the persona, then what the companion knows (system and core memories always, facts
-and episodes retrieved for this message), then the conversation so far. Each memory and each
+The prompt is the persona and the user's profile (always, when one is written and the audience may read
+it), then what the companion knows (system and core memories always, facts and episodes retrieved for
+this message), then the conversation so far. Each memory and each
 message is a whole item: when the budget is short, the lowest-ranked items go first and no item is
 ever cut in half.
 """
@@ -16,8 +17,9 @@ from core import phrasebook
 from core.errors import UserFacingError
 from core.llm.client import MESSAGE_OVERHEAD_TOKENS, count_message_tokens, count_tokens
 from core.reply.lore import active_lore
-from core.reply.time_context import TurnTime, memory_line, now_section
+from core.reply.time_context import TurnTime, memory_line, now_section, threads_lines
 from core.types import ChatMessage
+from knowledge.journal.ongoing_threads import OngoingThread
 from knowledge.records import MemoryRecord, StoredMessage
 from knowledge.rules.decay import MemoryPolicy
 from personas.loader import Persona
@@ -160,6 +162,8 @@ class PromptBuilder:
         when: TurnTime | None = None,
         policy: MemoryPolicy | None = None,
         reserved: int = 0,
+        profile: str | None = None,
+        threads: Sequence[OngoingThread] = (),
     ) -> Prompt:
         """The prompt for replying to the last message of `window`.
 
@@ -168,12 +172,19 @@ class PromptBuilder:
         those memories do not cover, best first; `image_url` a photo sent with the last message.
         `when`: the turn's time, which the prompt states and dates every memory by (under `policy`'s
         plan rules). `reserved` tokens of the budget are left free (for tools and what they bring back).
+        `profile`: the user's profile, shown whole after the time, and `threads` what is going on in their life
+        now, in the Now section (the caller checked this audience may read both).
         """
         if not window:
             raise ValueError("the window must end with the message being answered")
         *earlier, current = window  # the window's earlier messages, and the one being answered
         speaker = current.speaker_name
-        base, closing, current_message, fixed = self._frame(persona, window, group, image_url, when)
+        try:
+            base, closing, current_message, fixed = self._frame(
+                persona, window, group, image_url, when, profile, threads
+            )
+        except MessageTooLongError:  # a context too small for the profile too: the message comes first
+            base, closing, current_message, fixed = self._frame(persona, window, group, image_url, when)
         title = persona.title_for(speaker)
         ranked = self._ranked(always, retrieved, excerpts, earlier, when, policy or MemoryPolicy(), title)
         chosen = self._fit(ranked, self.budget.prompt_tokens - reserved - fixed, persona, group)
@@ -207,14 +218,20 @@ class PromptBuilder:
         group: bool,
         image_url: str | None,
         when: TurnTime | None = None,
+        profile: str | None = None,
+        threads: Sequence[OngoingThread] = (),
     ) -> tuple[str, str, ChatMessage, int]:
-        """The persona prompt (with the turn's time, given `when`), the closing instructions, the message
-        answered, and the tokens the three take."""
+        """The persona prompt (with the turn's time, given `when`, and the user's `profile`), the closing
+        instructions, the message answered, and the tokens the three take."""
         current = window[-1]
         speaker = current.speaker_name
         base = persona_prompt(persona, speaker, self._lore(persona, window, speaker))
         if when is not None:
             base += "\n\n" + now_section(when, persona.title_for(speaker))
+            if threads:
+                base += "\n" + threads_lines(threads, when.now, persona.title_for(speaker))
+        if profile:
+            base += f"\n\n## Who {persona.title_for(speaker)} is (your notes)\n{profile}"
         current_message = replace(self._chat_message(current, persona, group), image_url=image_url)
         # Placed after the memories, at the end of the system message: some servers refuse a system
         # message after the conversation, where SillyTavern would put it.

@@ -26,6 +26,8 @@ from knowledge.conversations.history import ConversationHistory
 from knowledge.conversations.working_memory import WorkingMemory
 from knowledge.dates.windows import TimeWindow, find_window
 from knowledge.errors import storage_problem
+from knowledge.journal.ongoing_threads import OngoingThread, OngoingThreads
+from knowledge.journal.profiles import Profiles
 from knowledge.memory.store import KnowledgeBase
 from knowledge.records import Category, MemoryRecord, Scope, StoredMessage, new_message_id
 from knowledge.rules.decay import MemoryPolicy, PolicyFor, default_policy
@@ -61,8 +63,12 @@ class ResponseHandler:
         excerpt_limit: int = 3,
         image_limits: ImageLimits | None = None,
         policy_for: PolicyFor = default_policy,
+        profiles: Profiles | None = None,
+        threads: OngoingThreads | None = None,
     ) -> None:
         """`excerpt_limit`: past messages from `history` quoted at most, when memories do not cover them;
+        `profiles`: each user's profile, always in their prompt where the audience may read it; `threads`: what is
+        going on in their life, in the prompt's Now section;
         `image_limits`: the largest photo accepted, and the size it is scaled to for the model;
         `policy_for`: a persona's memory rules (when a past plan leaves the prompt)."""
         self.working_memory = working_memory
@@ -76,6 +82,8 @@ class ResponseHandler:
         self._excerpt_limit = excerpt_limit
         self._policy_for = policy_for
         self._recall_tool = RecallTool(knowledge, history)
+        self._profiles = profiles
+        self._threads = threads
 
     async def reply(
         self,
@@ -147,6 +155,8 @@ class ResponseHandler:
         policy = self._policy_for(persona.id)
         always, retrieved = await self._recall(persona, scope, message.text, audience, when, policy)
         excerpts = await self._excerpts(scope, message.text, window, [*always, *retrieved], audience, when.window)
+        profile = await asyncio.to_thread(self._profile_for, scope, audience)
+        threads = await asyncio.to_thread(self._threads_for, scope, audience)
         with_tools = self._llm.settings("chat").chosen(persona.models.get("chat")).tools
         try:
             prompt = self._prompt_builder.build(
@@ -160,6 +170,8 @@ class ResponseHandler:
                 when=when,
                 policy=policy,
                 reserved=RECALL_RESERVE if with_tools else 0,
+                profile=profile,
+                threads=threads,
             )
         except MessageTooLongError as error:  # lore the earlier messages bring in left no room: refused after all
             await asyncio.to_thread(self.working_memory.log.forget_messages, scope, [stored.id])
@@ -211,6 +223,31 @@ class ResponseHandler:
             conversation_start=window[0].sent_at if window else stored.sent_at,
             window=find_window(message.text[:MAX_QUERY_CHARS], now),
         )
+
+    def _profile_for(self, scope: Scope, audience: Audience) -> str | None:
+        """The user's profile, if one is written and `audience` may read it: in a group only a profile whose
+        every memory may be used there (docs/concepts/discretion.md#the-profile-and-ongoing-threads)."""
+        if self._profiles is None:
+            return None
+        try:
+            profile = self._profiles.get(scope)
+            if profile is None or audience.sees_everything:
+                return None if profile is None else profile.text
+            sources = self._knowledge.get(scope, profile.memory_ids)
+        except Exception:  # a broken store must not cost the user their reply
+            log.exception("reading the profile failed for %s; replying without it", scope)
+            return None
+        return profile.text if audience.may_use_derived(profile.memory_ids, sources) else None
+
+    def _threads_for(self, scope: Scope, audience: Audience) -> list[OngoingThread]:
+        """The user's ongoing threads `audience` may hear of (in a group, those learned there alone)."""
+        if self._threads is None:
+            return []
+        try:
+            return [thread for thread in self._threads.active(scope) if audience.may_hear_of(thread.places)]
+        except Exception:  # a broken store must not cost the user their reply
+            log.exception("reading the ongoing threads failed for %s; replying without them", scope)
+            return []
 
     async def _photo_of(self, persona: Persona, message: IncomingMessage) -> _Photo | None:
         """The message's photo bounded and ready for the chat model; None when there is none or the model

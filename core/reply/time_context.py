@@ -9,11 +9,13 @@ in the user's language). Every date is read in the user's time zone, which `Turn
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from knowledge.dates.moments import is_all_day
 from knowledge.dates.windows import TimeWindow
+from knowledge.journal.ongoing_threads import OngoingThread
 from knowledge.records import MemoryRecord
 from knowledge.rules.decay import MemoryPolicy
 from knowledge.rules.temporal import episode_moment, has_ended, plan_stage, without_stamp
@@ -79,6 +81,18 @@ def now_section(when: TurnTime, title: str) -> str:
         elif now - when.previous >= NOTABLE_SILENCE:
             lines.append(f"{title}'s previous message was {gap} ago.")
     return "## Now\n" + " ".join(lines)
+
+
+def threads_lines(threads: Sequence[OngoingThread], now: datetime, title: str) -> str:
+    """What is going on in the user's life now, for the Now section: each thread since when, and its latest news
+    with how long ago it came."""
+    if not threads:
+        return ""
+    lines = [f"Going on in {title}'s life now:"]
+    for thread in threads:
+        latest = f"; latest, {relative_day(thread.updated_at, now)}: {thread.news}" if thread.news else ""
+        lines.append(f"- {thread.title} (since {short_date(thread.since, now)}{latest})")
+    return "\n".join(lines)
 
 
 def short_date(moment: datetime, now: datetime) -> str:

@@ -9,6 +9,7 @@ database once for all; forgetting reaches all but token usage (which holds count
 from __future__ import annotations
 
 from collections.abc import Collection
+from datetime import datetime
 from pathlib import Path
 
 from knowledge.forget.requests import ForgetRequests
@@ -16,13 +17,15 @@ from knowledge.forget.target import ForgetTarget
 from knowledge.journal.change_log import ChangeLog
 from knowledge.journal.checkin_log import CheckinLog
 from knowledge.journal.job_queue import JobQueue
+from knowledge.journal.ongoing_threads import OngoingThreads
+from knowledge.journal.profiles import Profiles
 from knowledge.journal.token_usage import TokenUsageLog
 from knowledge.records import Scope
 from knowledge.sql.database import Database, opened
 
 
 class Journal:
-    """The change log, the job queue, the token usage and the check-ins, in one database."""
+    """The change log, the job queue, the token usage, the check-ins, the profiles and the threads, in one database."""
 
     def __init__(self, where: Database | Path) -> None:
         """`where`: the database, or the path of an embedded SQLite file."""
@@ -32,21 +35,40 @@ class Journal:
         self.usage = TokenUsageLog(self._db)
         self.checkins = CheckinLog(self._db)
         self.forget_requests = ForgetRequests(self._db)
+        self.profiles = Profiles(self._db)
+        self.threads = OngoingThreads(self._db)
 
     def forget(self, scope: Scope) -> int:
-        """Delete every history row, dead letter, job, check-in and open forget question of `scope`; returns how
-        many rows went."""
+        """Delete every history row, dead letter, job, check-in, open forget question, the profile and the threads
+        of `scope`; returns how many rows went."""
         return (
             self.changes.forget(scope)
             + self.jobs.forget(scope)
             + self.checkins.forget(scope)
             + self.forget_requests.forget(scope)
+            + self.profiles.forget(scope)
+            + self.threads.forget(scope)
         )
 
-    def erase(self, scope: Scope, memory_ids: Collection[str], target: ForgetTarget) -> int:
-        """Erase forgotten text of `scope`: change-log content of these memories or matching `target`, and
-        matching dead letters and job payloads; returns how many rows changed."""
-        return self.changes.scrub(scope, memory_ids, target) + self.jobs.erase(scope, target)
+    def erase(
+        self,
+        scope: Scope,
+        memory_ids: Collection[str],
+        target: ForgetTarget,
+        *,
+        at: datetime,
+        message_ids: Collection[str] = (),
+    ) -> int:
+        """Erase forgotten text of `scope`: change-log content of these memories or matching `target`, matching
+        dead letters and job payloads, the profile if it was written from these memories or carries `target`
+        (cleared at `at`, to be written again later), and the threads learned from these messages or carrying
+        `target`; returns how many rows changed."""
+        return (
+            self.changes.scrub(scope, memory_ids, target)
+            + self.jobs.erase(scope, target)
+            + self.profiles.erase(scope, memory_ids, target, at=at)
+            + self.threads.erase(scope, message_ids, target)
+        )
 
     def checkpoint(self) -> bool:
         """Truncate the file's write-ahead log, so the pages that held erased rows are gone from it too."""

@@ -11,7 +11,8 @@ per memory,
 a memory with dates a sixth field, `about 2026-11-30 10:00; until 2026-12-04 00:00`, in UTC), in an
 Active and an Archived section (memories fading below the decay-review line), most important first.
 Files written before origins existed have four fields; their memories read as learned in private.
-The user's chosen time zone, if any, is a header comment (`<!-- time zone: Europe/Berlin -->`).
+The user's chosen time zone, if any, is a header comment (`<!-- time zone: Europe/Berlin -->`), and their
+profile, if one is written, a `## Profile` section before the memories (an import leaves the profile as it is).
 JSON holds every field of every record, so it restores memories exactly. Reading is fault-tolerant:
 a broken block is skipped with a warning naming its line, and the rest loads. Nothing here touches the
 store: `plan_import` only says what an import would change. Forgetting deletes the memory files of a scope that
@@ -107,9 +108,10 @@ def render_markdown(
     now: datetime,
     archive_below: float,
     time_zone: str | None = None,
+    profile: str | None = None,
 ) -> str:
-    """MEMORY.md for these records of `scope`: Active and Archived sections, most important first;
-    `time_zone`: the zone the user chose, exported with their memories."""
+    """MEMORY.md for these records of `scope`: the user's `profile` first, if any, then Active and Archived
+    sections, most important first; `time_zone`: the zone the user chose, exported with their memories."""
     ranked = sorted(records, key=lambda record: (-record.importance, record.created_at))
     lines = [
         f"# Memories: {scope}",
@@ -124,6 +126,8 @@ def render_markdown(
         "     until YYYY-MM-DD HH:MM', UTC), or add a block; then run `companion memory import`.",
         "     Removing a block deletes nothing unless you import with --replace. -->",
     ]
+    if profile:
+        lines += ["", "## Profile", "", *(_escaped(line) for line in profile.splitlines())]
     for title, archived in (("Active Memories", False), ("Archived Memories", True)):
         lines += ["", f"## {title}"]
         for record in ranked:
@@ -140,12 +144,20 @@ def render_markdown(
     return "\n".join(lines) + "\n"
 
 
-def render_json(records: Sequence[MemoryRecord], scope: Scope, *, now: datetime, time_zone: str | None = None) -> str:
-    """Every field of these records of `scope`, as JSON, with the time zone the user chose."""
+def render_json(
+    records: Sequence[MemoryRecord],
+    scope: Scope,
+    *,
+    now: datetime,
+    time_zone: str | None = None,
+    profile: str | None = None,
+) -> str:
+    """Every field of these records of `scope`, as JSON, with the time zone the user chose and their profile."""
     document = {
         "persona_id": scope.persona_id,
         "user_id": scope.user_id,
         **({"time_zone": time_zone} if time_zone else {}),
+        **({"profile": profile} if profile else {}),
         "exported_at": now.isoformat(),
         "memories": [record.to_dict() for record in records],
     }

@@ -6,7 +6,8 @@ open forget questions, settings. Then, per persona:
 - a memory both sides held (the same words, the same category) is kept once: the older copy;
 - settings both sides chose differently keep the older side's choice (older: who spoke to the persona
   first), and the join says which; a setting only one side chose is kept;
-- check-ins go where the person spoke in private last: the more recent of the two contacts.
+- check-ins go where the person spoke in private last: the more recent of the two contacts;
+- the profiles of both sides go, and the person's is written again from the joined facts.
 
 Each moved scope is held like a forget holds it (`ForgetFence.forgetting`): background work that read it
 before cannot write into a user that no longer exists. Moving is idempotent: a move that stopped half-way
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from knowledge.conversations.history import ConversationHistory
@@ -24,7 +26,7 @@ from knowledge.forget.fence import ForgetFence
 from knowledge.journal.user_settings import SETTING_COLUMNS
 from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.records import Scope
-from knowledge.sql.database import Database, Transaction, opened
+from knowledge.sql.database import Database, Transaction, iso, opened
 
 # Tables whose rows belong to one (persona, user) and move as they are.
 MOVED_TABLES = (
@@ -36,9 +38,10 @@ MOVED_TABLES = (
     "job_progress",
     "checkins",
     "forget_requests",
+    "ongoing_threads",
 )
 # Tables with one row per (persona, user): merged by the rules above.
-KEYED_TABLES = ("user_settings", "checkin_contacts")
+KEYED_TABLES = ("user_settings", "checkin_contacts", "profiles")
 NEVER = "~"  # sorts after every ISO moment: a user who never spoke is the younger
 
 
@@ -65,12 +68,12 @@ class Joiner:
         self._history = history
         self._fence = fence
 
-    def move(self, movers: Sequence[str], person_id: str) -> JoinReport:
-        """Move what each of `movers` holds, with every persona, into `person_id`."""
+    def move(self, movers: Sequence[str], person_id: str, at: datetime) -> JoinReport:
+        """Move what each of `movers` holds, with every persona, into `person_id`, at `at`."""
         report = JoinReport()
         for mover in movers:
             for persona_id in sorted(self._personas_of(mover)):
-                self._move_scope(Scope(persona_id, mover), Scope(persona_id, person_id), report)
+                self._move_scope(Scope(persona_id, mover), Scope(persona_id, person_id), at, report)
         return report
 
     def holds_anything(self, user_id: str) -> bool:
@@ -88,7 +91,7 @@ class Joiner:
             found.update(str(row["persona_id"]) for row in rows)
         return found
 
-    def _move_scope(self, source: Scope, target: Scope, report: JoinReport) -> None:
+    def _move_scope(self, source: Scope, target: Scope, at: datetime, report: JoinReport) -> None:
         with self._fence.forgetting(source), self._fence.lock(target):
             source_first = self._first_words(source) < self._first_words(target)
             with self._db.transaction() as db:
@@ -105,6 +108,7 @@ class Joiner:
                     report.messages += moved if table == "messages" else 0
                 report.kept_settings += _merge_settings(db, source, target, source_first=source_first)
                 _merge_contacts(db, source, target)
+                _rewrite_profile(db, source, target, at)
             report.memories += self._knowledge.move_user(source.persona_id, source.user_id, target.user_id)
             report.duplicates += self._drop_duplicates(target)
         self._history.reload([source, target])
@@ -126,6 +130,16 @@ class Joiner:
                 doubles.append(record.id)
             seen.add(key)
         return self._knowledge.delete(scope, doubles)
+
+
+def _rewrite_profile(db: Transaction, source: Scope, target: Scope, at: datetime) -> None:
+    """Neither side's portrait is the person's: both go, and the person is marked for a rewrite."""
+    for scope in (source, target):
+        db.execute("DELETE FROM profiles WHERE persona_id = ? AND user_id = ?", (scope.persona_id, scope.user_id))
+    db.execute(
+        "INSERT INTO profiles (persona_id, user_id, changed_at) VALUES (?, ?, ?)",
+        (target.persona_id, target.user_id, iso(at)),
+    )
 
 
 def _row(db: Transaction, table: str, scope: Scope, columns: str) -> dict[str, object] | None:

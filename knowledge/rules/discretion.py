@@ -12,6 +12,7 @@ existed read as learned in private: the safe default.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from knowledge.records import MemoryRecord, StoredMessage
@@ -41,6 +42,20 @@ class Audience:
     def may_use(self, record: MemoryRecord) -> bool:
         """Whether a memory may reach this audience's prompt."""
         return self.sees_everything or record.shared or record.learned_in == self.group_id
+
+    def may_use_derived(self, written_from: Collection[str], sources: Iterable[MemoryRecord]) -> bool:
+        """Whether a text written from the memories `written_from` (the profile) may reach this audience, given
+        those of them still stored (`sources`): in a group only if every one of them may, and one written
+        from none (by hand) only where nothing has to be held back."""
+        if self.sees_everything:
+            return True
+        usable = {record.id for record in sources if self.may_use(record)}
+        return bool(written_from) and set(written_from) <= usable
+
+    def may_hear_of(self, places: Iterable[str | None]) -> bool:
+        """Whether something learned in these places (None: a private chat; else a group) may reach this
+        audience: in a group only what was learned there alone (an ongoing thread)."""
+        return self.sees_everything or all(place == self.group_id for place in places)
 
     def may_quote_from(self, conversation_id: str) -> bool:
         """Whether past messages said in `conversation_id` may be quoted to this audience."""

@@ -16,6 +16,7 @@ from bot.app import build_app
 from bot.cli.main import cli
 from bot.config import Settings
 from bot.routing import PersonaChoices
+from knowledge.journal.profiles import Profile
 from knowledge.records import Scope
 from knowledge.search.embedding import Embedder
 from knowledge.sql.postgres import PostgresDatabase
@@ -63,6 +64,10 @@ async def test_migrate_round_trips_a_locomo_conversation_with_the_same_recall(
     app.journal.jobs.enqueue("monitor", ALICE, {"message_id": "msg_1"}, at=clock.now())
     app.companion.user_settings.set_time_zone(ALICE, ZoneInfo("Europe/Berlin"))
     person = app.links.join("cli:bob", "telegram:7", clock.now()).person_id  # linked identities stay one person
+    portrait = Profile("Alice has a cat, Mochi.", ("mem_1",), "b", "background", clock.now())
+    app.journal.profiles.write(ALICE, portrait, requested_at=clock.now())
+    now = clock.now()
+    app.journal.threads.open(ALICE, "thr_1", "move", "boxes", since=now, at=now, message_ids=["m"], place=None)
     await app.aclose()
     PersonaChoices(settings.storage.data_dir / "discord-personas.json").set(42, "xiaoxiang")
     working_memory, history = open_history(database, embedder)
@@ -107,6 +112,8 @@ async def test_migrate_round_trips_a_locomo_conversation_with_the_same_recall(
         assert moved.router("discord").persona_for([42]) == "xiaoxiang"
         assert moved.companion.user_settings.chosen_time_zone(ALICE) == "Europe/Berlin"
         assert moved.links.members(person) == ["cli:bob", "telegram:7"]
+        assert moved.journal.profiles.get(ALICE) == portrait
+        assert [thread.title for thread in moved.journal.threads.active(ALICE)] == ["move"]
         assert len(moved.working_memory.log.messages_of(Scope("locomo", f"locomo:{sample.sample_id}"))) == turns
     finally:
         await moved.aclose()

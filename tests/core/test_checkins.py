@@ -259,6 +259,23 @@ async def test_a_long_silence_after_an_active_stretch_gets_one_checkin_and_never
     assert "has not written for 4 days" in system
 
 
+async def test_a_checkin_after_a_silence_may_follow_up_on_what_is_going_on_in_the_users_life(
+    app: App, clock: FakeClock, outbox: RecordingOutbox, fake_openai: FakeOpenAIServer
+) -> None:
+    await consenting(app)
+    for _ in range(3):
+        clock.advance(days=1)
+        await say(app, "good evening")
+    now = clock.now()
+    app.journal.threads.open(
+        ALICE, "thr_1", "搬家", "下周搬到上海", since=now, at=now, message_ids=[], place=None
+    )  # what the monitor opened from a private chat
+    await pass_time(app, clock, now + timedelta(days=6), step=timedelta(hours=1))
+    assert len(outbox.sent) == 1
+    system = str(fake_openai.requests_for("chat-model")[-1].messages[0]["content"])
+    assert "搬家 (since" in system and "下周搬到上海" in system and "you may ask how it goes" in system
+
+
 async def test_a_restart_between_planning_and_sending_sends_it_once(
     settings: Settings, clock: FakeClock, embedder: Embedder
 ) -> None:

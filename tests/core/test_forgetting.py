@@ -126,7 +126,9 @@ async def forget_typed(app: App, alice: Scope) -> None:
 
 
 async def forget_by_cli_id(app: App, alice: Scope) -> None:
-    [fact] = app.companion.knowledge.memories(alice, categories=["fact"])
+    [fact] = [
+        record for record in app.companion.knowledge.memories(alice, categories=["fact"]) if SECRET in record.content
+    ]
     await asyncio.to_thread(cli_run, "memory", "forget", "--persona", "xiaoxiang", "--user", "alice", fact.id)
 
 
@@ -283,3 +285,60 @@ async def test_what_the_companion_repeated_to_others_in_a_group_is_forgotten_wit
     assert companion.knowledge.memories(bob) == []
     report = scan_directory(app.settings.storage.data_dir, LOCKER)
     assert report.in_files == {} and report.in_rows == {}, (report.in_files, report.in_rows)
+
+
+OTHER_FACTS = ("Alice loves ramen", "Alice's sister is called Anna", "Alice works night shifts at the hospital")
+PORTRAIT = f"Alice works night shifts and loves ramen; her sister is Anna. Passport {SECRET}."
+PORTRAIT_AFTER = "Alice works night shifts and loves ramen; her sister is Anna."
+
+
+def profile_or_episode(body: Body) -> str:
+    """The summarizer's model: a portrait from the memories it is shown, an episode note otherwise."""
+    shown = str(body["messages"][-1]["content"])
+    if "<<<MEMORIES" not in shown:
+        return f"Alice told 小祥 her passport number, {SECRET}."
+    return PORTRAIT if SECRET in shown else PORTRAIT_AFTER
+
+
+@pytest.mark.parametrize("route", list(ROUTES))
+async def test_a_forget_clears_the_profile_that_carries_it_at_once_and_it_is_written_again_from_what_remains(
+    app: App, fake_openai: FakeOpenAIServer, clock: FakeClock, alice: Scope, route: str
+) -> None:
+    await store_the_secret(app, fake_openai, alice)
+    for fact in OTHER_FACTS:
+        app.knowledge.add(alice, fact, category="fact", source="user")
+    fake_openai.set_default(SUMMARIZER, profile_or_episode)
+    app.journal.profiles.mark_changed(alice, clock.now())
+    assert await app.lifecycle.write_profiles() == 1
+    await app.companion.tasks.drain()
+    assert app.journal.profiles.get(alice).text == PORTRAIT  # type: ignore[union-attr]
+
+    await ROUTES[route](app, alice)
+    await app.companion.tasks.drain()
+    assert app.journal.profiles.get(alice) is None  # before "done": nothing of it is left to show
+    assert await app.compact_vectors()
+    await asyncio.to_thread(assert_gone, app, alice)
+
+    if route.startswith("CLI"):
+        return  # another process: this one's snapshot of the memories learns of it in the product's own way
+    clock.advance(days=1)
+    await app.lifecycle.write_profiles()
+    await app.companion.tasks.drain()
+    rewritten = app.journal.profiles.get(alice)
+    if route == "/forget":
+        assert rewritten is None  # nothing remains to write it from
+    else:
+        assert rewritten is not None and rewritten.text == PORTRAIT_AFTER
+
+
+async def test_forgetting_one_memory_a_profile_was_written_from_clears_it_even_in_other_words(
+    app: App, fake_openai: FakeOpenAIServer, clock: FakeClock, alice: Scope
+) -> None:
+    facts = [app.knowledge.add(alice, fact, category="fact", source="user") for fact in OTHER_FACTS]
+    fake_openai.set_default(SUMMARIZER, "A nurse who likes noodles; one sister.")  # none of the facts' words
+    app.journal.profiles.mark_changed(alice, clock.now())
+    await app.lifecycle.write_profiles()
+    await app.companion.tasks.drain()
+    assert app.journal.profiles.get(alice) is not None
+    await app.forgetting.memories(alice, [facts[0].id], actor="operator")
+    assert app.journal.profiles.get(alice) is None

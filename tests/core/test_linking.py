@@ -13,6 +13,7 @@ from bot.config import Settings
 from core.checkins import CheckinDefaults
 from core.types import ConversationRef, IncomingMessage, UserRef
 from knowledge.journal.checkin_log import Checkin
+from knowledge.journal.profiles import Profile
 from knowledge.people.joining import KEYED_TABLES, MOVED_TABLES
 from knowledge.people.links import is_person
 from knowledge.records import Scope
@@ -45,6 +46,9 @@ async def merge_two_memories(app: App, clock: FakeClock, fake_openai: FakeOpenAI
     app.user_settings.set_time_zone(telegram, ZoneInfo("Asia/Tokyo"))
     app.user_settings.set_shares_in_groups(telegram, True)  # chosen on one side only: kept
     await companion.tasks.drain()
+    for scope in (terminal, telegram):  # each side's portrait, which is not the person's
+        portrait = Profile(f"{scope.user_id} has a cat.", (), "", "operator", clock.now())
+        app.journal.profiles.write(scope, portrait, requested_at=None)
 
     code = await companion.link_code(TERMINAL)
     answer = await companion.link(TELEGRAM, code.split("/link ")[1].split()[0])
@@ -60,6 +64,9 @@ async def merge_two_memories(app: App, clock: FakeClock, fake_openai: FakeOpenAI
         "hi from telegram",
     }
     assert kb.memories(terminal) == kb.memories(telegram) == [] and app.history.messages(telegram) == []
+    profiles = app.journal.profiles
+    assert [profiles.get(scope) for scope in (terminal, telegram, person)] == [None, None, None]
+    assert profiles.due(clock.now()) == [person]  # written again from the joined facts
     assert app.user_settings.chosen_time_zone(person) == "Europe/Berlin"  # the terminal spoke first
     assert app.user_settings.shares_in_groups(person)
     assert [member for member in companion.members(person)] == [TERMINAL, TELEGRAM]

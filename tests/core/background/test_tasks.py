@@ -192,7 +192,7 @@ async def test_a_job_whose_scope_is_forgotten_while_it_runs_writes_nothing_it_re
     tasks.submit(alice, Work(text="my PIN is 4471"))
     await started.wait()
     with fence.forgetting(alice):
-        journal.erase(alice, set(), ForgetTarget.of_phrase("my PIN 4471"))
+        journal.erase(alice, set(), ForgetTarget.of_phrase("my PIN 4471"), at=clock.now())
     release.set()
     await tasks.drain()
 
