@@ -1,0 +1,117 @@
+"""What the console shows and changes, as JSON-ready values the pages and the API share.
+
+Reads go through the Companion facade and the services the command line uses (`bot/cli/memory.py`); edits
+and forgets through the same `MemoryEditor` and `Forgetting`, logged with the actor `console`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import asdict
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from core.forgetting import ForgetReport
+from knowledge.memory.memory_file import FILE_CATEGORIES
+from knowledge.records import KEEP, MemoryChange, MemoryRecord, Scope
+
+if TYPE_CHECKING:
+    from bot.app import App
+
+ACTOR = "console"
+MAX_SCOPES = 200
+MAX_IMPORTANCE = 1000.0
+
+
+class BadEdit(ValueError):
+    """An edit the console refuses, with the reason shown to the operator."""
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+async def scopes(app: App, matching: str = "") -> list[dict[str, Any]]:
+    """The users (scopes) with messages, most recently active first, with their counts."""
+    found = await asyncio.to_thread(app.working_memory.log.scopes, matching.strip(), limit=MAX_SCOPES)
+    counts = await asyncio.to_thread(lambda: [app.knowledge.count(row.scope) for row in found])
+    return [
+        {
+            "persona_id": row.scope.persona_id,
+            "user_id": row.scope.user_id,
+            "user_name": row.user_name,
+            "messages": row.messages,
+            "memories": memories,
+            "last_active": row.last_at.isoformat(),
+        }
+        for row, memories in zip(found, counts, strict=True)
+    ]
+
+
+async def memories(app: App, scope: Scope) -> list[dict[str, Any]]:
+    """A scope's memories, most important first, as `companion memory list --json` prints them, each with
+    its history (oldest change first)."""
+    records = await app.companion.memories(scope)
+    history: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
+    for entry in await asyncio.to_thread(app.journal.changes.changes, scope):
+        history[entry.memory_id].append({**asdict(entry), "at": entry.at.isoformat()})
+    return [{**record.to_dict(), "history": history[record.id]} for record in records]
+
+
+def _one(app: App, scope: Scope, memory_id: str) -> MemoryRecord | None:
+    found = app.knowledge.get(scope, [memory_id])
+    return found[0] if found else None
+
+
+def read_change(fields: Mapping[str, Any]) -> MemoryChange:
+    """An edit as the API or a form gives it: `content`, `category`, `importance`, `shared`; absent ones stay."""
+    content, category, importance, shared = (
+        fields.get(name) for name in ("content", "category", "importance", "shared")
+    )
+    if content is not None and (not isinstance(content, str) or not content.strip()):
+        raise BadEdit("a memory needs some text; to delete it, forget it")
+    if category is not None and category not in FILE_CATEGORIES:
+        raise BadEdit(f"category must be one of {', '.join(FILE_CATEGORIES)}")
+    if importance is not None:
+        try:
+            importance = float(importance)
+        except (TypeError, ValueError):
+            raise BadEdit("importance must be a number") from None
+        if not 0 <= importance <= MAX_IMPORTANCE:
+            raise BadEdit(f"importance must be between 0 and {MAX_IMPORTANCE:g}")
+    if shared is not None and not isinstance(shared, bool):
+        shared = str(shared).lower() in ("yes", "true", "on", "1")
+    return MemoryChange(
+        content=KEEP if content is None else content.strip(),
+        category=KEEP if category is None else category,
+        importance=KEEP if importance is None else importance,
+        shared=KEEP if shared is None else shared,
+    )
+
+
+async def edit(app: App, scope: Scope, memory_id: str, change: MemoryChange) -> dict[str, Any] | None:
+    """Apply `change` to one memory of `scope`; the old version goes to its history. None if it has no such memory."""
+    record = await asyncio.to_thread(_one, app, scope, memory_id)
+    if record is None:
+        return None
+    updated = await asyncio.to_thread(app.editor.edit, record, change, actor=ACTOR)
+    return None if updated is None else updated.to_dict()
+
+
+async def forget_memory(app: App, scope: Scope, memory_id: str) -> ForgetReport | None:
+    """Forget one memory of `scope`, what quotes it and the messages it came from; None if it has no such memory."""
+    if await asyncio.to_thread(_one, app, scope, memory_id) is None:
+        return None
+    return await app.forgetting.memories(scope, [memory_id], actor=ACTOR)
+
+
+async def forget_user(app: App, scope: Scope) -> ForgetReport:
+    """Forget everything of `scope`, as the user's own `/forget` does."""
+    return await app.companion.forget_everything(scope)
+
+
+def report(forgot: ForgetReport) -> dict[str, int]:
+    """What a forget deleted, as counts."""
+    return {"memories": forgot.memories, "messages": forgot.messages, "journal_rows": forgot.journal_rows}
