@@ -195,8 +195,8 @@ def console_app(app: App, access: Access) -> Starlette:
     async def edit_page(request: Request, form: FormData | None) -> Response:
         assert form is not None
         scope = scope_of(form)
-        fields = {name: form.get(name) for name in ("content", "category", "importance")}
-        fields["shared"] = "shared" in form
+        fields: dict[str, object] = {name: form.get(name) for name in ("content", "category", "importance")}
+        fields["shared"] = "shared" in form  # an unticked box is not sent at all
         if await views.edit(app, scope, request.path_params["memory_id"], views.read_change(fields)) is None:
             raise LookupError(f"{scope} has no such memory")
         return back_to(scope, "edited")
