@@ -42,6 +42,7 @@ from core.reply.demo_prompt import DemoPromptBuilder
 from core.reply.prompt import Budget, PromptBuilder
 from core.reply.response_handler import ResponseHandler
 from core.types import ROLES, Role
+from core.why import Why
 from knowledge.conversations.history import ConversationHistory
 from knowledge.conversations.message_log import MessageLog
 from knowledge.conversations.working_memory import WorkingMemory
@@ -113,6 +114,7 @@ class App:
     forgetting: Forgetting
     checkins: CheckIns
     lifecycle: MemoryLifecycle
+    why: Why  # what each reply's prompt held, from its trace
     policy_for: PolicyFor  # a persona's memory rules
     storage: Storage
     passes: ScheduledPasses
@@ -198,9 +200,12 @@ class App:
         return scheduler
 
     async def prune(self) -> int:
-        """Every hour: finished jobs, expired dead letters and unanswered forget questions go."""
+        """Every hour: finished jobs, expired dead letters, unanswered forget questions and old reply traces go."""
         pruned = await self.lifecycle.prune_finished_work()
-        return pruned + await self.forgetting.prune_questions()
+        old = self.clock.now() - timedelta(days=self.settings.web.trace_days)
+        return (
+            pruned + await self.forgetting.prune_questions() + await asyncio.to_thread(self.journal.traces.prune, old)
+        )
 
     async def idle_pass(self) -> int:
         """Every few minutes: store messages held while storage failed (a quiet bot has no next turn to do
@@ -264,6 +269,7 @@ async def build_app(
             forgetting=services.forgetting,
             checkins=services.checkins,
             lifecycle=services.lifecycle,
+            why=services.why,
             policy_for=basics.policy_for,
             storage=storage,
             passes=stores.passes,
@@ -562,6 +568,7 @@ class Services:
     forgetting: Forgetting
     checkins: CheckIns
     lifecycle: MemoryLifecycle
+    why: Why
 
 
 def build_services(
@@ -574,7 +581,8 @@ def build_services(
     *,
     background: bool,
 ) -> Services:
-    """Editing, forgetting, check-ins and the background roles, on the stores and the memories."""
+    """Editing, forgetting, check-ins, the background roles and the replies' traces read back, on the stores and
+    the memories."""
     settings, clock = basics.settings, basics.clock
     editor = MemoryEditor(knowledge, stores.journal.changes, clock)
     forgetting = Forgetting(
@@ -601,7 +609,8 @@ def build_services(
         memory_policy=basics.policy_for,
     )
     lifecycle = build_lifecycle(basics, stores, knowledge, llm, tasks, forgetting, checkins, enabled=background)
-    return Services(editor, forgetting, checkins, lifecycle)
+    why = Why(stores.journal.traces, knowledge, stores.working_memory.log)
+    return Services(editor, forgetting, checkins, lifecycle, why)
 
 
 def build_companion(
@@ -625,6 +634,7 @@ def build_companion(
         retrieval_limit=settings.memory.retrieval_limit,
         policy_for=basics.policy_for,
         image_limits=settings.image_limits,
+        traces=stores.journal.traces,
     )
     companion = Companion(
         personas=basics.personas,
@@ -640,6 +650,7 @@ def build_companion(
         default_persona=settings.default_persona,
         rate_limiter=RateLimiter(clock, settings.rate_limit_per_minute),
         checkins=services.checkins,
+        why=services.why,
     )
     # At shutdown, messages held while storage failed are stored if it works again, else dropped with an error.
     opened.callback(companion.store_held_messages, last_chance=True)

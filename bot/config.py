@@ -398,6 +398,13 @@ class WebSettings(BaseModel):
         "kept owner-only in the data directory as console-token)",
         json_schema_extra=env("COMPANION_WEB_TOKEN"),
     )
+    trace_days: float = Field(
+        30,
+        gt=0,
+        description="days a reply's trace (the ids of what its prompt held, tokens, timings; no text) is kept for "
+        "the console and /why",
+        json_schema_extra=env("COMPANION_TRACE_DAYS"),
+    )
 
 
 class Settings(BaseSettings):

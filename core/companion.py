@@ -21,6 +21,7 @@ from core.reply.response_handler import ResponseHandler
 from core.sharing import Sharing
 from core.types import IncomingMessage, TurnResult, clean_text
 from core.unsaved_messages import UnsavedMessages
+from core.why import Why
 from knowledge.conversations.history import ConversationHistory
 from knowledge.dates.windows import TimeWindow
 from knowledge.errors import storage_problem
@@ -60,6 +61,7 @@ class Companion:
         clock: Clock,
         default_persona: str,
         checkins: CheckIns,
+        why: Why,
         rate_limiter: RateLimiter | None = None,
     ) -> None:
         self.personas = personas
@@ -77,6 +79,7 @@ class Companion:
         self._rate_limiter = rate_limiter or RateLimiter(clock, per_minute=0)
         self.unsaved = UnsavedMessages(self._store_held, clock)  # while the disk refuses writes
         self.checkins = checkins  # the companion writing first, to those who want it
+        self.why = why  # what a reply's prompt held, read back from its trace
 
     @property
     def tasks(self) -> BackgroundTasks:
@@ -206,6 +209,10 @@ class Companion:
     async def memories(self, scope: Scope) -> list[MemoryRecord]:
         """`/memory`: what the companion remembers about this user, most important first."""
         return await asyncio.to_thread(self.knowledge.memories, scope, categories=["core", "fact", "episode"])
+
+    async def why_listing(self, scope: Scope) -> str:
+        """`/why`: what the companion had in mind for its last reply to this user (only their own scope)."""
+        return await asyncio.to_thread(self.why.in_words, scope, self.user_settings.time_zone(scope))
 
     async def memory_listing(self, scope: Scope) -> str:
         """`/memory`, as the user reads it: their memories, dated in their time zone, and that zone."""

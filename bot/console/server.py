@@ -192,6 +192,11 @@ def console_app(app: App, access: Access) -> Starlette:
         )
 
     @page
+    async def replies_page(request: Request, form: FormData | None) -> Response:
+        scope = scope_of(request.query_params)
+        return render(request, "replies.html", scope=scope, replies=await views.replies(app, scope))
+
+    @page
     async def edit_page(request: Request, form: FormData | None) -> Response:
         assert form is not None
         scope = scope_of(form)
@@ -231,6 +236,10 @@ def console_app(app: App, access: Access) -> Starlette:
         return JSONResponse(await views.memories(app, scope_of(request.query_params)))
 
     @api
+    async def replies_api(request: Request) -> Response:
+        return JSONResponse(await views.replies(app, scope_of(request.query_params)))
+
+    @api
     async def memory_api(request: Request) -> Response:
         scope, memory_id = scope_of(request.query_params), request.path_params["memory_id"]
         if request.method == "DELETE":
@@ -255,11 +264,13 @@ def console_app(app: App, access: Access) -> Starlette:
         Route("/logout", logout, methods=["POST"]),
         Route("/", users_page),
         Route("/memories", memories_page),
+        Route("/replies", replies_page),
         Route("/memories/{memory_id}/edit", edit_page, methods=["POST"]),
         Route("/memories/{memory_id}/forget", forget_page, methods=["POST"]),
         Route("/forget-user", forget_user_page, methods=["POST"]),
         Route("/api/scopes", scopes_api, methods=["GET", "DELETE"]),
         Route("/api/memories", memories_api),
+        Route("/api/replies", replies_api),
         Route("/api/memories/{memory_id}", memory_api, methods=["PATCH", "DELETE"]),
     ]
     return Starlette(routes=routes, middleware=[Middleware(_SafeHeaders)])

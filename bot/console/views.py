@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.forgetting import ForgetReport
 from knowledge.memory.memory_file import FILE_CATEGORIES
-from knowledge.records import KEEP, MemoryChange, MemoryRecord, Scope
+from knowledge.records import KEEP, MemoryChange, MemoryRecord, Scope, StoredMessage
 
 if TYPE_CHECKING:
     from bot.app import App
@@ -58,6 +58,36 @@ async def memories(app: App, scope: Scope) -> list[dict[str, Any]]:
     for entry in await asyncio.to_thread(app.journal.changes.changes, scope):
         history[entry.memory_id].append({**asdict(entry), "at": entry.at.isoformat()})
     return [{**record.to_dict(), "history": history[record.id]} for record in records]
+
+
+async def replies(app: App, scope: Scope, *, limit: int = 20) -> list[dict[str, Any]]:
+    """A scope's latest replies, newest first, each with its trace: the memories and earlier messages that were in
+    its prompt (ids and text, read now in the same scope), the recall tool's calls, model, tokens and timings."""
+    found = await asyncio.to_thread(app.why.recent, scope, limit=limit)
+    return [
+        {
+            **{key: value for key, value in asdict(explained.trace).items() if key != "scope"},
+            "at": explained.trace.at.isoformat(),
+            "exchange": [_message(said) for said in explained.exchange],
+            "memories": [
+                {"id": record.id, "category": record.category, "content": record.content}
+                for record in explained.memories
+            ],
+            "messages": [_message(said) for said in explained.messages],
+            "gone": explained.gone,
+        }
+        for explained in found
+    ]
+
+
+def _message(said: StoredMessage) -> dict[str, Any]:
+    return {
+        "id": said.id,
+        "role": said.role,
+        "speaker_name": said.speaker_name,
+        "sent_at": said.sent_at.isoformat(),
+        "content": said.content,
+    }
 
 
 def _one(app: App, scope: Scope, memory_id: str) -> MemoryRecord | None:

@@ -1,5 +1,6 @@
 """The journal: records kept beside the memories in one database (`journal.py` opens it for all).
 
 `change_log.py` (old versions of memories), `job_queue.py` (background jobs and dead letters), `token_usage.py`,
-`checkin_log.py`, `user_settings.py` (time zone, sharing, check-ins), `place_personas.py` (who speaks where).
+`checkin_log.py`, `reply_traces.py` (what each reply's prompt held, by id), `user_settings.py` (time zone,
+sharing, check-ins), `place_personas.py` (who speaks where).
 """

@@ -1,8 +1,9 @@
 """The journal: the records the background keeps beside the memories, in one database.
 
 Each part is its own module: the change log of memories (`change_log.py`), the job queue with its
-dead letters (`job_queue.py`), the tokens spent (`token_usage.py`), the check-ins (`checkin_log.py`) and
-the `/forget <what>` questions awaiting their answer (`knowledge/forget/requests.py`). The journal opens the
+dead letters (`job_queue.py`), the tokens spent (`token_usage.py`), the check-ins (`checkin_log.py`), the
+traces of replies (`reply_traces.py`) and the `/forget <what>` questions awaiting their answer
+(`knowledge/forget/requests.py`). The journal opens the
 database once for all; forgetting reaches all but token usage (which holds counts, never text).
 """
 
@@ -16,6 +17,7 @@ from knowledge.forget.target import ForgetTarget
 from knowledge.journal.change_log import ChangeLog
 from knowledge.journal.checkin_log import CheckinLog
 from knowledge.journal.job_queue import JobQueue
+from knowledge.journal.reply_traces import ReplyTraces
 from knowledge.journal.token_usage import TokenUsageLog
 from knowledge.records import Scope
 from knowledge.sql.database import Database, opened
@@ -32,15 +34,17 @@ class Journal:
         self.usage = TokenUsageLog(self._db)
         self.checkins = CheckinLog(self._db)
         self.forget_requests = ForgetRequests(self._db)
+        self.traces = ReplyTraces(self._db)
 
     def forget(self, scope: Scope) -> int:
-        """Delete every history row, dead letter, job, check-in and open forget question of `scope`; returns how
-        many rows went."""
+        """Delete every history row, dead letter, job, check-in, reply trace and open forget question of `scope`;
+        returns how many rows went."""
         return (
             self.changes.forget(scope)
             + self.jobs.forget(scope)
             + self.checkins.forget(scope)
             + self.forget_requests.forget(scope)
+            + self.traces.forget(scope)
         )
 
     def erase(self, scope: Scope, memory_ids: Collection[str], target: ForgetTarget) -> int:

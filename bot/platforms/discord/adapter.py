@@ -31,6 +31,7 @@ from bot.platforms.commands import (
     NEW,
     SHARE,
     TIMEZONE,
+    WHY,
     Call,
     ChatCommands,
     Command,
@@ -264,6 +265,10 @@ class CompanionCog(commands.Cog):
     @app_commands.command(name=MEMORY.name, description=MEMORY.summary)
     async def memory(self, interaction: discord.Interaction) -> None:
         await self._run(interaction, MEMORY)
+
+    @app_commands.command(name=WHY.name, description=WHY.summary)
+    async def why(self, interaction: discord.Interaction) -> None:
+        await self._run(interaction, WHY)
 
     @app_commands.command(name=TIMEZONE.name, description=TIMEZONE.summary)
     @app_commands.describe(zone=TIMEZONE.argument)

@@ -21,6 +21,9 @@ from knowledge.records import Scope
 from knowledge.search.embedding import Embedder
 from tests.bot.console.conftest import SCRIPT, TOKEN, seed
 from tests.fakes.clock import FakeClock
+from tests.fakes.messages import make_message
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.scenario import CHAT
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = [
@@ -84,14 +87,14 @@ async def log_in(page: Page, url: str) -> None:
 
 
 async def test_an_operator_finds_a_user_edits_and_forgets_and_a_stranger_sees_nothing(
-    served: tuple[App, str], browser: Browser, alice: Scope, bob: Scope
+    served: tuple[App, str], browser: Browser, fake_openai: FakeOpenAIServer, alice: Scope, bob: Scope
 ) -> None:
     app, url = served
     seed(app, alice, "Alice", TRIP, LOCKER, f"Alice once typed {SCRIPT}")
     seed(app, bob, "Bob", "Bob keeps bees")
 
     stranger = await (await browser.new_context()).new_page()
-    for path in ("", "?q=alice", "memories?persona=xiaoxiang&user=cli:alice", "api/scopes", "api/memories"):
+    for path in ("", "?q=alice", "memories?persona=xiaoxiang&user=cli:alice", "api/scopes", "api/memories", "replies"):
         await stranger.goto(url + path)
         shown = await stranger.content()
         assert "Lisbon" not in shown and "cli:alice" not in shown and "Bob" not in shown, path
@@ -125,6 +128,18 @@ async def test_an_operator_finds_a_user_edits_and_forgets_and_a_stranger_sees_no
     assert report.in_files == {} and report.in_rows == {}
     assert not any(SECRET in record.content for record in app.knowledge.memories(alice))
     assert {record.content for record in app.knowledge.memories(bob)} == {"Bob keeps bees"}
+
+    fake_openai.set_default(CHAT, "Porto, if I remember well!")
+    await (await app.companion.handle(make_message("where am I going?"))).text()
+    await page.reload()
+    await page.get_by_role("link", name="Why it said what it said").click()
+    await expect(page.get_by_text("Porto, if I remember well!")).to_be_visible()
+    await page.get_by_text("What was in its prompt").first.click()
+    trace = page.locator("details.trace").first
+    await expect(trace.get_by_text("Alice is saving for a trip to Porto")).to_be_visible()
+    await expect(trace.get_by_text("chat-model")).to_have_count(0)  # the model is in the heading, not the trace
+    await expect(page.get_by_text("chat-model")).to_be_visible()
+    await page.go_back()
 
     await page.get_by_role("checkbox", name="every memory").check()
     await page.get_by_role("button", name="Forget everything").click()

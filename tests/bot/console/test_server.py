@@ -14,6 +14,9 @@ from bot.config import Settings
 from bot.console.access import FAILED_LOGIN_WINDOW, FAILED_LOGINS, TOKEN_FILE, operator_token
 from knowledge.records import Scope
 from tests.bot.console.conftest import BEARER, SCRIPT, TOKEN, Clock, seed
+from tests.fakes.messages import make_message
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.scenario import CHAT
 
 ALICE_FACT = "Alice is saving for a trip to Lisbon"
 
@@ -23,6 +26,8 @@ ROUTES = [
     ("GET", "/?q=alice"),
     ("GET", "/memories?persona=xiaoxiang&user=cli:alice"),
     ("GET", "/api/scopes"),
+    ("GET", "/replies?persona=xiaoxiang&user=cli:alice"),
+    ("GET", "/api/replies?persona=xiaoxiang&user=cli:alice"),
     ("GET", "/api/memories?persona=xiaoxiang&user=cli:alice"),
     ("PATCH", "/api/memories/{id}?persona=xiaoxiang&user=cli:alice"),
     ("DELETE", "/api/memories/{id}?persona=xiaoxiang&user=cli:alice"),
@@ -108,6 +113,20 @@ async def test_forgetting_one_memory_and_then_the_whole_user(
     assert [row["user_id"] for row in (await client.get("/api/scopes", headers=BEARER)).json()] == ["cli:bob"]
     unknown = await client.get("/api/memories?persona=nobody&user=cli:bob", headers=BEARER)
     assert unknown.status_code == 404
+
+
+async def test_the_replies_show_what_was_in_their_prompt_in_their_own_scope(
+    app: App, client: httpx.AsyncClient, fake_openai: FakeOpenAIServer, alice: Scope, bob: Scope
+) -> None:
+    seed(app, alice, "Alice", ALICE_FACT)
+    seed(app, bob, "Bob", "Bob keeps bees")
+    fake_openai.set_default(CHAT, "Lisbon, I think!")
+    await (await app.companion.handle(make_message("what am I saving for?"))).text()
+    [reply] = (await client.get("/api/replies?persona=xiaoxiang&user=cli:alice", headers=BEARER)).json()
+    assert [memory["content"] for memory in reply["memories"]] == [ALICE_FACT]
+    assert [said["content"] for said in reply["exchange"]] == ["what am I saving for?", "Lisbon, I think!"]
+    assert reply["model"] == "chat-model" and reply["prompt_tokens"] > 0 and reply["gone"] == 0
+    assert (await client.get("/api/replies?persona=xiaoxiang&user=cli:bob", headers=BEARER)).json() == []
 
 
 async def test_the_browser_logs_in_to_a_strict_http_only_cookie_and_forms_need_their_csrf_token(
