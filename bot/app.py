@@ -37,7 +37,7 @@ from core.forgetting import Forgetting
 from core.llm.client import LLMClient, ModelSettings, OpenAIClient, UsageSink
 from core.llm.embedded import EMBEDDED_MODEL_NAME, LlamaCppClient
 from core.memory_editor import MemoryEditor
-from core.rate_limit import RateLimiter
+from core.rate_limit import DailyQuota, RateLimiter
 from core.reply.demo_prompt import DemoPromptBuilder
 from core.reply.prompt import Budget, PromptBuilder
 from core.reply.response_handler import ResponseHandler
@@ -649,6 +649,7 @@ def build_companion(
         clock=clock,
         default_persona=settings.default_persona,
         rate_limiter=RateLimiter(clock, settings.rate_limit_per_minute),
+        quota=DailyQuota(stores.journal.traces.tokens_since, settings.usage.daily_tokens, settings.usage.exempt),
         checkins=services.checkins,
         why=services.why,
     )

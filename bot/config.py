@@ -1,7 +1,7 @@
 """Settings: one optional TOML file plus environment variables (which win). Secrets only from the environment.
 
 Settings are grouped by the part of the companion they configure (`[llm]`, `[storage]`, `[memory]`,
-`[telegram]`, `[discord]`, `[checkins]`, `[web]`; the rest at the top of the file). Each field names its one
+`[telegram]`, `[discord]`, `[checkins]`, `[web]`, `[usage]`; the rest at the top of the file). Each field names its one
 environment variable (`env(...)`), which makes the model the table of truth: `settings_table()` reads it
 for `companion --help` and the configuration page. Names a release has replaced (`TELEGRAM_TOKEN`, the
 flat file keys such as `chat_model = ...`) are still read, and `renamed_settings()` says what to use
@@ -407,6 +407,35 @@ class WebSettings(BaseModel):
     )
 
 
+class UsageSettings(BaseModel):
+    """What each user may spend, and what tokens cost (for the console's figures)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    daily_tokens: int = Field(
+        0,
+        ge=0,
+        description="tokens of replies (prompt and answer) one user may spend with a persona in a day of their own "
+        "time; past it they get a short answer without a model call until their midnight (0: no limit)",
+        json_schema_extra=env("COMPANION_USER_DAILY_TOKENS"),
+    )
+    exempt: list[str] = Field(
+        default_factory=list,
+        description="user ids without a daily quota, comma-separated (telegram:7,discord:42,cli:alice)",
+        json_schema_extra=env("COMPANION_USAGE_EXEMPT"),
+    )
+    prices: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="model -> [price of a million prompt tokens, of a million reply tokens], for the console's "
+        'costs: "gpt-4o-mini" = [0.15, 0.6]',
+    )
+
+    @field_validator("exempt", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+
+
 class Settings(BaseSettings):
     """Every setting of the companion, grouped by the part it configures."""
 
@@ -459,6 +488,7 @@ class Settings(BaseSettings):
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
     checkins: CheckinSettings = Field(default_factory=CheckinSettings)
     web: WebSettings = Field(default_factory=WebSettings)
+    usage: UsageSettings = Field(default_factory=UsageSettings)
 
     @field_validator("timezone")
     @classmethod

@@ -15,7 +15,7 @@ from core.clock import Clock
 from core.errors import UserFacingError
 from core.forgetting import ForgetQuestion, ForgetReport, Forgetting
 from core.memory_editor import MemoryEditor
-from core.rate_limit import RateLimiter
+from core.rate_limit import DailyQuota, RateLimiter
 from core.reply.images import check_size
 from core.reply.response_handler import ResponseHandler
 from core.sharing import Sharing
@@ -63,6 +63,7 @@ class Companion:
         checkins: CheckIns,
         why: Why,
         rate_limiter: RateLimiter | None = None,
+        quota: DailyQuota | None = None,
     ) -> None:
         self.personas = personas
         self.history = history
@@ -77,6 +78,7 @@ class Companion:
         self.sharing = Sharing(knowledge, user_settings, editor)
         self.forgetting = forgetting  # every route to forgetting: /forget, /forget <what>, the CLI, deletions
         self._rate_limiter = rate_limiter or RateLimiter(clock, per_minute=0)
+        self.quota = quota or DailyQuota(lambda scope, since: 0, daily_tokens=0)
         self.unsaved = UnsavedMessages(self._store_held, clock)  # while the disk refuses writes
         self.checkins = checkins  # the companion writing first, to those who want it
         self.why = why  # what a reply's prompt held, read back from its trace
@@ -104,6 +106,8 @@ class Companion:
             return _notice(message, phrasebook.too_fast(self._rate_limiter.per_minute))
         persona = self.persona(message.persona_id)
         scope = Scope(persona.id, message.user_id)
+        if self.quota.exhausted(scope, self.clock.now().astimezone(self.user_settings.time_zone(scope))):
+            return _notice(message, phrasebook.OVER_QUOTA)  # no model call until the user's midnight
         if len(self.unsaved) and not self.unsaved.save():  # what was said before comes first
             self.unsaved.hold(persona.id, scope, message, group=group)
             return _notice(message, phrasebook.HELD_NOT_SAVED)
@@ -213,6 +217,12 @@ class Companion:
     async def why_listing(self, scope: Scope) -> str:
         """`/why`: what the companion had in mind for its last reply to this user (only their own scope)."""
         return await asyncio.to_thread(self.why.in_words, scope, self.user_settings.time_zone(scope))
+
+    async def tokens_today(self, scope: Scope) -> tuple[int, int | None]:
+        """The tokens this user's replies took today (their own day), and their daily quota (None: no limit)."""
+        local_now = self.clock.now().astimezone(self.user_settings.time_zone(scope))
+        spent = await asyncio.to_thread(self.quota.spent_today, scope, local_now)
+        return spent, self.quota.daily_tokens if self.quota.applies_to(scope) else None
 
     async def memory_listing(self, scope: Scope) -> str:
         """`/memory`, as the user reads it: their memories, dated in their time zone, and that zone."""

@@ -187,6 +187,7 @@ def console_app(app: App, access: Access) -> Starlette:
             "memories.html",
             scope=scope,
             memories=await views.memories(app, scope),
+            quota=await views.quota(app, scope),
             categories=FILE_CATEGORIES,
             notice=NOTICES.get(request.query_params.get("done", ""), ""),
         )
@@ -195,6 +196,10 @@ def console_app(app: App, access: Access) -> Starlette:
     async def replies_page(request: Request, form: FormData | None) -> Response:
         scope = scope_of(request.query_params)
         return render(request, "replies.html", scope=scope, replies=await views.replies(app, scope))
+
+    @page
+    async def usage_page(request: Request, form: FormData | None) -> Response:
+        return render(request, "usage.html", rows=await views.usage(app))
 
     @page
     async def edit_page(request: Request, form: FormData | None) -> Response:
@@ -236,8 +241,20 @@ def console_app(app: App, access: Access) -> Starlette:
         return JSONResponse(await views.memories(app, scope_of(request.query_params)))
 
     @api
+    async def quota_api(request: Request) -> Response:
+        return JSONResponse(await views.quota(app, scope_of(request.query_params)))
+
+    @api
     async def replies_api(request: Request) -> Response:
         return JSONResponse(await views.replies(app, scope_of(request.query_params)))
+
+    @api
+    async def usage_api(request: Request) -> Response:
+        try:
+            days = int(request.query_params.get("days", "7"))
+        except ValueError:
+            raise views.BadEdit("days must be a whole number") from None
+        return JSONResponse(await views.usage(app, days=max(1, min(days, 366))))
 
     @api
     async def memory_api(request: Request) -> Response:
@@ -265,12 +282,15 @@ def console_app(app: App, access: Access) -> Starlette:
         Route("/", users_page),
         Route("/memories", memories_page),
         Route("/replies", replies_page),
+        Route("/usage", usage_page),
         Route("/memories/{memory_id}/edit", edit_page, methods=["POST"]),
         Route("/memories/{memory_id}/forget", forget_page, methods=["POST"]),
         Route("/forget-user", forget_user_page, methods=["POST"]),
         Route("/api/scopes", scopes_api, methods=["GET", "DELETE"]),
         Route("/api/memories", memories_api),
         Route("/api/replies", replies_api),
+        Route("/api/usage", usage_api),
+        Route("/api/quota", quota_api),
         Route("/api/memories/{memory_id}", memory_api, methods=["PATCH", "DELETE"]),
     ]
     return Starlette(routes=routes, middleware=[Middleware(_SafeHeaders)])

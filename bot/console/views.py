@@ -10,7 +10,7 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import asdict
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from core.forgetting import ForgetReport
@@ -88,6 +88,40 @@ def _message(said: StoredMessage) -> dict[str, Any]:
         "sent_at": said.sent_at.isoformat(),
         "content": said.content,
     }
+
+
+async def usage(app: App, *, days: int = 7) -> list[dict[str, Any]]:
+    """Replies and tokens per day (UTC), user and model over the last `days`, with their cost where the model's
+    prices are configured (`[usage] prices`)."""
+    since = app.clock.now() - timedelta(days=days)
+    rows = await asyncio.to_thread(app.journal.traces.usage, since)
+    prices = app.settings.usage.prices
+    return [
+        {
+            "day": row.day,
+            "persona_id": row.scope.persona_id,
+            "user_id": row.scope.user_id,
+            "model": row.model,
+            "replies": row.replies,
+            "prompt_tokens": row.prompt_tokens,
+            "completion_tokens": row.completion_tokens,
+            "cost": _cost(prices.get(row.model), row.prompt_tokens, row.completion_tokens),
+        }
+        for row in rows
+    ]
+
+
+def _cost(price: tuple[float, float] | None, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """What the tokens cost at a model's price per million prompt and reply tokens; None without a price."""
+    if price is None:
+        return None
+    return round((prompt_tokens * price[0] + completion_tokens * price[1]) / 1_000_000, 6)
+
+
+async def quota(app: App, scope: Scope) -> dict[str, int | None]:
+    """The tokens the user's replies took today, and their daily quota (None: no limit)."""
+    spent, limit = await app.companion.tokens_today(scope)
+    return {"tokens_today": spent, "daily_tokens": limit}
 
 
 def _one(app: App, scope: Scope, memory_id: str) -> MemoryRecord | None:

@@ -59,6 +59,18 @@ class ReplyTrace:
     recalls: tuple[dict[str, Any], ...] = field(default_factory=tuple)
 
 
+@dataclass(frozen=True, slots=True)
+class UserUsage:
+    """The replies one user got from one model on one day (UTC), and their tokens."""
+
+    day: str
+    scope: Scope
+    model: str
+    replies: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
 class ReplyTraces:
     """The traces of recent replies, per scope."""
 
@@ -99,6 +111,36 @@ class ReplyTraces:
             (scope.persona_id, scope.user_id, limit),
         )
         return [_trace(row) for row in rows]
+
+    def tokens_since(self, scope: Scope, since: datetime) -> int:
+        """The tokens (prompt and reply) the scope's replies took since `since`."""
+        [(tokens,)] = self._db.query(
+            "SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0) FROM reply_traces"
+            " WHERE persona_id = ? AND user_id = ? AND at >= ?",
+            (scope.persona_id, scope.user_id, iso(since)),
+        )
+        return int(tokens)
+
+    def usage(self, since: datetime) -> list[UserUsage]:
+        """The replies and their tokens per day (UTC), user and model since `since`, latest day first."""
+        rows = self._db.query(
+            "SELECT SUBSTR(at, 1, 10) AS day, persona_id, user_id, model, COUNT(*) AS replies,"
+            " SUM(prompt_tokens) AS prompt_tokens, SUM(completion_tokens) AS completion_tokens FROM reply_traces"
+            " WHERE at >= ? GROUP BY SUBSTR(at, 1, 10), persona_id, user_id, model"
+            " ORDER BY day DESC, persona_id, user_id, model",
+            (iso(since),),
+        )
+        return [
+            UserUsage(
+                row["day"],
+                Scope(row["persona_id"], row["user_id"]),
+                row["model"],
+                int(row["replies"]),
+                int(row["prompt_tokens"]),
+                int(row["completion_tokens"]),
+            )
+            for row in rows
+        ]
 
     def forget(self, scope: Scope) -> int:
         """Delete the scope's traces; returns how many went."""

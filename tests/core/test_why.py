@@ -3,10 +3,15 @@ and goes with the user when they are forgotten."""
 
 from __future__ import annotations
 
-from bot.app import App
+from zoneinfo import ZoneInfo
+
+from bot.app import App, build_app
+from bot.config import Settings
+from core import phrasebook
 from core.companion import Companion
 from core.why import NO_TRACE
 from knowledge.records import Scope
+from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock
 from tests.fakes.messages import make_message
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -66,3 +71,28 @@ async def test_old_traces_are_pruned(app: App, fake_openai: FakeOpenAIServer, cl
     clock.advance(days=2)
     await app.prune()
     assert app.journal.traces.recent(alice) == []
+
+
+async def test_a_user_over_the_daily_quota_gets_a_short_answer_without_a_model_call_until_their_midnight(
+    settings: Settings,
+    clock: FakeClock,
+    embedder: Embedder,
+    fake_openai: FakeOpenAIServer,
+    alice: Scope,
+    bob: Scope,
+) -> None:
+    fake_openai.set_default(CHAT, "Sure, tell me more!")
+    limited = settings.changed(usage={"daily_tokens": 1, "exempt": ["cli:bob"]}, timezone="Asia/Tokyo")
+    async with await build_app(limited, clock=clock, embedder=embedder) as app:
+        assert await say(app.companion, "hi") == "Sure, tell me more!"  # the first turn spends the day's tokens
+        asked = len(fake_openai.requests_for(CHAT))
+        assert await say(app.companion, "are you there?") == phrasebook.OVER_QUOTA
+        assert len(fake_openai.requests_for(CHAT)) == asked  # no model call
+        assert await say(app.companion, "hi", user_id="cli:bob") == "Sure, tell me more!"  # exempt
+        spent, limit = await app.companion.tokens_today(alice)
+        assert spent > 1 and limit == 1 and (await app.companion.tokens_today(bob))[1] is None
+        to_midnight = 24 - clock.now().astimezone(ZoneInfo("Asia/Tokyo")).hour  # the clock is on the hour
+        clock.advance(hours=to_midnight - 0.01)  # still the same day in Tokyo, whatever the day in UTC
+        assert await say(app.companion, "still there?") == phrasebook.OVER_QUOTA
+        clock.advance(hours=0.02)
+        assert await say(app.companion, "good morning") == "Sure, tell me more!"

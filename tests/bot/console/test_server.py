@@ -26,6 +26,9 @@ ROUTES = [
     ("GET", "/?q=alice"),
     ("GET", "/memories?persona=xiaoxiang&user=cli:alice"),
     ("GET", "/api/scopes"),
+    ("GET", "/usage"),
+    ("GET", "/api/usage"),
+    ("GET", "/api/quota?persona=xiaoxiang&user=cli:alice"),
     ("GET", "/replies?persona=xiaoxiang&user=cli:alice"),
     ("GET", "/api/replies?persona=xiaoxiang&user=cli:alice"),
     ("GET", "/api/memories?persona=xiaoxiang&user=cli:alice"),
@@ -127,6 +130,22 @@ async def test_the_replies_show_what_was_in_their_prompt_in_their_own_scope(
     assert [said["content"] for said in reply["exchange"]] == ["what am I saving for?", "Lisbon, I think!"]
     assert reply["model"] == "chat-model" and reply["prompt_tokens"] > 0 and reply["gone"] == 0
     assert (await client.get("/api/replies?persona=xiaoxiang&user=cli:bob", headers=BEARER)).json() == []
+
+
+async def test_token_use_is_counted_per_day_user_and_model_with_its_cost(
+    app: App, client: httpx.AsyncClient, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    app.settings = app.settings.changed(usage={"prices": {"chat-model": (1.0, 2.0)}})  # per million tokens
+    fake_openai.set_default(CHAT, "Hello there!")
+    for text in ("hi", "how are you?"):
+        await (await app.companion.handle(make_message(text))).text()
+    [row] = (await client.get("/api/usage", headers=BEARER)).json()
+    assert (row["user_id"], row["model"], row["replies"], row["day"]) == ("cli:alice", "chat-model", 2, "2026-01-03")
+    assert row["cost"] == round((row["prompt_tokens"] + 2 * row["completion_tokens"]) / 1e6, 6) > 0
+    quota = (await client.get("/api/quota?persona=xiaoxiang&user=cli:alice", headers=BEARER)).json()
+    assert quota == {"tokens_today": row["prompt_tokens"] + row["completion_tokens"], "daily_tokens": None}
+    await log_in(client)
+    assert "chat-model" in (await client.get("/usage")).text
 
 
 async def test_the_browser_logs_in_to_a_strict_http_only_cookie_and_forms_need_their_csrf_token(
