@@ -49,6 +49,8 @@ NOTICES = {
     "edited": "Saved; the old version is in the memory's history.",
     "forgotten": "Forgotten: the memory, what quoted it, and the messages it came from.",
     "user-forgotten": "Everything about that user is forgotten.",
+    "retry": "The work runs again as a new job.",
+    "discard": "The dead letter is gone.",
 }
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -202,6 +204,23 @@ def console_app(app: App, access: Access) -> Starlette:
         return render(request, "usage.html", rows=await views.usage(app))
 
     @page
+    async def work_page(request: Request, form: FormData | None) -> Response:
+        return render(
+            request,
+            "work.html",
+            work=await views.work(app),
+            notice=NOTICES.get(request.query_params.get("done", ""), ""),
+        )
+
+    @page
+    async def letter_page(request: Request, form: FormData | None) -> Response:
+        letter_id, action = request.path_params["letter_id"], request.path_params["action"]
+        done = await (views.retry(app, letter_id) if action == "retry" else views.discard(app, letter_id))
+        if not done:
+            raise LookupError("that dead letter is gone, or its work cannot be run again (read it, then discard it)")
+        return RedirectResponse(f"/work?{urlencode({'done': action})}", status_code=303)
+
+    @page
     async def edit_page(request: Request, form: FormData | None) -> Response:
         assert form is not None
         scope = scope_of(form)
@@ -257,6 +276,20 @@ def console_app(app: App, access: Access) -> Starlette:
         return JSONResponse(await views.usage(app, days=max(1, min(days, 366))))
 
     @api
+    async def work_api(request: Request) -> Response:
+        return JSONResponse(await views.work(app))
+
+    @api
+    async def letter_api(request: Request) -> Response:
+        letter_id = request.path_params["letter_id"]
+        done = await (views.retry(app, letter_id) if request.method == "POST" else views.discard(app, letter_id))
+        if not done:
+            raise LookupError(
+                f"no dead letter {letter_id} that can be {'retried' if request.method == 'POST' else 'discarded'}"
+            )
+        return JSONResponse({"ok": True})
+
+    @api
     async def memory_api(request: Request) -> Response:
         scope, memory_id = scope_of(request.query_params), request.path_params["memory_id"]
         if request.method == "DELETE":
@@ -283,6 +316,8 @@ def console_app(app: App, access: Access) -> Starlette:
         Route("/memories", memories_page),
         Route("/replies", replies_page),
         Route("/usage", usage_page),
+        Route("/work", work_page),
+        Route("/dead-letters/{letter_id}/{action:str}", letter_page, methods=["POST"]),
         Route("/memories/{memory_id}/edit", edit_page, methods=["POST"]),
         Route("/memories/{memory_id}/forget", forget_page, methods=["POST"]),
         Route("/forget-user", forget_user_page, methods=["POST"]),
@@ -291,6 +326,9 @@ def console_app(app: App, access: Access) -> Starlette:
         Route("/api/replies", replies_api),
         Route("/api/usage", usage_api),
         Route("/api/quota", quota_api),
+        Route("/api/work", work_api),
+        Route("/api/dead-letters/{letter_id}", letter_api, methods=["DELETE"]),
+        Route("/api/dead-letters/{letter_id}/retry", letter_api, methods=["POST"]),
         Route("/api/memories/{memory_id}", memory_api, methods=["PATCH", "DELETE"]),
     ]
     return Starlette(routes=routes, middleware=[Middleware(_SafeHeaders)])

@@ -124,6 +124,43 @@ async def quota(app: App, scope: Scope) -> dict[str, int | None]:
     return {"tokens_today": spent, "daily_tokens": limit}
 
 
+async def work(app: App, *, days: int = 7) -> dict[str, Any]:
+    """The background's state: pending jobs per user, dead letters (oldest first), and check-ins planned, and
+    done in the last `days`."""
+    pending = await asyncio.to_thread(app.journal.jobs.scopes_with_work)
+    letters = await asyncio.to_thread(app.journal.jobs.dead_letters)
+    checkins = await asyncio.to_thread(app.journal.checkins.listing, since=app.clock.now() - timedelta(days=days))
+    return {
+        "pending": [
+            {"persona_id": scope.persona_id, "user_id": scope.user_id, "jobs": count}
+            for scope, count in pending.items()
+        ],
+        "dead_letters": [
+            {
+                "id": letter.id,
+                "kind": letter.kind,
+                "persona_id": letter.scope.persona_id,
+                "user_id": letter.scope.user_id,
+                "error": letter.error,
+                "at": letter.at.isoformat(),
+                "payload": letter.payload,
+            }
+            for letter in letters
+        ],
+        "checkins": [checkin.to_dict() for checkin in checkins],
+    }
+
+
+async def retry(app: App, letter_id: str) -> bool:
+    """Run a dead letter's work again as a fresh job; False if it is gone or is not work that can be rerun."""
+    return app.tasks.retry(letter_id) is not None  # on the loop: it schedules the job
+
+
+async def discard(app: App, letter_id: str) -> bool:
+    """Drop a dead letter; False if it was not kept."""
+    return await asyncio.to_thread(app.journal.jobs.discard, letter_id)
+
+
 def _one(app: App, scope: Scope, memory_id: str) -> MemoryRecord | None:
     found = app.knowledge.get(scope, [memory_id])
     return found[0] if found else None

@@ -211,3 +211,17 @@ def test_the_console_settings_are_read_from_the_environment(name: str, monkeypat
     assert {"COMPANION_WEB_TOKEN": web.token and web.token.get_secret_value(), "COMPANION_WEB_PORT": web.port}.get(
         name, web.host
     ) in ("8080", 8080)
+
+
+async def test_dead_letters_are_listed_retried_or_discarded_and_check_ins_shown(
+    app: App, client: httpx.AsyncClient, alice: Scope
+) -> None:
+    unreadable = app.journal.jobs.dead_letter("monitor", alice, {"output": "?"}, "unreadable", at=app.clock.now())
+    work = (await client.get("/api/work", headers=BEARER)).json()
+    assert [(letter["id"], letter["user_id"]) for letter in work["dead_letters"]] == [(unreadable.id, "cli:alice")]
+    assert work["checkins"] == [] and work["pending"] == []
+    # the monitor's unreadable answer is kept to be read, not rerun
+    assert (await client.post(f"/api/dead-letters/{unreadable.id}/retry", headers=BEARER)).status_code == 404
+    assert (await client.delete(f"/api/dead-letters/{unreadable.id}", headers=BEARER)).status_code == 200
+    assert (await client.delete(f"/api/dead-letters/{unreadable.id}", headers=BEARER)).status_code == 404
+    assert app.journal.jobs.dead_letters() == []
