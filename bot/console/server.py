@@ -175,7 +175,8 @@ def console_app(app: App, access: Access) -> Starlette:
     @page
     async def users_page(request: Request, form: FormData | None) -> Response:
         matching = request.query_params.get("q", "")
-        return render(request, "users.html", users=await views.scopes(app, matching), q=matching)
+        users = await views.scopes(app, matching)
+        return render(request, "users.html", users=users, q=matching, max_users=views.MAX_SCOPES)
 
     def back_to(scope: Scope, done: str) -> Response:
         query = urlencode({"persona": scope.persona_id, "user": scope.user_id, "done": done})

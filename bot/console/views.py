@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from bot.app import App
 
 ACTOR = "console"
-MAX_SCOPES = 200
+MAX_SCOPES = 50  # the most recently active; a search finds the others (each row counts its memories)
 MAX_IMPORTANCE = 1000.0
 
 
@@ -34,7 +34,7 @@ def _iso(moment: datetime | None) -> str | None:
 
 
 async def scopes(app: App, matching: str = "") -> list[dict[str, Any]]:
-    """The users (scopes) with messages, most recently active first, with their counts."""
+    """The users (scopes) with messages, the `MAX_SCOPES` most recently active first, with their counts."""
     found = await asyncio.to_thread(app.working_memory.log.scopes, matching.strip(), limit=MAX_SCOPES)
     counts = await asyncio.to_thread(lambda: [app.knowledge.count(row.scope) for row in found])
     return [
