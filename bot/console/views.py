@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from bot.app import App
 
 ACTOR = "console"
-MAX_SCOPES = 50  # the most recently active; a search finds the others (each row counts its memories)
+MAX_SCOPES = 200  # the most recently active; a search finds the others
 MAX_IMPORTANCE = 1000.0
 
 
@@ -34,19 +34,20 @@ def _iso(moment: datetime | None) -> str | None:
 
 
 async def scopes(app: App, matching: str = "") -> list[dict[str, Any]]:
-    """The users (scopes) with messages, the `MAX_SCOPES` most recently active first, with their counts."""
+    """The users (scopes) with messages, the `MAX_SCOPES` most recently active first, with their message counts.
+
+    Their memories are counted on each user's page: chromadb counts a scope's memories only by reading them,
+    which for a whole list costs seconds (bench.console)."""
     found = await asyncio.to_thread(app.working_memory.log.scopes, matching.strip(), limit=MAX_SCOPES)
-    counts = await asyncio.to_thread(lambda: [app.knowledge.count(row.scope) for row in found])
     return [
         {
             "persona_id": row.scope.persona_id,
             "user_id": row.scope.user_id,
             "user_name": row.user_name,
             "messages": row.messages,
-            "memories": memories,
             "last_active": row.last_at.isoformat(),
         }
-        for row, memories in zip(found, counts, strict=True)
+        for row in found
     ]
 
 
