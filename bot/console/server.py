@@ -214,6 +214,12 @@ def console_app(app: App, access: Access) -> Starlette:
         )
 
     @page
+    async def privacy_page(request: Request, form: FormData | None) -> Response:
+        text = "" if form is None else str(form.get("text", ""))
+        found = None if form is None else await views.privacy_check(app, text)
+        return render(request, "privacy.html", text=text, found=found)
+
+    @page
     async def letter_page(request: Request, form: FormData | None) -> Response:
         letter_id, action = request.path_params["letter_id"], request.path_params["action"]
         done = await (views.retry(app, letter_id) if action == "retry" else views.discard(app, letter_id))
@@ -281,6 +287,15 @@ def console_app(app: App, access: Access) -> Starlette:
         return JSONResponse(await views.work(app))
 
     @api
+    async def privacy_api(request: Request) -> Response:
+        try:
+            asked = await request.json()
+        except ValueError:
+            raise views.BadEdit("the body must be a JSON object with the text") from None
+        text = asked.get("text") if isinstance(asked, dict) else None
+        return JSONResponse(await views.privacy_check(app, text if isinstance(text, str) else ""))
+
+    @api
     async def letter_api(request: Request) -> Response:
         letter_id = request.path_params["letter_id"]
         done = await (views.retry(app, letter_id) if request.method == "POST" else views.discard(app, letter_id))
@@ -318,6 +333,7 @@ def console_app(app: App, access: Access) -> Starlette:
         Route("/replies", replies_page),
         Route("/usage", usage_page),
         Route("/work", work_page),
+        Route("/privacy-check", privacy_page, methods=["GET", "POST"]),
         Route("/dead-letters/{letter_id}/{action:str}", letter_page, methods=["POST"]),
         Route("/memories/{memory_id}/edit", edit_page, methods=["POST"]),
         Route("/memories/{memory_id}/forget", forget_page, methods=["POST"]),
@@ -328,6 +344,7 @@ def console_app(app: App, access: Access) -> Starlette:
         Route("/api/usage", usage_api),
         Route("/api/quota", quota_api),
         Route("/api/work", work_api),
+        Route("/api/privacy-check", privacy_api, methods=["POST"]),
         Route("/api/dead-letters/{letter_id}", letter_api, methods=["DELETE"]),
         Route("/api/dead-letters/{letter_id}/retry", letter_api, methods=["POST"]),
         Route("/api/memories/{memory_id}", memory_api, methods=["PATCH", "DELETE"]),

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from core.forgetting import ForgetReport
+from knowledge.forget.privacy_scan import scan_directory
 from knowledge.memory.memory_file import FILE_CATEGORIES
 from knowledge.records import KEEP, MemoryChange, MemoryRecord, Scope, StoredMessage
 
@@ -160,6 +161,23 @@ async def retry(app: App, letter_id: str) -> bool:
 async def discard(app: App, letter_id: str) -> bool:
     """Drop a dead letter; False if it was not kept."""
     return await asyncio.to_thread(app.journal.jobs.discard, letter_id)
+
+
+async def privacy_check(app: App, text: str) -> dict[str, Any]:
+    """What `companion privacy-check` reports: every file of the data directory scanned (raw bytes and live SQLite
+    rows) for `text`, and where it still is. In server mode the shared servers keep their data elsewhere."""
+    if not text.strip():
+        raise BadEdit("give the text to look for")
+    data_dir = app.settings.storage.data_dir
+    report = await asyncio.to_thread(scan_directory, data_dir, text)
+    return {
+        "scanned": len(report.scanned),
+        "in_files": {str(path.relative_to(data_dir)): count for path, count in report.in_files.items()},
+        "in_rows": report.in_rows,
+        "unreadable": report.unreadable,
+        "clean": report.clean,
+        "server_mode": app.storage.server_mode,
+    }
 
 
 def _one(app: App, scope: Scope, memory_id: str) -> MemoryRecord | None:

@@ -27,6 +27,8 @@ ROUTES = [
     ("GET", "/memories?persona=xiaoxiang&user=cli:alice"),
     ("GET", "/api/scopes"),
     ("GET", "/usage"),
+    ("POST", "/privacy-check"),
+    ("POST", "/api/privacy-check"),
     ("GET", "/api/usage"),
     ("GET", "/api/quota?persona=xiaoxiang&user=cli:alice"),
     ("GET", "/replies?persona=xiaoxiang&user=cli:alice"),
@@ -225,3 +227,19 @@ async def test_dead_letters_are_listed_retried_or_discarded_and_check_ins_shown(
     assert (await client.delete(f"/api/dead-letters/{unreadable.id}", headers=BEARER)).status_code == 200
     assert (await client.delete(f"/api/dead-letters/{unreadable.id}", headers=BEARER)).status_code == 404
     assert app.journal.jobs.dead_letters() == []
+
+
+async def test_the_privacy_check_finds_a_text_until_it_is_forgotten(
+    app: App, client: httpx.AsyncClient, alice: Scope
+) -> None:
+    [memory_id] = seed(app, alice, "Alice", "Alice's locker code is QX-5521")
+    found = (await client.post("/api/privacy-check", headers=BEARER, json={"text": "QX-5521"})).json()
+    assert not found["clean"] and found["scanned"] > 0 and any("embedding" in place for place in found["in_rows"])
+    await client.delete(f"/api/memories/{memory_id}?persona=xiaoxiang&user=cli:alice", headers=BEARER)
+    await app.compact_vectors()
+    assert (await client.post("/api/privacy-check", headers=BEARER, json={"text": "QX-5521"})).json()["clean"]
+    assert (await client.post("/api/privacy-check", headers=BEARER, json={"text": " "})).status_code == 400
+    await log_in(client)
+    page = await client.get("/privacy-check")
+    checked = await client.post("/privacy-check", data={"text": "QX-5521", "csrf": csrf_of(page.text)})
+    assert "Not found anywhere" in checked.text
