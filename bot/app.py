@@ -649,7 +649,12 @@ def build_companion(
         clock=clock,
         default_persona=settings.default_persona,
         rate_limiter=RateLimiter(clock, settings.rate_limit_per_minute),
-        quota=DailyQuota(stores.journal.traces.tokens_since, settings.usage.daily_tokens, settings.usage.exempt),
+        quota=DailyQuota(
+            stores.journal.traces.tokens_since,
+            settings.usage.daily_tokens,
+            settings.usage.exempt,
+            persona_tokens=lambda persona_id: basics.personas.get(persona_id).daily_tokens,
+        ),
         checkins=services.checkins,
         why=services.why,
     )

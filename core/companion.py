@@ -222,7 +222,7 @@ class Companion:
         """The tokens this user's replies took today (their own day), and their daily quota (None: no limit)."""
         local_now = self.clock.now().astimezone(self.user_settings.time_zone(scope))
         spent = await asyncio.to_thread(self.quota.spent_today, scope, local_now)
-        return spent, self.quota.daily_tokens if self.quota.applies_to(scope) else None
+        return spent, self.quota.limit(scope)
 
     async def memory_listing(self, scope: Scope) -> str:
         """`/memory`, as the user reads it: their memories, dated in their time zone, and that zone."""

@@ -42,15 +42,23 @@ class DailyQuota:
     `spent(scope, since)` counts them (from the shared stores, so every process counts the same)."""
 
     def __init__(
-        self, spent: Callable[[Scope, datetime], int], daily_tokens: int, exempt: Collection[str] = ()
+        self,
+        spent: Callable[[Scope, datetime], int],
+        daily_tokens: int,
+        exempt: Collection[str] = (),
+        persona_tokens: Callable[[str], int | None] = lambda persona_id: None,
     ) -> None:
+        """`persona_tokens`: a persona's own quota, where it sets one (None: `daily_tokens`)."""
         self.daily_tokens = daily_tokens
         self._spent = spent
         self._exempt = frozenset(exempt)
+        self._persona_tokens = persona_tokens
 
-    def applies_to(self, scope: Scope) -> bool:
-        """Whether the user has a quota at all (one is set and they are not exempt)."""
-        return self.daily_tokens > 0 and scope.user_id not in self._exempt
+    def limit(self, scope: Scope) -> int | None:
+        """The user's daily tokens with this persona; None if they have no quota (none set, or exempt)."""
+        own = self._persona_tokens(scope.persona_id)
+        limit = self.daily_tokens if own is None else own
+        return limit if limit > 0 and scope.user_id not in self._exempt else None
 
     def spent_today(self, scope: Scope, local_now: datetime) -> int:
         """The tokens the user's replies took since their local midnight."""
@@ -58,4 +66,5 @@ class DailyQuota:
 
     def exhausted(self, scope: Scope, local_now: datetime) -> bool:
         """Whether the user has used up today's tokens; they get them back at their local midnight."""
-        return self.applies_to(scope) and self.spent_today(scope, local_now) >= self.daily_tokens
+        limit = self.limit(scope)
+        return limit is not None and self.spent_today(scope, local_now) >= limit

@@ -96,3 +96,19 @@ async def test_a_user_over_the_daily_quota_gets_a_short_answer_without_a_model_c
         assert await say(app.companion, "still there?") == phrasebook.OVER_QUOTA
         clock.advance(hours=0.02)
         assert await say(app.companion, "good morning") == "Sure, tell me more!"
+
+
+async def test_a_persona_may_set_its_own_daily_quota(
+    settings: Settings, clock: FakeClock, embedder: Embedder, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    settings.own_persona_dir.mkdir(parents=True)
+    (settings.own_persona_dir / "mia.yaml").write_text(
+        "id: mia\nname: Mia\npersonality: cheerful\ngreetings: [hi]\ndaily_tokens: 0\n"
+    )
+    fake_openai.set_default(CHAT, "Sure!")
+    async with await build_app(settings.changed(usage={"daily_tokens": 1}), clock=clock, embedder=embedder) as app:
+        assert await say(app.companion, "hi") == "Sure!"
+        assert await say(app.companion, "hi again") == phrasebook.OVER_QUOTA  # the setting's quota, spent
+        mia = make_message("hi", persona_id="mia")
+        assert await (await app.companion.handle(mia)).text() == "Sure!"  # Mia sets none
+        assert (await app.companion.tokens_today(Scope("mia", alice.user_id)))[1] is None
