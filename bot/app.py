@@ -38,11 +38,12 @@ from core.forgetting import Forgetting
 from core.llm.client import LLMClient, ModelSettings, OpenAIClient, UsageSink
 from core.llm.embedded import EMBEDDED_MODEL_NAME, LlamaCppClient
 from core.memory_editor import MemoryEditor
-from core.rate_limit import RateLimiter
+from core.rate_limit import DailyQuota, RateLimiter
 from core.reply.demo_prompt import DemoPromptBuilder
 from core.reply.prompt import Budget, PromptBuilder
 from core.reply.response_handler import ResponseHandler
 from core.types import ROLES, Role
+from core.why import Why
 from knowledge.conversations.history import ConversationHistory
 from knowledge.conversations.message_log import MessageLog
 from knowledge.conversations.working_memory import WorkingMemory
@@ -117,6 +118,7 @@ class App:
     checkins: CheckIns
     lifecycle: MemoryLifecycle
     links: Links  # which identities are one person
+    why: Why  # what each reply's prompt held, from its trace
     policy_for: PolicyFor  # a persona's memory rules
     storage: Storage
     passes: ScheduledPasses
@@ -203,11 +205,13 @@ class App:
         return scheduler
 
     async def prune(self) -> int:
-        """Every hour: finished jobs, expired dead letters, unanswered forget questions and threads closed a while
-        ago go."""
+        """Every hour: finished jobs, expired dead letters, unanswered forget questions, threads closed a while
+        ago and old reply traces go."""
         pruned = await self.lifecycle.prune_finished_work()
         closed = await asyncio.to_thread(self.journal.threads.prune, self.clock.now())
-        return pruned + closed + await self.forgetting.prune_questions()
+        old = self.clock.now() - timedelta(days=self.settings.web.trace_days)
+        traces = await asyncio.to_thread(self.journal.traces.prune, old)
+        return pruned + closed + traces + await self.forgetting.prune_questions()
 
     async def idle_pass(self) -> int:
         """Every few minutes: store messages held while storage failed (a quiet bot has no next turn to do
@@ -274,6 +278,7 @@ async def build_app(
             checkins=services.checkins,
             lifecycle=services.lifecycle,
             links=stores.links,
+            why=services.why,
             policy_for=basics.policy_for,
             storage=storage,
             passes=stores.passes,
@@ -576,6 +581,7 @@ class Services:
     forgetting: Forgetting
     checkins: CheckIns
     lifecycle: MemoryLifecycle
+    why: Why
 
 
 def build_services(
@@ -588,7 +594,8 @@ def build_services(
     *,
     background: bool,
 ) -> Services:
-    """Editing, forgetting, check-ins and the background roles, on the stores and the memories."""
+    """Editing, forgetting, check-ins, the background roles and the replies' traces read back, on the stores and
+    the memories."""
     settings, clock = basics.settings, basics.clock
     editor = MemoryEditor(knowledge, stores.journal.changes, clock)
     forgetting = Forgetting(
@@ -617,7 +624,8 @@ def build_services(
         threads=stores.journal.threads,
     )
     lifecycle = build_lifecycle(basics, stores, knowledge, llm, tasks, forgetting, checkins, enabled=background)
-    return Services(editor, forgetting, checkins, lifecycle)
+    why = Why(stores.journal.traces, knowledge, stores.working_memory.log)
+    return Services(editor, forgetting, checkins, lifecycle, why)
 
 
 def build_companion(
@@ -644,6 +652,7 @@ def build_companion(
         image_limits=settings.image_limits,
         profiles=stores.journal.profiles,
         threads=stores.journal.threads,
+        traces=stores.journal.traces,
     )
     companion = Companion(
         personas=basics.personas,
@@ -658,9 +667,16 @@ def build_companion(
         clock=clock,
         default_persona=settings.default_persona,
         rate_limiter=RateLimiter(clock, settings.rate_limit_per_minute),
+        quota=DailyQuota(
+            stores.journal.traces.tokens_since,
+            settings.usage.daily_tokens,
+            settings.usage.exempt,
+            persona_tokens=lambda persona_id: basics.personas.get(persona_id).daily_tokens,
+        ),
         checkins=services.checkins,
         links=stores.links,
         joiner=joiner,
+        why=services.why,
     )
     # At shutdown, messages held while storage failed are stored if it works again, else dropped with an error.
     opened.callback(companion.store_held_messages, last_chance=True)

@@ -1,7 +1,7 @@
 """Settings: one optional TOML file plus environment variables (which win). Secrets only from the environment.
 
 Settings are grouped by the part of the companion they configure (`[llm]`, `[storage]`, `[memory]`,
-`[telegram]`, `[discord]`, `[checkins]`; the rest at the top of the file). Each field names its one
+`[telegram]`, `[discord]`, `[checkins]`, `[web]`, `[usage]`; the rest at the top of the file). Each field names its one
 environment variable (`env(...)`), which makes the model the table of truth: `settings_table()` reads it
 for `companion --help` and the configuration page. Names a release has replaced (`TELEGRAM_TOKEN`, the
 flat file keys such as `chat_model = ...`) are still read, and `renamed_settings()` says what to use
@@ -371,6 +371,71 @@ class CheckinSettings(BaseModel):
         return CheckinDefaults(enabled=self.enabled, platforms={name: on for name, on in self.defaults.items()})
 
 
+DEFAULT_WEB_PORT = 8765
+
+
+class WebSettings(BaseModel):
+    """The operator console (`companion web`): where it listens, and the token that opens it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = Field(
+        "127.0.0.1",
+        description="address the console listens on (put it behind an https proxy before opening it wider)",
+        json_schema_extra=env("COMPANION_WEB_HOST"),
+    )
+    port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description=f"port of the console; set, `companion run` serves the console too (`companion web` uses "
+        f"{DEFAULT_WEB_PORT} when unset)",
+        json_schema_extra=env("COMPANION_WEB_PORT"),
+    )
+    token: SecretStr | None = Field(
+        None,
+        description="the operator's token for the console and its API (unset: one is generated on first start, "
+        "kept owner-only in the data directory as console-token)",
+        json_schema_extra=env("COMPANION_WEB_TOKEN"),
+    )
+    trace_days: float = Field(
+        30,
+        gt=0,
+        description="days a reply's trace (the ids of what its prompt held, tokens, timings; no text) is kept for "
+        "the console and /why",
+        json_schema_extra=env("COMPANION_TRACE_DAYS"),
+    )
+
+
+class UsageSettings(BaseModel):
+    """What each user may spend, and what tokens cost (for the console's figures)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    daily_tokens: int = Field(
+        0,
+        ge=0,
+        description="tokens of replies (prompt and answer) one user may spend with a persona in a day of their own "
+        "time; past it they get a short answer without a model call until their midnight (0: no limit)",
+        json_schema_extra=env("COMPANION_USER_DAILY_TOKENS"),
+    )
+    exempt: list[str] = Field(
+        default_factory=list,
+        description="user ids without a daily quota, comma-separated (telegram:7,discord:42,cli:alice)",
+        json_schema_extra=env("COMPANION_USAGE_EXEMPT"),
+    )
+    prices: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="model -> [price of a million prompt tokens, of a million reply tokens], for the console's "
+        'costs: "gpt-4o-mini" = [0.15, 0.6]',
+    )
+
+    @field_validator("exempt", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+
+
 class Settings(BaseSettings):
     """Every setting of the companion, grouped by the part it configures."""
 
@@ -422,6 +487,8 @@ class Settings(BaseSettings):
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
     checkins: CheckinSettings = Field(default_factory=CheckinSettings)
+    web: WebSettings = Field(default_factory=WebSettings)
+    usage: UsageSettings = Field(default_factory=UsageSettings)
 
     @field_validator("timezone")
     @classmethod

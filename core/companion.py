@@ -15,12 +15,13 @@ from core.clock import Clock
 from core.errors import UserFacingError
 from core.forgetting import ForgetQuestion, ForgetReport, Forgetting
 from core.memory_editor import MemoryEditor
-from core.rate_limit import RateLimiter
+from core.rate_limit import DailyQuota, RateLimiter
 from core.reply.images import check_size
 from core.reply.response_handler import ResponseHandler
 from core.sharing import Sharing
 from core.types import IncomingMessage, TurnResult, UserRef, clean_text
 from core.unsaved_messages import UnsavedMessages
+from core.why import Why
 from knowledge.conversations.history import ConversationHistory
 from knowledge.dates.windows import TimeWindow
 from knowledge.errors import storage_problem
@@ -64,7 +65,9 @@ class Companion:
         checkins: CheckIns,
         links: Links,
         joiner: Joiner,
+        why: Why,
         rate_limiter: RateLimiter | None = None,
+        quota: DailyQuota | None = None,
     ) -> None:
         self.personas = personas
         self.history = history
@@ -79,10 +82,12 @@ class Companion:
         self.sharing = Sharing(knowledge, user_settings, editor)
         self.forgetting = forgetting  # every route to forgetting: /forget, /forget <what>, the CLI, deletions
         self._rate_limiter = rate_limiter or RateLimiter(clock, per_minute=0)
+        self.quota = quota or DailyQuota(lambda scope, since: 0, daily_tokens=0)
         self.unsaved = UnsavedMessages(self._store_held, clock)  # while the disk refuses writes
         self.checkins = checkins  # the companion writing first, to those who want it
         self.links = links  # which identities are one person (`/link`)
         self.joiner = joiner  # what joining moves: one memory out of two
+        self.why = why  # what a reply's prompt held, read back from its trace
 
     @property
     def tasks(self) -> BackgroundTasks:
@@ -107,6 +112,8 @@ class Companion:
             return _notice(message, phrasebook.too_fast(self._rate_limiter.per_minute))
         persona = self.persona(message.persona_id)
         scope = self.scope(persona.id, message.user)
+        if self.quota.exhausted(scope, self.clock.now().astimezone(self.user_settings.time_zone(scope))):
+            return _notice(message, phrasebook.OVER_QUOTA)  # no model call until the user's midnight
         if len(self.unsaved) and not self.unsaved.save():  # what was said before comes first
             self.unsaved.hold(persona.id, scope, message, group=group)
             return _notice(message, phrasebook.HELD_NOT_SAVED)
@@ -217,6 +224,16 @@ class Companion:
     async def memories(self, scope: Scope) -> list[MemoryRecord]:
         """`/memory`: what the companion remembers about this user, most important first."""
         return await asyncio.to_thread(self.knowledge.memories, scope, categories=["core", "fact", "episode"])
+
+    async def why_listing(self, scope: Scope) -> str:
+        """`/why`: what the companion had in mind for its last reply to this user (only their own scope)."""
+        return await asyncio.to_thread(self.why.in_words, scope, self.user_settings.time_zone(scope))
+
+    async def tokens_today(self, scope: Scope) -> tuple[int, int | None]:
+        """The tokens this user's replies took today (their own day), and their daily quota (None: no limit)."""
+        local_now = self.clock.now().astimezone(self.user_settings.time_zone(scope))
+        spent = await asyncio.to_thread(self.quota.spent_today, scope, local_now)
+        return spent, self.quota.limit(scope)
 
     async def memory_listing(self, scope: Scope) -> str:
         """`/memory`, as the user reads it: their profile and ongoing threads, their memories, dated in their time

@@ -64,6 +64,11 @@ def too_long_to_read(tokens: int, room: int) -> str:
     )
 
 
+OVER_QUOTA = (
+    "I've talked so much today that my head is spinning. Let's pick this up tomorrow, I'll be fresh again then!"
+)
+
+
 def too_fast(per_minute: int) -> str:
     """A message beyond the user's rate limit, answered without a model call."""
     return (

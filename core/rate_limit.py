@@ -1,11 +1,14 @@
-"""RateLimiter: a per-user cap on messages, so one person cannot flood the companion (or the LLM bill)."""
+"""Per-user limits, so one person cannot flood the companion or run up the LLM bill: `RateLimiter` caps messages a
+minute, `DailyQuota` the tokens of a day."""
 
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 
 from core.clock import Clock
+from knowledge.records import Scope
 
 WINDOW = timedelta(minutes=1)
 
@@ -32,3 +35,36 @@ class RateLimiter:
             return False
         recent.append(now)
         return True
+
+
+class DailyQuota:
+    """At most `daily_tokens` tokens of replies per user and persona in a day of the user's own time (0: no limit);
+    `spent(scope, since)` counts them (from the shared stores, so every process counts the same)."""
+
+    def __init__(
+        self,
+        spent: Callable[[Scope, datetime], int],
+        daily_tokens: int,
+        exempt: Collection[str] = (),
+        persona_tokens: Callable[[str], int | None] = lambda persona_id: None,
+    ) -> None:
+        """`persona_tokens`: a persona's own quota, where it sets one (None: `daily_tokens`)."""
+        self.daily_tokens = daily_tokens
+        self._spent = spent
+        self._exempt = frozenset(exempt)
+        self._persona_tokens = persona_tokens
+
+    def limit(self, scope: Scope) -> int | None:
+        """The user's daily tokens with this persona; None if they have no quota (none set, or exempt)."""
+        own = self._persona_tokens(scope.persona_id)
+        limit = self.daily_tokens if own is None else own
+        return limit if limit > 0 and scope.user_id not in self._exempt else None
+
+    def spent_today(self, scope: Scope, local_now: datetime) -> int:
+        """The tokens the user's replies took since their local midnight."""
+        return self._spent(scope, local_now.replace(hour=0, minute=0, second=0, microsecond=0))
+
+    def exhausted(self, scope: Scope, local_now: datetime) -> bool:
+        """Whether the user has used up today's tokens; they get them back at their local midnight."""
+        limit = self.limit(scope)
+        return limit is not None and self.spent_today(scope, local_now) >= limit

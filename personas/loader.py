@@ -74,6 +74,9 @@ class Persona(BaseModel):
         default={}, description="overrides of the memory lifecycle numbers (decay factors, thresholds)"
     )
     models: dict[RoleName, ModelChoice] = Field(default={}, description="model and temperature per role")
+    daily_tokens: int | None = Field(
+        default=None, ge=0, description="tokens a user's replies may take in a day (0: no limit; None: the setting's)"
+    )
     lorebook: Lorebook | None = None
     card: dict[str, Any] = Field(default={}, description="an imported card's fields that have no place above")
 

@@ -1,6 +1,7 @@
 """The `companion` command line: nouns and verbs, and the rule that one process owns a data directory.
 
-- `main.py`: the `companion` group, `chat` and `run`; `support.py`: what every command shares.
+- `main.py`: the `companion` group, `chat`, `run` and `web` (the console, `bot/console/`); `support.py`: what
+  every command shares.
 - `memory.py` (with `profile.py`: `companion memory profile …`), `persona.py`, `checkins.py`, `users.py`,
   `migrate.py`: the `companion <noun> <verb>` groups.
 - `doctor.py`: `companion doctor`, one line per check of the installation and settings.

@@ -18,7 +18,7 @@ from bot.cli.migrate import migrate
 from bot.cli.persona import persona
 from bot.cli.support import changing_scope_options, cli_settings, run_app, user_id_for
 from bot.cli.users import users
-from bot.config import CONFIG_ENV, Settings, settings_help
+from bot.config import CONFIG_ENV, DEFAULT_WEB_PORT, Settings, settings_help
 from bot.startup import DEBUG_HINT
 from core.errors import CompanionError
 from knowledge.forget.privacy_scan import scan_directory
@@ -122,20 +122,61 @@ def run(ctx: click.Context, shard_count: int | None, shard_ids: str | None) -> N
 
         _tell(startup_notices(settings))
         await load_models(app)
-        serving = asyncio.current_task()
-        assert serving is not None
-        for stop in (signal.SIGINT, signal.SIGTERM):  # both stop the platforms; the app then closes cleanly
-            asyncio.get_running_loop().add_signal_handler(stop, serving.cancel)
+        _stop_on_signals()
         try:
             async with asyncio.TaskGroup() as platforms:  # one platform failing for good stops the others
                 for platform in _platforms(settings, shards):
                     platforms.create_task(platform(app))
+                if settings.web.port is not None:
+                    platforms.create_task(_serve_console(app, settings.web.host, settings.web.port))
         except* CompanionError as failed:
             raise failed.exceptions[0] from None
         except* asyncio.CancelledError:
             click.echo("stopped; pending background work is saved and resumes at the next start", err=True)
 
     run_app(settings, serve, start=True, schedule=True, owner=True)
+
+
+@cli.command()
+@click.option("--host", help="Address to listen on (default: COMPANION_WEB_HOST, else 127.0.0.1).")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), help=f"Port (default: COMPANION_WEB_PORT, else {DEFAULT_WEB_PORT})."
+)
+@click.pass_context
+def web(ctx: click.Context, host: str | None, port: int | None) -> None:
+    """Serve the operator console: each user's memories to read, correct and forget, in a browser or as JSON.
+
+    Every page and API call needs the operator token (COMPANION_WEB_TOKEN; unset, one is made on the first
+    start, printed once and kept owner-only in the data directory). `companion run` serves the console too
+    when COMPANION_WEB_PORT is set.
+    """
+    settings = cli_settings(ctx)
+    chosen_port = port if port is not None else settings.web.port or DEFAULT_WEB_PORT
+
+    async def serve(app: App) -> None:
+        _stop_on_signals()
+        try:
+            await _serve_console(app, host or settings.web.host, chosen_port)
+        except asyncio.CancelledError:
+            click.echo("console stopped", err=True)
+
+    run_app(settings, serve, start=True, schedule=True, owner=True)
+
+
+async def _serve_console(app: App, host: str, port: int) -> None:
+    from bot.console.server import Console  # the web framework loads only where the console runs
+
+    console = Console(app, host, port)
+    click.echo(console.announcement(app.settings.storage.data_dir), err=True)
+    await console.serve()
+
+
+def _stop_on_signals() -> None:
+    """SIGINT and SIGTERM cancel the task serving; the app then closes cleanly."""
+    serving = asyncio.current_task()
+    assert serving is not None
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(stop, serving.cancel)
 
 
 def _tell(notices: list[str]) -> None:

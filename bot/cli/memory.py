@@ -405,10 +405,12 @@ def _import_time_zone(app: App, scope: Scope, name: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def memory_stats(ctx: click.Context, persona_id: str | None, user_name: str, as_json: bool) -> None:
-    """Counts by category, an importance histogram, dead letters, and tokens spent per role."""
+    """Counts by category, an importance histogram, dead letters, tokens spent per role, and the user's tokens
+    today against their daily quota."""
 
     async def show(app: App, scope: Scope) -> None:
         records = await app.companion.memories(scope)
+        spent, daily_tokens = await app.companion.tokens_today(scope)
         stats = {
             "scope": str(scope),
             "memories": len(records),
@@ -418,6 +420,8 @@ def memory_stats(ctx: click.Context, persona_id: str | None, user_name: str, as_
             "backlog_all_scopes": _backlog(app),
             "time_zone": app.user_settings.time_zone(scope).key,
             "time_zone_chosen": app.user_settings.chosen_time_zone(scope) is not None,
+            "tokens_today": spent,
+            "daily_tokens": daily_tokens,
             "token_usage_all_scopes": [asdict(usage) for usage in app.journal.usage.totals()],
         }
         if as_json:
@@ -460,6 +464,8 @@ def _print_stats(stats: dict[str, Any]) -> None:
     )
     chosen = "chosen with /timezone" if stats["time_zone_chosen"] else "the default"
     click.echo(f"time zone: {stats['time_zone']} ({chosen})")
+    quota = "no daily quota" if stats["daily_tokens"] is None else f"of {stats['daily_tokens']:,} a day"
+    click.echo(f"tokens of replies today: {stats['tokens_today']:,} ({quota})")
     click.echo("tokens spent per role (all scopes): role, model, calls, prompt + completion tokens")
     if not stats["token_usage_all_scopes"]:
         click.echo("  none recorded yet")

@@ -4,7 +4,7 @@ The process that holds a data directory's lock is its only reader and writer: th
 store is not meant to be shared by processes, and the bot answers searches from in-process snapshots
 that another process's writes would never reach. So:
 
-- `companion run` and `companion chat` own the directory for as long as they run, and listen on its
+- `companion run`, `companion chat` and `companion web` own the directory for as long as they run, and listen on its
   control socket; a second one is refused, naming the PID that holds it.
 - Every other command, while an owner runs, is sent to it over the socket (the command path and the
   parsed options), carried out there against the live app, and its output and exit code come back.
@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # the app (chromadb, the models) is imported only by the proc
 log = logging.getLogger(__name__)
 
 PROTOCOL = 1
-OWNER_COMMANDS = frozenset({"run", "chat"})
+OWNER_COMMANDS = frozenset({"run", "chat", "web"})
 WAIT_FOR_OWNER = 60.0  # seconds a command waits for a starting owner to listen, or a short command to finish
 POLL = 0.05
 T = TypeVar("T")

@@ -1,4 +1,5 @@
-"""One set of chat commands for every platform: /new /memory /forget /share /timezone /checkins /link /unlink /help.
+"""One set of chat commands for every platform: /new /memory /why /forget /share /timezone /checkins /link /unlink
+/help.
 
 Each command is defined here once: its name and what it says of itself (the help, Telegram's menu,
 Discord's slash commands), what its argument means, what it answers and who may read the answer
@@ -44,6 +45,7 @@ class Command:
 
 NEW = Command("new", "start a fresh conversation", "/new - start a fresh conversation")
 MEMORY = Command("memory", "what I remember about you", "/memory - what I remember about you")
+WHY = Command("why", "what I had in mind for my last reply", "/why - what I had in mind for my last reply to you")
 FORGET = Command(
     "forget",
     "forget everything about you, or only what is about something",
@@ -82,7 +84,7 @@ UNLINK = Command(
     "/unlink - detach this account from your others: here I start fresh, the memories stay with them",
 )
 HELP = Command("help", "how to talk to me", "/help - this help")
-COMMANDS = (NEW, MEMORY, FORGET, SHARE, TIMEZONE, CHECKINS, LINK, UNLINK, HELP)
+COMMANDS = (NEW, MEMORY, WHY, FORGET, SHARE, TIMEZONE, CHECKINS, LINK, UNLINK, HELP)
 
 
 class Visibility(Enum):
@@ -152,6 +154,7 @@ class ChatCommands:
         self._answers: dict[str, Callable[[Call], Awaitable[Reply | None]]] = {
             NEW.name: self._new,
             MEMORY.name: self._memory,
+            WHY.name: self._why,
             FORGET.name: self._forget,
             SHARE.name: self._share,
             TIMEZONE.name: self._timezone,
@@ -185,6 +188,10 @@ class ChatCommands:
 
     async def _memory(self, call: Call) -> Reply:
         return Reply(await self._companion.memory_listing(self._scope(call)), Visibility.PRIVATE)
+
+    async def _why(self, call: Call) -> Reply:
+        # it quotes memories and what the caller said: theirs alone, wherever they asked
+        return Reply(await self._companion.why_listing(self._scope(call)), Visibility.PRIVATE)
 
     async def _share(self, call: Call) -> Reply:
         # it may quote a memory

@@ -145,6 +145,19 @@ class BackgroundTasks:
             log.info("resuming %d pending background jobs (%d held by a process gone)", sum(waiting.values()), released)
         return sum(waiting.values())
 
+    def retry(self, letter_id: str) -> Job | None:
+        """Run a dead letter's work again as a new job with fresh attempts, and drop the letter; None if it is not
+        kept, or is not a job this runner knows that ran out of attempts (the monitor's unreadable answers are kept
+        to be read, not rerun)."""
+        letter = self._jobs.letter(letter_id)
+        if letter is None or "job_id" not in letter.payload or letter.kind not in self._handlers:
+            return None
+        payload = {key: value for key, value in letter.payload.items() if key != "job_id"}
+        job = self._jobs.enqueue(letter.kind, letter.scope, payload, at=self._clock.now())
+        self._jobs.discard(letter_id)
+        self._schedule(letter.scope)
+        return job
+
     def watch(self, every: float) -> None:
         """Look for work other processes left (one that died mid-job or mid-turn) every `every` seconds,
         until `aclose`; needed only where several processes share the queue."""

@@ -8,26 +8,29 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, tzinfo
+from typing import Any
 
 from core import phrasebook
 from core.clock import Clock
 from core.errors import LLMError
-from core.llm.client import LLMClient
+from core.llm.client import LLMClient, count_tokens
 from core.reply.images import ImageError, ImageLimits, clean_description, description_request, photo_text, prepare_image
 from core.reply.prompt import MessageTooLongError, Prompt, PromptBuilder
 from core.reply.recall_tool import RECALL, RecallContext, RecallTool, RecallTurn, room_for
 from core.reply.system_memories import system_records
 from core.reply.time_context import TurnTime
-from core.types import ChatMessage, IncomingMessage, StoredTurn, ToolCall, TurnResult
+from core.types import ChatMessage, IncomingMessage, RecallTrace, StoredTurn, ToolCall, TurnResult
 from knowledge.conversations.history import ConversationHistory
 from knowledge.conversations.working_memory import WorkingMemory
 from knowledge.dates.windows import TimeWindow, find_window
 from knowledge.errors import storage_problem
 from knowledge.journal.ongoing_threads import OngoingThread, OngoingThreads
 from knowledge.journal.profiles import Profiles
+from knowledge.journal.reply_traces import ReplyTrace, ReplyTraces
 from knowledge.memory.store import KnowledgeBase
 from knowledge.records import Category, MemoryRecord, Scope, StoredMessage, new_message_id
 from knowledge.rules.decay import MemoryPolicy, PolicyFor, default_policy
@@ -65,12 +68,14 @@ class ResponseHandler:
         policy_for: PolicyFor = default_policy,
         profiles: Profiles | None = None,
         threads: OngoingThreads | None = None,
+        traces: ReplyTraces | None = None,
     ) -> None:
         """`excerpt_limit`: past messages from `history` quoted at most, when memories do not cover them;
         `profiles`: each user's profile, always in their prompt where the audience may read it; `threads`: what is
         going on in their life, in the prompt's Now section;
         `image_limits`: the largest photo accepted, and the size it is scaled to for the model;
-        `policy_for`: a persona's memory rules (when a past plan leaves the prompt)."""
+        `policy_for`: a persona's memory rules (when a past plan leaves the prompt); `traces`: where each
+        answered turn's trace is kept (ids, tokens, timings), if anywhere."""
         self.working_memory = working_memory
         self.image_limits = image_limits or ImageLimits()
         self._knowledge = knowledge
@@ -84,6 +89,7 @@ class ResponseHandler:
         self._recall_tool = RecallTool(knowledge, history)
         self._profiles = profiles
         self._threads = threads
+        self._traces = traces
 
     async def reply(
         self,
@@ -126,6 +132,7 @@ class ResponseHandler:
         message_id: str,
         on_end: Callable[[StoredTurn | None], None],
     ) -> TurnResult:
+        started = time.perf_counter()
         try:
             photo = await self._photo_of(persona, message)
         except ImageError as error:
@@ -190,7 +197,8 @@ class ResponseHandler:
             room = room_for(self._prompt_builder.budget.prompt_tokens, prompt.tokens)
             recall = RecallTurn(self._recall_tool, RecallContext(scope, audience, when, policy, title, held), room)
         result = TurnResult(message.conversation_id, reply="", notice=preface)
-        result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_end, photo, recall)
+        draft = _TraceDraft(started, tuple(excerpt.id for excerpt in excerpts), len(window))
+        result.reply = self._stream(persona, scope, stored, prompt, shown_ids, result, on_end, photo, recall, draft)
         return result
 
     def store_message(
@@ -372,6 +380,7 @@ class ResponseHandler:
         on_end: Callable[[StoredTurn | None], None],
         photo: _Photo | None,
         recall: RecallTurn | None = None,
+        draft: _TraceDraft | None = None,
     ) -> AsyncIterator[str]:
         parts: list[str] = []
         # the photo is described beside the reply, by a task this stream owns
@@ -381,6 +390,8 @@ class ResponseHandler:
                 if result.notice:
                     yield result.notice + "\n\n"
                 async for piece in self._answer(prompt.messages, persona, recall, result):
+                    if draft is not None and draft.first is None:
+                        draft.first = time.perf_counter()
                     parts.append(piece)
                     yield piece
             except LLMError as error:
@@ -414,6 +425,8 @@ class ResponseHandler:
                 shown_ids=shown_ids + recalled,
                 recalls=tuple(result.recalls),
             )
+            if draft is not None:
+                self._keep_trace(persona, scope, reply, prompt.tokens, result.stored, draft)
         except Exception as error:
             if storage_problem(error) is None:
                 raise
@@ -422,6 +435,41 @@ class ResponseHandler:
             if description is not None and not description.done():
                 description.cancel()  # no answer to keep the photo's description with
             on_end(result.stored)
+
+    def _keep_trace(
+        self,
+        persona: Persona,
+        scope: Scope,
+        reply: StoredMessage,
+        prompt_tokens: int,
+        turn: StoredTurn,
+        draft: _TraceDraft,
+    ) -> None:
+        """Keep what the answered turn's prompt held, by id, with its model, tokens and timings; a trace that
+        cannot be kept costs the turn nothing."""
+        if self._traces is None:
+            return
+        ended = time.perf_counter()
+        trace = ReplyTrace(
+            scope=scope,
+            conversation_id=reply.conversation_id,
+            message_id=turn.message_id,
+            reply_id=turn.reply_id,
+            at=reply.sent_at,
+            model=self._llm.settings("chat").chosen(persona.models.get("chat")).model,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=count_tokens(turn.reply_text),
+            first_ms=round(((draft.first or ended) - draft.started) * 1000),
+            total_ms=round((ended - draft.started) * 1000),
+            window_messages=draft.window_messages,
+            memory_ids=turn.shown_ids,
+            message_ids=draft.excerpt_ids,
+            recalls=tuple(_recall_json(call) for call in turn.recalls),
+        )
+        try:
+            self._traces.record(trace)
+        except Exception:
+            log.exception("the trace of a reply in %s could not be kept", scope)
 
     async def _answer(
         self, messages: list[ChatMessage], persona: Persona, recall: RecallTurn | None, result: TurnResult
@@ -465,6 +513,28 @@ class ResponseHandler:
         (the image itself is not kept)."""
         if description:
             await asyncio.to_thread(self._history.rewrite, stored.id, photo_text(photo.caption, description))
+
+
+@dataclass(slots=True)
+class _TraceDraft:
+    """What a turn's trace needs from before its reply is written: when it began, the earlier messages quoted,
+    how many recent messages the prompt held; and when the first words came."""
+
+    started: float
+    excerpt_ids: tuple[str, ...]
+    window_messages: int
+    first: float | None = None
+
+
+def _recall_json(call: RecallTrace) -> dict[str, Any]:
+    window = None if call.window is None else [moment.isoformat() for moment in call.window]
+    return {
+        "kinds": list(call.kinds),
+        "window": window,
+        "memory_ids": list(call.memory_ids),
+        "message_ids": list(call.message_ids),
+        "refused": call.refused,
+    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ platform id for edits and deletes, and deleted only when forgotten.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -47,6 +48,16 @@ _LATER_INDEXES = """
 CREATE INDEX IF NOT EXISTS messages_by_source ON messages (source_id);
 CREATE INDEX IF NOT EXISTS messages_unindexed ON messages (seq) WHERE indexed = 0;
 """
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeActivity:
+    """A scope's messages: how many, the last one's time, and the name the user last wrote under."""
+
+    scope: Scope
+    user_name: str
+    messages: int
+    last_at: datetime
 
 
 class MessageLog:
@@ -164,6 +175,29 @@ class MessageLog:
             "SELECT COUNT(*) FROM messages WHERE persona_id = ? AND user_id = ?", (scope.persona_id, scope.user_id)
         )
         return int(count)
+
+    def scopes(self, matching: str = "", *, limit: int = 100) -> list[ScopeActivity]:
+        """The scopes that have messages, most recently active first; `matching`: only those whose persona, user
+        id or user name contains it (any case)."""
+        pattern = "%" + matching.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        rows = self.db.query(
+            "SELECT persona_id, user_id, COUNT(*) AS messages, MAX(sent_at) AS last_at,"
+            " MAX(CASE WHEN role = 'user' THEN speaker_name END) AS user_name"
+            " FROM messages GROUP BY persona_id, user_id"
+            " HAVING LOWER(persona_id) LIKE ? ESCAPE '\\' OR LOWER(user_id) LIKE ? ESCAPE '\\'"
+            " OR LOWER(COALESCE(MAX(CASE WHEN role = 'user' THEN speaker_name END), '')) LIKE ? ESCAPE '\\'"
+            " ORDER BY last_at DESC LIMIT ?",
+            (pattern, pattern, pattern, limit),
+        )
+        return [
+            ScopeActivity(
+                Scope(row["persona_id"], row["user_id"]),
+                row["user_name"] or "",
+                int(row["messages"]),
+                datetime.fromisoformat(row["last_at"]),
+            )
+            for row in rows
+        ]
 
     def close(self) -> None:
         """Close the database connection."""

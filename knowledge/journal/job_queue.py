@@ -290,6 +290,18 @@ class JobQueue:
         rows = self._db.query(sql + " ORDER BY seq", params)
         return [_dead_letter(row) for row in rows]
 
+    def letter(self, letter_id: str) -> DeadLetter | None:
+        """One dead letter, if it is still kept."""
+        rows = self._db.query(
+            "SELECT id, kind, persona_id, user_id, payload, error, at FROM dead_letters WHERE id = ?", (letter_id,)
+        )
+        return _dead_letter(rows[0]) if rows else None
+
+    def discard(self, letter_id: str) -> bool:
+        """Delete a dead letter an operator dealt with; False if it was not kept."""
+        with self._db.transaction() as db:
+            return db.execute("DELETE FROM dead_letters WHERE id = ?", (letter_id,)).rowcount > 0
+
     # -- retention and erasure -----------------------------------------------------------------
 
     def prune(self, *, dead_letters_before: datetime) -> int:

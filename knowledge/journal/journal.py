@@ -1,8 +1,9 @@
 """The journal: the records the background keeps beside the memories, in one database.
 
 Each part is its own module: the change log of memories (`change_log.py`), the job queue with its
-dead letters (`job_queue.py`), the tokens spent (`token_usage.py`), the check-ins (`checkin_log.py`) and
-the `/forget <what>` questions awaiting their answer (`knowledge/forget/requests.py`). The journal opens the
+dead letters (`job_queue.py`), the tokens spent (`token_usage.py`), the check-ins (`checkin_log.py`), the
+traces of replies (`reply_traces.py`) and the `/forget <what>` questions awaiting their answer
+(`knowledge/forget/requests.py`). The journal opens the
 database once for all; forgetting reaches all but token usage (which holds counts, never text).
 """
 
@@ -19,6 +20,7 @@ from knowledge.journal.checkin_log import CheckinLog
 from knowledge.journal.job_queue import JobQueue
 from knowledge.journal.ongoing_threads import OngoingThreads
 from knowledge.journal.profiles import Profiles
+from knowledge.journal.reply_traces import ReplyTraces
 from knowledge.journal.token_usage import TokenUsageLog
 from knowledge.records import Scope
 from knowledge.sql.database import Database, opened
@@ -37,10 +39,11 @@ class Journal:
         self.forget_requests = ForgetRequests(self._db)
         self.profiles = Profiles(self._db)
         self.threads = OngoingThreads(self._db)
+        self.traces = ReplyTraces(self._db)
 
     def forget(self, scope: Scope) -> int:
-        """Delete every history row, dead letter, job, check-in, open forget question, the profile and the threads
-        of `scope`; returns how many rows went."""
+        """Delete every history row, dead letter, job, check-in, reply trace, open forget question, the profile
+        and the threads of `scope`; returns how many rows went."""
         return (
             self.changes.forget(scope)
             + self.jobs.forget(scope)
@@ -48,6 +51,7 @@ class Journal:
             + self.forget_requests.forget(scope)
             + self.profiles.forget(scope)
             + self.threads.forget(scope)
+            + self.traces.forget(scope)
         )
 
     def erase(

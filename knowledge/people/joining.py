@@ -2,7 +2,7 @@
 
 Everything keyed by (persona, user) changes hands, in every store: memories (chromadb, moved as they are,
 vectors and all), messages with their search vectors, the change log, jobs and dead letters, check-ins,
-open forget questions, settings. Then, per persona:
+open forget questions, ongoing threads, reply traces, settings. Then, per persona:
 - a memory both sides held (the same words, the same category) is kept once: the older copy;
 - settings both sides chose differently keep the older side's choice (older: who spoke to the persona
   first), and the join says which; a setting only one side chose is kept;
@@ -39,6 +39,7 @@ MOVED_TABLES = (
     "checkins",
     "forget_requests",
     "ongoing_threads",
+    "reply_traces",
 )
 # Tables with one row per (persona, user): merged by the rules above.
 KEYED_TABLES = ("user_settings", "checkin_contacts", "profiles")

@@ -136,6 +136,28 @@ async def forget_all_by_cli(app: App, alice: Scope) -> None:
     await asyncio.to_thread(cli_run, "memory", "forget", "--persona", "xiaoxiang", "--user", "alice", "--all", "--yes")
 
 
+async def console(app: App, method: str, path: str) -> None:
+    """A call to the operator console's API, as an operator's script would make it."""
+    import httpx
+
+    from bot.console.access import Access
+    from bot.console.server import console_app
+
+    transport = httpx.ASGITransport(app=console_app(app, Access("token")))
+    async with httpx.AsyncClient(transport=transport, base_url="http://console.test") as client:
+        response = await client.request(method, path, headers={"authorization": "Bearer token"})
+    assert response.status_code == 200, response.text
+
+
+async def forget_in_console_by_id(app: App, alice: Scope) -> None:
+    [fact] = app.companion.knowledge.memories(alice, categories=["fact"])
+    await console(app, "DELETE", f"/api/memories/{fact.id}?persona=xiaoxiang&user=cli:alice")
+
+
+async def forget_all_in_console(app: App, alice: Scope) -> None:
+    await console(app, "DELETE", "/api/scopes?persona=xiaoxiang&user=cli:alice")
+
+
 async def platform_delete(app: App, alice: Scope) -> None:
     assert await app.companion.message_deleted(SOURCE_ID)
 
@@ -146,6 +168,8 @@ ROUTES: dict[str, Callable[[App, Scope], Awaitable[None]]] = {
     "typed in chat": forget_typed,
     "CLI by id": forget_by_cli_id,
     "CLI --all": forget_all_by_cli,
+    "console by id": forget_in_console_by_id,
+    "console, the whole user": forget_all_in_console,
     "platform deletion": platform_delete,
 }
 

@@ -33,6 +33,7 @@ from bot.platforms.commands import (
     SHARE,
     TIMEZONE,
     UNLINK,
+    WHY,
     Call,
     ChatCommands,
     Command,
@@ -266,6 +267,10 @@ class CompanionCog(commands.Cog):
     @app_commands.command(name=MEMORY.name, description=MEMORY.summary)
     async def memory(self, interaction: discord.Interaction) -> None:
         await self._run(interaction, MEMORY)
+
+    @app_commands.command(name=WHY.name, description=WHY.summary)
+    async def why(self, interaction: discord.Interaction) -> None:
+        await self._run(interaction, WHY)
 
     @app_commands.command(name=TIMEZONE.name, description=TIMEZONE.summary)
     @app_commands.describe(zone=TIMEZONE.argument)

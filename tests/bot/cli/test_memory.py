@@ -207,9 +207,22 @@ def test_stats_count_categories_importance_dead_letters_and_tokens(
     assert usage["chat"]["model"] == "chat-model" and usage["chat"]["calls"] == 1
     assert usage["chat"]["prompt_tokens"] > 100 and usage["chat"]["completion_tokens"] > 0
     assert usage["monitor"]["calls"] == 1
+    assert stats["tokens_today"] > 100 and stats["daily_tokens"] is None
     text = memory(runner, "stats").output
     assert "xiaoxiang/cli:alice: 3 memories (core 1, fact 2)" in text and "chat       chat-model" in text
     assert "background jobs waiting (all scopes): 0, the oldest for 0.0 min (a warning is logged past 10 min)" in text
+    assert "(no daily quota)" in text
+
+
+def test_stats_show_the_users_tokens_today_against_their_quota(
+    runner: CliRunner, fake_openai: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMPANION_USER_DAILY_TOKENS", "50000")
+    fake_openai.script("chat-model", "Hi Alice!")
+    assert runner.invoke(cli, ["chat", "--user", "alice"], input="hello\n").exit_code == 0
+    stats = json.loads(memory(runner, "stats", "--json").output)
+    assert 100 < stats["tokens_today"] < 50000 and stats["daily_tokens"] == 50000
+    assert "of 50,000 a day" in memory(runner, "stats").output
 
 
 def test_search_with_history_finds_past_messages_of_the_scope_only(runner: CliRunner) -> None:

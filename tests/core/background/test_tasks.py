@@ -89,6 +89,33 @@ async def test_a_failing_job_is_retried_then_dead_lettered(journal: Journal, clo
     assert journal.jobs.pending_jobs() == []
 
 
+async def test_an_operator_retries_a_dead_letter_as_fresh_work_or_discards_it(
+    journal: Journal, clock: FakeClock, alice: Scope
+) -> None:
+    fixed = False
+    done: list[str] = []
+
+    async def until_fixed(job: Job, work: Work) -> None:
+        if not fixed:
+            raise RuntimeError("the model is down")
+        done.append(work.text)
+
+    tasks = runner(journal, clock)
+    tasks.register(Work, until_fixed)
+    for text in ("first", "second"):
+        tasks.submit(alice, Work(text=text))
+    await tasks.drain()
+    first, second = journal.jobs.dead_letters(alice)
+    fixed = True
+    assert tasks.retry(first.id) is not None
+    await tasks.drain()
+    assert done == ["first"] and [letter.id for letter in journal.jobs.dead_letters(alice)] == [second.id]
+    assert journal.jobs.discard(second.id) and journal.jobs.dead_letters() == []
+    assert tasks.retry(second.id) is None and not journal.jobs.discard(second.id)
+    unknown = journal.jobs.dead_letter("monitor", alice, {"output": "?"}, "unreadable", at=clock.now())
+    assert tasks.retry(unknown.id) is None and journal.jobs.dead_letters() == [unknown]
+
+
 async def test_a_job_that_fails_once_succeeds_on_retry(journal: Journal, clock: FakeClock, alice: Scope) -> None:
     outcomes = iter([RuntimeError("flaky"), None])
 
