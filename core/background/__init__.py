@@ -1,9 +1,10 @@
 """The background: what happens after the user has the reply. Nothing here is on the reply path.
 
-- `lifecycle.py`: `MemoryLifecycle`, which hands each turn, overflow and review to the jobs below (`MonitorJob`,
-  `SummarizeJob`, `ReviewJob`: what each kind of job carries, and its JSON).
+- `lifecycle.py`: `MemoryLifecycle`, which hands each turn, overflow, review and chapter due to the jobs below
+  (`MonitorJob`, `SummarizeJob`, `ReviewJob`, `ChapterJob`: what each kind of job carries, and its JSON).
 - `tasks.py`: the durable job runner (stored before it runs, retried, then a dead letter); `scheduler.py`: timed passes.
 - The roles: `knowledge_monitor.py` (ops after each turn, `monitor_ops.py` their language),
-  `conversation_summarizer.py` (episodes), `memory_reviewer.py` (promote and decay reviews).
+  `conversation_summarizer.py` (episodes), `chapter_writer.py` (weeks, months and years folded into chapters),
+  `memory_reviewer.py` (promote and decay reviews).
 - `checkpoint.py` and `effects.py`: what a job has decided, saved with it, so a crash neither loses nor repeats a write.
 """

@@ -26,7 +26,7 @@ from knowledge.records import MemoryRecord, Scope, StoredMessage, derived_memory
 from knowledge.rules.discretion import learned_in
 from personas.loader import Persona
 
-__all__ = ["ConversationSummarizer", "SummaryError"]
+__all__ = ["ConversationSummarizer", "SummaryError", "shortened", "within_tokens"]
 
 # One pasted essay should not crowd the rest of the conversation out of the summary prompt.
 MAX_MESSAGE_CHARS = 1000
@@ -67,7 +67,7 @@ def _user_label(messages: Sequence[StoredMessage], persona: Persona, group_chat:
 
 def _line(message: StoredMessage, persona: Persona, user: str) -> str:
     speaker = persona.name if message.role == "assistant" else user
-    return f"{speaker}: {_shortened(message.content, MAX_MESSAGE_CHARS)}"
+    return f"{speaker}: {shortened(message.content, MAX_MESSAGE_CHARS)}"
 
 
 class ConversationSummarizer:
@@ -177,10 +177,19 @@ class ConversationSummarizer:
 
 def _quoted(messages: Sequence[StoredMessage], user: str) -> str:
     """An episode written without a model: what the user said, each message shortened."""
-    said = [_shortened(message.content, QUOTE_CHARS) for message in messages if message.role == "user"]
-    return _shortened(f"{user} said: " + " / ".join(said), MAX_QUOTED_EPISODE_CHARS)
+    said = [shortened(message.content, QUOTE_CHARS) for message in messages if message.role == "user"]
+    return shortened(f"{user} said: " + " / ".join(said), MAX_QUOTED_EPISODE_CHARS)
 
 
-def _shortened(text: str, limit: int) -> str:
+def within_tokens(text: str, tokens: int) -> str:
+    """`text` cut to about `tokens` tokens: a model may overrun the size it was asked for."""
+    counted = count_tokens(text)
+    if counted <= tokens:
+        return text
+    return shortened(text, max(len(text) * tokens // counted, 1))
+
+
+def shortened(text: str, limit: int) -> str:
+    """`text` on one line, cut to `limit` characters with an ellipsis."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
