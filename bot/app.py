@@ -535,7 +535,13 @@ def build_lifecycle(
     return MemoryLifecycle(
         tasks=tasks,
         monitor=monitor,
-        summarizer=ConversationSummarizer(llm, knowledge, stores.working_memory, use_model=use_model),
+        summarizer=ConversationSummarizer(
+            llm,
+            knowledge,
+            stores.working_memory,
+            use_model=use_model,
+            min_user_messages=settings.memory.episode_min_user_messages,
+        ),
         chapters=ChapterWriter(
             llm, knowledge, stores.working_memory.log, stores.user_settings.time_zone, use_model=use_model
         ),
