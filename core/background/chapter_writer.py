@@ -27,7 +27,15 @@ from core.types import ChatMessage
 from knowledge.conversations.message_log import MessageLog
 from knowledge.memory.store import KnowledgeBase
 from knowledge.records import MemoryRecord, Scope, StoredMessage
-from knowledge.rules.chapters import ChapterWindow, Span, chapter_span, chapter_window, due_windows, window_of
+from knowledge.rules.chapters import (
+    ChapterWindow,
+    Span,
+    chapter_span,
+    chapter_window,
+    due_windows,
+    inside,
+    window_of,
+)
 from knowledge.rules.discretion import learned_in
 from knowledge.rules.temporal import episode_moment, without_stamp
 from personas.loader import Persona
@@ -148,18 +156,18 @@ class ChapterWriter:
 
     def _chapters_inside(self, scope: Scope, window: ChapterWindow) -> _Material:
         finer: Span = "week" if window.span == "month" else "month"
-        inside = sorted(
+        folded = sorted(
             (
                 record
                 for record in self._knowledge.memories(scope, categories=["chapter"])
-                if chapter_span(record) == finer and _within(record, window)
+                if chapter_span(record) == finer and inside(record, window.start, window.end)
             ),
             key=lambda record: record.about or record.created_at,
         )
         zone = window.start.tzinfo
         assert zone is not None
-        lines = [f"[{_label(record, finer, zone)}] {record.content}" for record in inside]
-        return _Material(lines, [record.id for record in inside], {record.learned_in for record in inside})
+        lines = [f"[{_label(record, finer, zone)}] {record.content}" for record in folded]
+        return _Material(lines, [record.id for record in folded], {record.learned_in for record in folded})
 
     async def _text(self, persona: Persona, window: ChapterWindow, material: _Material) -> str:
         tokens = CHAPTER_TOKENS[window.span]
@@ -179,11 +187,6 @@ class ChapterWriter:
         if not text:
             raise SummaryError(f"the summarizer gave an empty {window.span} chapter")
         return within_tokens(text, tokens)
-
-
-def _within(record: MemoryRecord, window: ChapterWindow) -> bool:
-    found = chapter_window(record)
-    return found is not None and window.start <= found[0] and found[1] <= window.end
 
 
 def _label(record: MemoryRecord, span: Span, zone: tzinfo) -> str:

@@ -10,7 +10,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from datetime import UTC, timedelta, tzinfo
+from datetime import UTC, tzinfo
 
 from core import phrasebook
 from core.clock import Clock
@@ -28,7 +28,7 @@ from knowledge.dates.windows import TimeWindow, find_window
 from knowledge.errors import storage_problem
 from knowledge.memory.store import KnowledgeBase
 from knowledge.records import Category, MemoryRecord, Scope, StoredMessage, new_message_id
-from knowledge.rules.chapters import chapter_window
+from knowledge.rules.chapters import inside, window_length
 from knowledge.rules.decay import MemoryPolicy, PolicyFor, default_policy
 from knowledge.rules.discretion import Audience
 from knowledge.rules.ranking import rank_for_prompt
@@ -45,16 +45,6 @@ WINDOW_CHAPTERS = 4  # a time named brings its chapters first: a month's and its
 # With the `recall` tool offered, the prompt leaves this much of the budget for the tool's definition
 # and what its calls bring back.
 RECALL_RESERVE = 600
-
-
-def _window_length(record: MemoryRecord) -> timedelta:
-    start, end = chapter_window(record) or (record.created_at, record.created_at)
-    return end - start
-
-
-def _inside(record: MemoryRecord, window: TimeWindow) -> bool:
-    found = chapter_window(record)
-    return found is not None and window.start <= found[0] and found[1] <= window.end
 
 
 class ResponseHandler:
@@ -308,10 +298,10 @@ class ResponseHandler:
             for record in self._knowledge.memories(scope, categories=["chapter"])
             if audience.may_use(record) and in_window(record, window)
         ]
-        inside = [record for record in found if _inside(record, window)]
-        if not inside:
-            return sorted(found, key=_window_length)[:1]
-        return sorted(inside, key=lambda record: (-_window_length(record), record.about or record.created_at))[
+        within = [record for record in found if inside(record, window.start, window.end)]
+        if not within:
+            return sorted(found, key=window_length)[:1]
+        return sorted(within, key=lambda record: (-window_length(record), record.about or record.created_at))[
             :WINDOW_CHAPTERS
         ]
 

@@ -47,10 +47,6 @@ class ChapterWindow:
     def contains(self, moment: datetime) -> bool:
         return self.start <= moment < self.end
 
-    def holds(self, other: ChapterWindow) -> bool:
-        """Whether `other` lies inside this window (a week inside its month)."""
-        return self.start <= other.start and other.end <= self.end
-
 
 def window_label(span: Span, start: datetime, end: datetime) -> str:
     """A window's name in the prompt and in `/memory`."""
@@ -99,8 +95,7 @@ def chapter_window(record: MemoryRecord) -> tuple[datetime, datetime] | None:
 
 def chapter_span(record: MemoryRecord) -> Span:
     """Whether a stored chapter is a week's, a month's or a year's, told by the length of its window."""
-    start, end = chapter_window(record) or (record.created_at, record.created_at)
-    days = (end - start).days
+    days = window_length(record).days
     return "week" if days <= 8 else "month" if days <= 31 else "year"
 
 
@@ -126,6 +121,18 @@ def due_windows(
             key=lambda window: window.start,
         )
     return due
+
+
+def inside(record: MemoryRecord, start: datetime, end: datetime) -> bool:
+    """Whether a chapter's window lies within [start, end) (a week's within its month)."""
+    window = chapter_window(record)
+    return window is not None and start <= window[0] and window[1] <= end
+
+
+def window_length(record: MemoryRecord) -> timedelta:
+    """How long a chapter's window is (zero for any other memory)."""
+    start, end = chapter_window(record) or (record.created_at, record.created_at)
+    return end - start
 
 
 def overlaps(record: MemoryRecord, start: datetime, end: datetime) -> bool:
