@@ -22,6 +22,7 @@ from bot.platforms.pipeline import PlatformContext
 from bot.routing import ChosenPersonas, PersonaChoices, Router
 from bot.startup import RESTORE_MEMORIES, RESTORE_MESSAGES, StartupError, ensure_writable, opening
 from core.background.backlog import BacklogAlarm
+from core.background.chapter_writer import ChapterWriter
 from core.background.checkpoint import CrashPoint, no_crash
 from core.background.conversation_summarizer import ConversationSummarizer
 from core.background.knowledge_monitor import KnowledgeMonitor
@@ -177,6 +178,7 @@ class App:
             self.tasks.watch(WATCH_SECONDS)  # work left by a process that died mid-job
         if schedule:
             await self.lifecycle.summarize_idle()
+            await self.lifecycle.plan_chapters()  # the weeks and months that ended while it was down
             self.scheduler = self._scheduler()
             # A clean stop summarises the conversations already idle; ones active until just now keep
             # their window, so a quick restart continues them (the idle pass at the next start closes them).
@@ -558,7 +560,16 @@ def build_lifecycle(
     return MemoryLifecycle(
         tasks=tasks,
         monitor=monitor,
-        summarizer=ConversationSummarizer(llm, knowledge, stores.working_memory, use_model=use_model),
+        summarizer=ConversationSummarizer(
+            llm,
+            knowledge,
+            stores.working_memory,
+            use_model=use_model,
+            min_user_messages=settings.memory.episode_min_user_messages,
+        ),
+        chapters=ChapterWriter(
+            llm, knowledge, stores.working_memory.log, stores.user_settings.time_zone, use_model=use_model
+        ),
         reviewer=MemoryReviewer(llm, knowledge, journal.changes, clock, policy_for, use_model=use_model),
         decay_pass=DecayPass(knowledge, journal.changes, clock.now),
         working_memory=stores.working_memory,

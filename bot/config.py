@@ -221,6 +221,13 @@ class MemorySettings(BaseModel):
         description="oldest messages that leave a full window together, summarised into one episode",
         json_schema_extra=env("COMPANION_SUMMARY_BATCH"),
     )
+    episode_min_user_messages: int = Field(
+        3,
+        ge=1,
+        description="a stretch of conversation in which the user wrote fewer messages gets no episode of its own; "
+        "the week's chapter folds its messages",
+        json_schema_extra=env("COMPANION_EPISODE_MIN_USER_MESSAGES"),
+    )
     retrieval_limit: int = Field(
         8, ge=0, description="memories retrieved per message", json_schema_extra=env("COMPANION_RETRIEVAL_LIMIT")
     )

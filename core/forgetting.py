@@ -9,7 +9,8 @@ plus meaning for memories (`retrieval.memories_about`).
 What a forget reaches, in this order:
 1. under the scope's forget fence (background work that began before cannot write it back):
    memories (chromadb and the scope's search snapshot), the messages that carry the text or that a
-   forgotten fact was learned from, with their history index entries; the change log keeps that a
+   forgotten fact was learned from, with their history index entries; the episodes and chapters written
+   from any of those (a chapter records its sources), and the chapters written from them; the change log keeps that a
    memory changed and loses what it said; dead letters quoting the text are deleted and pending jobs
    keep a placeholder instead of it (finished jobs keep no text at all: `JobQueue`); the profile, if it was
    written from a forgotten memory or carries the text, is cleared and written again later from what remains;
@@ -40,11 +41,12 @@ from knowledge.journal.user_settings import UserSettings
 from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.memory.lookup import DEFAULT_FORGET_SIMILARITY, memories_about, messages_about
 from knowledge.memory.memory_file import erase_memory_files
-from knowledge.records import MemoryRecord, Scope, StoredMessage
+from knowledge.records import Category, MemoryRecord, Scope, StoredMessage
 
 log = logging.getLogger(__name__)
 
-LEARNED_FROM = ("fact", "core")  # a memory of these categories was learned from the messages it names
+LEARNED_FROM: tuple[Category, ...] = ("fact", "core")  # learned from the messages it names
+DERIVED: tuple[Category, ...] = ("episode", "chapter")  # written from the messages and memories it names
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,15 +231,17 @@ class Forgetting:
             # The text of what was named by id is forgotten wherever else it is quoted (an episode, a dead letter).
             quoted = [record.content for record in records] + [message.content for message in named]
             target = target | ForgetTarget.of_texts(quoted)
+            everything = self._knowledge.memories(scope, categories=[*LEARNED_FROM, *DERIVED])
             records += [
                 record
-                for record in self._knowledge.memories(scope, categories=["fact", "core", "episode"])
+                for record in everything
                 if target.matches(record.content) and record.id not in {known.id for known in records}
             ]
             messages = {message.id for message in named}
             messages.update(message.id for message in messages_about(stored, target))
             messages.update(_sources(records))
             messages.difference_update(keep)
+            records += _derived_from(everything, {record.id for record in records} | messages)
             forgotten = self._editor.forget(scope, [record.id for record in records], actor=actor)
             deleted = self._history.forget_messages(scope, messages)
             journal_rows = self._journal.erase(
@@ -304,6 +308,19 @@ class Forgetting:
 def _groups(messages: Iterable[StoredMessage]) -> set[str]:
     """The group conversations of these messages."""
     return {message.conversation_id for message in messages if message.in_group}
+
+
+def _derived_from(records: Iterable[MemoryRecord], gone: set[str]) -> list[MemoryRecord]:
+    """The episodes and chapters written from anything in `gone` (message and memory ids), and the chapters
+    written from those, up to the year's: each carries some of what goes, so each goes too (the daily
+    chapter pass writes a chapter again from what is left of its window)."""
+    derived = [record for record in records if record.category in DERIVED and record.id not in gone]
+    gone = set(gone)
+    found: list[MemoryRecord] = []
+    while more := [record for record in derived if record.id not in gone and gone.intersection(record.message_ids)]:
+        found += more
+        gone.update(record.id for record in more)
+    return found
 
 
 def _sources(records: Iterable[MemoryRecord]) -> set[str]:

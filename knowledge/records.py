@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Final, Literal, get_args
 
-Category = Literal["system", "core", "fact", "episode"]
+Category = Literal["system", "core", "fact", "episode", "chapter"]
 Source = Literal["user", "background_ai", "system"]
 ReviewKind = Literal["promote", "decay"]
 MessageRole = Literal["user", "assistant"]

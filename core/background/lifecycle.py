@@ -1,8 +1,9 @@
 """MemoryLifecycle: the background half of the companion.
 
 It turns events of the reply path (a message arriving, its turn ending, a closed conversation) and of the scheduler
-(daily decay, idle conversations, profiles due) into durable jobs, and runs each job with the right role:
-KnowledgeMonitor, ConversationSummarizer, MemoryReviewer or ProfileWriter. Nothing here runs on the reply path.
+(daily decay, idle conversations, profiles and chapters due) into durable jobs, and runs each job with the right
+role: KnowledgeMonitor, ConversationSummarizer, ChapterWriter, MemoryReviewer or ProfileWriter. Nothing here runs
+on the reply path.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
+from core.background.chapter_writer import ChapterWriter
 from core.background.conversation_summarizer import ConversationSummarizer
 from core.background.knowledge_monitor import KnowledgeMonitor, MonitorReport, Turn
 from core.background.memory_reviewer import MemoryReviewer
@@ -27,6 +29,7 @@ from knowledge.conversations.working_memory import WorkingMemory
 from knowledge.journal.job_queue import Job
 from knowledge.memory.decay_pass import DecayPass, DecayReport
 from knowledge.records import ReviewKind, Scope
+from knowledge.rules.chapters import ChapterWindow, Span
 from knowledge.search.embedding import background_lane
 from personas.loader import Persona
 
@@ -72,6 +75,19 @@ class SummarizeJob(FlatPayload):
 
 
 @dataclass(frozen=True)
+class ChapterJob(FlatPayload):
+    """A week, month or year of one scope to fold into its chapter."""
+
+    KIND: ClassVar[str] = "chapter"
+    span: Span
+    start: str  # the window's start, ISO 8601 in the user's zone
+
+    @classmethod
+    def of(cls, window: ChapterWindow) -> ChapterJob:
+        return cls(window.span, window.start.isoformat())
+
+
+@dataclass(frozen=True)
 class ReviewJob(FlatPayload):
     """A promote or decay review of one memory."""
 
@@ -97,6 +113,7 @@ class MemoryLifecycle:
         tasks: BackgroundTasks,
         monitor: KnowledgeMonitor,
         summarizer: ConversationSummarizer,
+        chapters: ChapterWriter,
         reviewer: MemoryReviewer,
         decay_pass: DecayPass,
         working_memory: WorkingMemory,
@@ -121,6 +138,7 @@ class MemoryLifecycle:
         self._history = history
         self._monitor = monitor
         self._summarizer = summarizer
+        self._chapters = chapters
         self._reviewer = reviewer
         self._decay_pass = decay_pass
         self._working_memory = working_memory
@@ -132,6 +150,7 @@ class MemoryLifecycle:
         tasks.register(SummarizeJob, self._run_summarizer)
         tasks.register(ReviewJob, self._run_reviewer)
         tasks.register(ProfileJob, self._run_profile)
+        tasks.register(ChapterJob, self._run_chapter)
 
     # -- events ------------------------------------------------------------------------------
 
@@ -177,7 +196,9 @@ class MemoryLifecycle:
     # -- scheduled passes ----------------------------------------------------------------------
 
     async def run_decay(self) -> DecayReport:
-        """The decay pass over every scope, then a review job for each review it requested (or asked again)."""
+        """The decay pass over every scope, then a review job for each review it requested (or asked again);
+        the windows due to be folded into chapters are submitted first."""
+        await self.plan_chapters()
         report = await asyncio.to_thread(self._decay_pass.apply_decay)
         for scope, memory_id, kind in report.reviews:
             self.review(scope, memory_id, kind)
@@ -191,6 +212,19 @@ class MemoryLifecycle:
             report.seconds,
         )
         return report
+
+    async def plan_chapters(self) -> int:
+        """Submit a job for every week, month and year due to be folded into its chapter (each scope's weeks
+        first, so its months find them written); returns how many. Daily, and at start: after downtime it
+        catches up every window missed."""
+        if not self.enabled:
+            return 0
+        due = await asyncio.to_thread(self._chapters.due, self._clock.now())
+        for scope, window in due:
+            self.tasks.submit(scope, ChapterJob.of(window))
+        if due:
+            log.info("chapters: %d windows to fold", len(due))
+        return len(due)
 
     async def summarize_idle(self) -> int:
         """Close and summarise conversations quiet for longer than the idle timeout.
@@ -278,6 +312,13 @@ class MemoryLifecycle:
     async def _run_summarizer(self, job: Job, summarize: SummarizeJob) -> None:
         persona = self._persona(job.scope.persona_id)
         await self._summarizer.summarize(persona, summarize.conversation_id, self.tasks.checkpoint(job))
+
+    async def _run_chapter(self, job: Job, chapter: ChapterJob) -> None:
+        persona = self._persona(job.scope.persona_id)
+        window = self._chapters.window(job.scope, chapter.span, datetime.fromisoformat(chapter.start))
+        await self._chapters.fold(persona, job.scope, window)
+        if self._profile_writer is not None:  # the profile is written from chapters too
+            await asyncio.to_thread(self._profile_writer.mark_changed, job.scope)
 
     async def _run_reviewer(self, job: Job, review: ReviewJob) -> None:
         persona = self._persona(job.scope.persona_id)

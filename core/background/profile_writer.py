@@ -41,7 +41,7 @@ __all__ = ["PROFILE_TOKENS", "ProfileError", "ProfileWriter", "fitted"]
 PROFILE_TOKENS = 250  # the most a profile may take of every prompt
 MIN_FACTS = 3  # fewer facts than this make no portrait, only a restatement
 SOURCE_LIMIT = 80  # facts and core memories the model reads, most important first
-PROFILE_SOURCES: tuple[Category, ...] = ("core", "fact")  # what a profile is written from
+PROFILE_SOURCES: tuple[Category, ...] = ("core", "fact", "chapter")  # what a profile is written from
 
 SYSTEM_PROMPT = """\
 You keep the profile that {persona}, a companion character, holds of {user}: a short portrait {persona} \

@@ -33,6 +33,7 @@ from knowledge.journal.profiles import Profiles
 from knowledge.journal.reply_traces import ReplyTrace, ReplyTraces
 from knowledge.memory.store import KnowledgeBase
 from knowledge.records import Category, MemoryRecord, Scope, StoredMessage, new_message_id
+from knowledge.rules.chapters import inside, window_length
 from knowledge.rules.decay import MemoryPolicy, PolicyFor, default_policy
 from knowledge.rules.discretion import Audience
 from knowledge.rules.ranking import rank_for_prompt
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 MAX_QUERY_CHARS = 2000
 # "What did we talk about last time?": the latest episodes before this conversation, whatever their words.
 LAST_TIME_EPISODES = 2
+WINDOW_CHAPTERS = 4  # a time named brings its chapters first: a month's and its weeks', say
 # With the `recall` tool offered, the prompt leaves this much of the budget for the tool's definition
 # and what its calls bring back.
 RECALL_RESERVE = 600
@@ -282,7 +284,7 @@ class ResponseHandler:
                 scope,
                 query,
                 limit=self._retrieval_limit,
-                categories=["fact", "episode"],
+                categories=["fact", "episode", "chapter"],
                 audience=audience,
             )
             found = [hit.record for hit in rank_for_prompt(hits, self._clock.now())]
@@ -301,17 +303,19 @@ class ResponseHandler:
     def _from_window(
         self, scope: Scope, query: str, audience: Audience, when: TurnTime, found: list[MemoryRecord]
     ) -> list[MemoryRecord]:
-        """`found` with the time the message names put first: that window's episodes instead of any other
-        (for "last time", the latest before this conversation), then the facts learned or dated in it."""
+        """`found` with the time the message names put first: that window's chapters, its episodes instead of
+        any other (for "last time", the latest before this conversation), then the facts learned or dated in it."""
         window = when.window
         assert window is not None
+        chapters: list[MemoryRecord] = []
         if window.last_time:
             episodes = self._last_episodes(scope, audience, when)
             facts: list[MemoryRecord] = []
         else:
+            chapters = self._chapters_of(scope, audience, window)
             episodes = self._searched(scope, query, audience, "episode", window)
             facts = self._searched(scope, query, audience, "fact", window)
-        first = [*episodes, *facts]
+        first = [*chapters, *episodes, *facts]
         chosen = {record.id for record in first}
         rest = [
             record for record in found if record.id not in chosen and not (episodes and record.category == "episode")
@@ -330,6 +334,21 @@ class ResponseHandler:
             during=window,
         )
         return [hit.record for hit in hits]
+
+    def _chapters_of(self, scope: Scope, audience: Audience, window: TimeWindow) -> list[MemoryRecord]:
+        """The chapters of a window of time: those inside it, the widest first ("in January": January's, then
+        its weeks'); if there are none, the one that holds it (a year's, for a month it folded)."""
+        found = [
+            record
+            for record in self._knowledge.memories(scope, categories=["chapter"])
+            if audience.may_use(record) and in_window(record, window)
+        ]
+        within = [record for record in found if inside(record, window.start, window.end)]
+        if not within:
+            return sorted(found, key=window_length)[:1]
+        return sorted(within, key=lambda record: (-window_length(record), record.about or record.created_at))[
+            :WINDOW_CHAPTERS
+        ]
 
     def _last_episodes(self, scope: Scope, audience: Audience, when: TurnTime) -> list[MemoryRecord]:
         episodes = [

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from knowledge.dates.moments import is_all_day
 from knowledge.dates.windows import TimeWindow
 from knowledge.journal.ongoing_threads import OngoingThread
 from knowledge.records import MemoryRecord
+from knowledge.rules.chapters import chapter_label
 from knowledge.rules.decay import MemoryPolicy
 from knowledge.rules.temporal import episode_moment, has_ended, plan_stage, without_stamp
 
@@ -140,6 +141,8 @@ def memory_line(record: MemoryRecord, when: TurnTime, policy: MemoryPolicy) -> s
         return f"- {record.content}"
     if record.category == "episode":
         return f"- [{relative_day(episode_moment(record), now)}] {without_stamp(record.content)}"
+    if record.category == "chapter":
+        return f"- [{chapter_label(record, now.tzinfo or UTC)}] {record.content}"
     if record.until is not None and has_ended(record, now):  # only a changed fact's old value is still shown
         return f"- [used to be true, until {short_date(record.until, now)}] {record.content}"
     notes = []

@@ -169,6 +169,26 @@ class MessageLog:
         )
         return int(days)
 
+    def scopes_since(self, since: datetime) -> list[Scope]:
+        """The scopes that have a message sent at `since` or later."""
+        rows = self.db.query("SELECT DISTINCT persona_id, user_id FROM messages WHERE sent_at >= ?", (iso(since),))
+        return [Scope(row["persona_id"], row["user_id"]) for row in rows]
+
+    def sent_since(self, scope: Scope, since: datetime) -> list[datetime]:
+        """When each of the scope's messages since `since` was sent, in the order they were stored."""
+        rows = self.db.query(
+            "SELECT sent_at FROM messages WHERE persona_id = ? AND user_id = ? AND sent_at >= ? ORDER BY seq",
+            (scope.persona_id, scope.user_id, iso(since)),
+        )
+        return [datetime.fromisoformat(row["sent_at"]) for row in rows]
+
+    def sent_between(self, scope: Scope, start: datetime, end: datetime) -> list[StoredMessage]:
+        """The scope's messages sent in [start, end), in the order they were stored."""
+        return self.select(
+            "persona_id = ? AND user_id = ? AND sent_at >= ? AND sent_at < ?",
+            (scope.persona_id, scope.user_id, iso(start), iso(end)),
+        )
+
     def count(self, scope: Scope) -> int:
         """How many stored messages belong to this scope (any state)."""
         [(count,)] = self.db.query(

@@ -169,6 +169,26 @@ def _ago(count: int, unit: str, now: datetime, few: bool) -> tuple[datetime, dat
     return _month_start(this_month - oldest, now), _month_start(this_month - newest + 1, now)
 
 
+# The meteorological seasons of the northern hemisphere, by the month each starts in (winter runs into the next year).
+_SEASON_STARTS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12, "春": 3, "夏": 6, "秋": 9, "冬": 12}
+
+
+def _season(year: int, season: str, now: datetime) -> tuple[datetime, datetime]:
+    """The three months of a season that starts in `year`."""
+    first = year * 12 + _SEASON_STARTS[season] - 1
+    return _month_start(first, now), _month_start(first + 3, now)
+
+
+def _latest_season(season: str, now: datetime, *, this: bool) -> tuple[datetime, datetime]:
+    """ "this summer": the latest one begun; "last summer": the latest one begun before the current season."""
+    current = _month_start(now.year * 12 + now.month - 1 - now.month % 3, now)  # the current season's first day
+    before = now if this else current
+    year = now.year
+    while (window := _season(year, season, now))[0] > before or (not this and window[0] == before):
+        year -= 1
+    return window
+
+
 # -- the grammar -----------------------------------------------------------------------------------
 
 Rule = tuple[re.Pattern[str], Callable[[re.Match[str], datetime], tuple[datetime, datetime] | None]]
@@ -233,7 +253,15 @@ _RULES: list[Rule] = [
         lambda m, now: _days(_latest_weekday(_WEEKDAYS_EN.index(m["day"].lower()), now), 1, now),
     ),
     (re.compile(rf"\b(?:in\s+|(?P<last>last\s+))(?P<month>{'|'.join(_MONTHS_EN)})\b", _EN), _month_rule),
+    (
+        re.compile(r"\b(?P<which>last|this(?:\s+past)?)\s+(?P<season>spring|summer|autumn|fall|winter)\b", _EN),
+        lambda m, now: _latest_season(m["season"].lower(), now, this=m["which"].lower() == "this"),
+    ),
     # Chinese: no word boundaries; longer forms first so 大前天 is not read as 前天.
+    (
+        re.compile(r"(?P<year>去年|今年|前年)(?P<season>[春夏秋冬])(?:天|季)"),
+        lambda m, now: _season(now.year - ("今去前".index(m["year"][0])), m["season"], now),
+    ),
     (re.compile("大前天"), lambda m, now: _days(now.date() - timedelta(3), 1, now)),
     (re.compile("前天"), lambda m, now: _days(now.date() - timedelta(2), 1, now)),
     (

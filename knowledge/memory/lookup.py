@@ -40,7 +40,7 @@ def search_scope(
 # With multilingual-e5-small a short phrase scores up to ~0.87 against unrelated memories ("忘掉前男友":
 # 0.86 against "主人最近在学吉他"), so matching by similarity needs a high bar; distinctive content counts too.
 DEFAULT_FORGET_SIMILARITY = 0.9
-FORGETTABLE: tuple[Category, ...] = ("fact", "core", "episode")
+FORGETTABLE: tuple[Category, ...] = ("fact", "core", "episode", "chapter")
 
 
 def memories_about(

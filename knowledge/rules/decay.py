@@ -31,6 +31,7 @@ class MemoryPolicy:
     fact_factor: float = 0.95  # per day after the grace period
     episode_factor: float = 0.8
     episode_max_age_days: int = 14  # episodes are deleted at this age, whatever their importance
+    chapter_factor: float = 0.99  # per day after the grace period; a chapter is never deleted by decay
     fact_delete_below: float = 0.3
     never_decay_at: float = 3.0  # core memories and anything this important never decay
     promote_review_at: float = 2.5
@@ -41,7 +42,7 @@ class MemoryPolicy:
 
     def __post_init__(self) -> None:
         # A factor outside (0, 1] would make importance grow or flip sign, and no schedule would be right.
-        for name in ("fact_factor", "episode_factor"):
+        for name in ("fact_factor", "episode_factor", "chapter_factor"):
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be above 0 and at most 1")
 
@@ -82,7 +83,7 @@ def decays(record: MemoryRecord, policy: MemoryPolicy) -> bool:
     """Whether the memory is subject to decay at all."""
     if record.category in ("system", "core"):
         return False
-    return record.category == "episode" or base_of(record) < policy.never_decay_at
+    return record.category in ("episode", "chapter") or base_of(record) < policy.never_decay_at
 
 
 def decay_days(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> int:
@@ -91,6 +92,8 @@ def decay_days(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> int
 
 
 def _factor(record: MemoryRecord, policy: MemoryPolicy) -> float:
+    if record.category == "chapter":
+        return policy.chapter_factor
     return policy.episode_factor if record.category == "episode" else policy.fact_factor
 
 
@@ -109,8 +112,8 @@ def current_importance(record: MemoryRecord, now: datetime, policy: MemoryPolicy
 def decay_outcome(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> DecayOutcome:
     """The importance a memory has at `now`, and whether it is deleted or due for review."""
     importance = current_importance(record, now, policy)
-    if not decays(record, policy):
-        return DecayOutcome(importance)
+    if not decays(record, policy) or record.category == "chapter":
+        return DecayOutcome(importance)  # a chapter fades in rank only: what removes one is a forget
     if record.category == "episode":
         return DecayOutcome(importance, delete=now - record.created_at >= timedelta(days=policy.episode_max_age_days))
     if record.review_pending:
@@ -138,7 +141,7 @@ def next_due(record: MemoryRecord, policy: MemoryPolicy) -> datetime | None:
     Until a stored field changes, which rewrites it, this moment stays the same, so the store keeps
     it with the memory and the decay pass reads only the memories whose moment has come.
     """
-    if not decays(record, policy):
+    if not decays(record, policy) or record.category == "chapter":
         return None
     if record.category == "episode":
         return record.created_at + timedelta(days=policy.episode_max_age_days)
@@ -159,7 +162,7 @@ def next_due(record: MemoryRecord, policy: MemoryPolicy) -> datetime | None:
 
 def due_for_review(record: MemoryRecord, policy: MemoryPolicy) -> bool:
     """Whether what the decay pass does at `next_due` is asking for a review (capped per pass), not deleting."""
-    if not decays(record, policy) or record.category == "episode":
+    if not decays(record, policy) or record.category in ("episode", "chapter"):
         return False
     if record.review_pending:
         return True  # asked again at its retry time

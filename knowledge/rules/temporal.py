@@ -23,6 +23,7 @@ from typing import Literal
 from knowledge.dates.moments import is_all_day
 from knowledge.dates.windows import TimeWindow
 from knowledge.records import MemoryRecord
+from knowledge.rules.chapters import overlaps
 from knowledge.rules.decay import MemoryPolicy
 
 PlanStage = Literal["upcoming", "past", "faded"]
@@ -55,7 +56,10 @@ def has_ended(record: MemoryRecord, now: datetime) -> bool:
 
 def in_prompt(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> bool:
     """Whether a memory may be shown in a chat prompt at `now`: not a faded plan, not a state that ended
-    (a changed fact's old value stays, as the past)."""
+    (a changed fact's old value stays, as the past). A chapter's `until` is the end of its window, not of
+    its truth: it is always shown."""
+    if record.category == "chapter":
+        return True
     if plan_stage(record, now, policy) == "faded":
         return False
     return not has_ended(record, now) or record.replaced_by is not None
@@ -86,5 +90,8 @@ def window_moments(record: MemoryRecord) -> tuple[datetime | None, ...]:
 
 
 def in_window(record: MemoryRecord, window: TimeWindow) -> bool:
-    """Whether a memory belongs to a window of time (by one of its `window_moments`)."""
+    """Whether a memory belongs to a window of time (by one of its `window_moments`; a chapter, by sharing
+    any time with it: "in January" finds January's weeks and month, and the year they are in)."""
+    if record.category == "chapter":
+        return overlaps(record, window.start, window.end)
     return any(moment is not None and moment in window for moment in window_moments(record))

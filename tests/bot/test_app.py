@@ -63,15 +63,17 @@ async def test_quiet_conversations_are_summarised_at_shutdown_and_at_start(
     async def say(text: str, scope: Scope) -> None:
         await (await app.companion.handle(make_message(text, user_id=scope.user_id, sent_at=clock.now()))).text()
 
-    await say("what's for dinner?", alice)
+    for text in ("what's for dinner?", "noodles again?", "or dumplings"):  # enough for an episode
+        await say(text, alice)
     clock.advance(minutes=31)
-    await say("hi!", bob)
+    for text in ("hi!", "are you there?", "I have news"):
+        await say(text, bob)
     await app.aclose()  # alice's conversation is idle: summarised now; bob's just spoke: kept
     restarted = await build_app(settings, clock=clock, embedder=embedder)
     try:
         assert [r.category for r in restarted.companion.knowledge.memories(alice)] == ["episode"]
         assert restarted.companion.knowledge.memories(bob) == []
-        assert len(restarted.working_memory.window("xiaoxiang", f"dm:{bob.user_id}")) == 2
+        assert len(restarted.working_memory.window("xiaoxiang", f"dm:{bob.user_id}")) == 6
 
         clock.advance(minutes=31)  # bob's conversation goes quiet while the bot is down
         await restarted.start(schedule=True)

@@ -86,6 +86,8 @@ async def live_through(app: App, clock: FakeClock) -> None:
     alice = Person(app.companion, clock)
     await alice.say(SAID)
     await alice.say(FORGET)
+    for text in ("Thanks, that's all for today.", "Good night!"):  # enough left for an episode after the forget
+        await alice.say(text)
     await app.companion.new_conversation(None, f"dm:{ALICE.user_id}")
     await app.companion.tasks.drain()
 

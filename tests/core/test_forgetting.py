@@ -73,9 +73,13 @@ async def store_the_secret(app: App, fake_openai: FakeOpenAIServer, alice: Scope
     await companion.new_conversation(None, f"dm:{alice.user_id}")  # the summarizer writes an episode
     await companion.tasks.drain()
     await companion.lifecycle.index_history()
+    app.clock.advance(days=6)  # the week is over: its chapter is written from the episode
+    await companion.lifecycle.plan_chapters()
+    await companion.tasks.drain()
 
     memories = {record.category: record.content for record in companion.knowledge.memories(alice)}
-    assert memories == {"fact": UPDATED, "episode": memories["episode"]} and SECRET in memories["episode"]
+    assert memories == {"fact": UPDATED, "episode": memories["episode"], "chapter": memories["chapter"]}
+    assert SECRET in memories["episode"] and SECRET in memories["chapter"]
     assert [change.new_content for change in app.journal.changes.changes(alice)] == [UPDATED]
     assert len(app.journal.jobs.dead_letters(alice)) == 1
     export = app.settings.storage.data_dir / "alice.md"

@@ -403,9 +403,11 @@ async def test_new_conversation_summarises_the_window_and_starts_fresh(
 
     await me.say("Good morning!")
     assert chat_history(fake_openai.requests_for(CHAT)[-1]) == ["Good morning!"]
+    for text in ("Any news about the hike?", "I bought new boots"):
+        await me.say(text)
     await companion.new_conversation(None, "dm:cli:alice")
     await settle(companion)
-    # the new window (one exchange) becomes the second episode; nothing is summarised twice
+    # the new window becomes the second episode; nothing is summarised twice
     assert len(fake_openai.requests_for(SUMMARIZER)) == 2
     assert "Let's plan a hike" not in prompt_text(fake_openai.requests_for(SUMMARIZER)[1])
     await no_trouble(companion, alice)
@@ -428,6 +430,8 @@ async def test_a_quiet_conversation_is_closed_and_summarised(
     timeout = companion.lifecycle.idle_timeout
 
     await me.say("Long day at work today")
+    clock.advance(minutes=1)
+    await me.say("The meeting ran until nine")
     clock.advance(minutes=1)
     await me.say("I'm exhausted")
     clock.advance(seconds=timeout.total_seconds())  # exactly the timeout since Alice's last message: not yet quiet
@@ -892,6 +896,8 @@ async def test_the_monitor_and_the_summarizer_record_where_each_memory_was_learn
     in_private = Person(companion, clock, user_id=alice.user_id)
     in_group = Person(companion, clock, user_id=alice.user_id, conversation_id=GROUP_A)
     await in_private.say("I moved to Lyon last year")
+    await in_private.say("the flat is small")  # enough for an episode of its own
+    await in_private.say("but I love the market")
     await in_group.say("I work at a bakery now", group=True)
     await in_group.say("remember that my locker code is 9913", group=True)  # done in code, not by the model
     await settle(companion)

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from bot.config import Settings
 from core.companion import Companion
 from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.records import Scope
@@ -35,6 +36,13 @@ from tests.fakes.scenario import (
 
 ZONES = ["Asia/Shanghai", "America/New_York"]
 QUOTED_HEADER = "## Earlier messages that may matter now"
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """Every conversation of these scenarios is one or two messages, each about a time of its own: each
+    becomes an episode (the minimum an episode needs has its tests with the summarizer and the chapters)."""
+    return settings.changed(memory={"episode_min_user_messages": 1})
 
 
 @pytest.fixture

@@ -7,11 +7,12 @@ import asyncio
 import pytest
 
 from bot.app import App
-from core.background.conversation_summarizer import ConversationSummarizer, SummaryError
+from core.background.conversation_summarizer import EPISODE_TOKENS, ConversationSummarizer, SummaryError
 from core.llm.client import MESSAGE_OVERHEAD_TOKENS, count_tokens
 from knowledge.conversations.working_memory import WorkingMemory
 from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.records import Scope
+from knowledge.rules.temporal import without_stamp
 from personas.loader import Persona
 from tests.fakes.clock import FakeClock
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -33,7 +34,9 @@ def working_memory(app: App) -> WorkingMemory:
 
 @pytest.fixture
 def summarizer(app: App, kb: ChromaKnowledgeBase, working_memory: WorkingMemory) -> ConversationSummarizer:
-    return ConversationSummarizer(app.llm, kb, working_memory)
+    """A summarizer that writes an episode of any length: these tests are about what an episode holds (the
+    minimum length the app sets has tests of its own, at the end)."""
+    return ConversationSummarizer(app.llm, kb, working_memory, min_user_messages=1)
 
 
 def say(
@@ -206,3 +209,49 @@ async def test_a_long_archive_is_summarised_in_chunks_that_fit_the_context(
         assert prompt + settings.max_tokens <= settings.context_window
     assert sum(len(episode.message_ids) for episode in episodes) == 60
     assert working_memory.archived(persona.id, DM) == []
+
+
+async def test_a_stretch_with_fewer_than_three_user_messages_gets_no_episode_and_loses_nothing(
+    app: App,
+    persona: Persona,
+    working_memory: WorkingMemory,
+    kb: ChromaKnowledgeBase,
+    fake_openai: FakeOpenAIServer,
+    clock: FakeClock,
+    alice: Scope,
+) -> None:
+    summarizer = ConversationSummarizer(app.llm, kb, working_memory)  # as the app makes it: three at least
+    say(working_memory, clock, DM, alice, "Alice", "I'm off to Lisbon on Friday", "Have fun!")
+    say(working_memory, clock, DM, alice, "Alice", "with my sister Mei", "Lovely!")
+    working_memory.close_window(persona.id, DM)
+
+    assert await summarizer.summarize(persona, DM) == []
+    assert fake_openai.requests_for(SUMMARIZER) == [] and kb.count(alice) == 0
+    assert working_memory.archived(persona.id, DM) == []  # not asked about again at every turn
+    kept = [message.content for message in app.history.messages(alice)]
+    assert "I'm off to Lisbon on Friday" in kept  # the week's chapter folds it from here
+
+
+async def test_an_episode_keeps_decisions_promises_open_questions_people_places_and_feelings_within_its_size(
+    app: App,
+    persona: Persona,
+    working_memory: WorkingMemory,
+    kb: ChromaKnowledgeBase,
+    fake_openai: FakeOpenAIServer,
+    clock: FakeClock,
+    alice: Scope,
+) -> None:
+    summarizer = ConversationSummarizer(app.llm, kb, working_memory)
+    say(working_memory, clock, DM, alice, "Alice", "我决定辞职了", "真的吗？")
+    say(working_memory, clock, DM, alice, "Alice", "下个月和小美去杭州", "好呀")
+    say(working_memory, clock, DM, alice, "Alice", "你答应提醒我买票哦", "一定！")
+    working_memory.close_window(persona.id, DM)
+    fake_openai.script(SUMMARIZER, "主人决定辞职，" * 200)  # a model that overruns the size it was asked for
+
+    [episode] = await summarizer.summarize(persona, DM)
+
+    [request] = fake_openai.requests_for(SUMMARIZER)
+    system = request.messages[0]["content"]
+    for kept in ("decided", "promised", "open", "people", "places", "felt", f"at most {EPISODE_TOKENS} tokens"):
+        assert kept in system
+    assert count_tokens(without_stamp(episode.content)) <= EPISODE_TOKENS + 1  # the ellipsis it was cut at

@@ -134,7 +134,8 @@ async def test_the_decay_pass_queues_a_decay_review_for_each_memory_that_asks_fo
 async def test_the_idle_pass_closes_quiet_conversations_and_queues_their_summary(
     app: App, fake_openai: FakeOpenAIServer, clock: FakeClock, kb: ChromaKnowledgeBase, alice: Scope
 ) -> None:
-    say(app, alice, "I start my new job on Monday")
+    for text in ("I start my new job on Monday", "at the bakery", "wish me luck"):
+        say(app, alice, text)
     say(app, alice, "still here", conversation_id="dm:other")
     clock.advance(minutes=20)
     say(app, alice, "and this one is still going", conversation_id="dm:other")

@@ -131,3 +131,20 @@ def test_a_calendar_date_wins_over_relative_words_it_anchors() -> None:
 def test_a_calendar_date_still_to_come_names_no_window() -> None:
     assert find_window("in December 2026", THURSDAY_EVENING) is None
     assert find_window("on 30 February, 2026", THURSDAY_EVENING) is not None  # no such day: its month
+
+
+@pytest.mark.parametrize(
+    ("text", "now", "expected"),
+    [
+        ("去年夏天我们聊过什么", THURSDAY_EVENING, ("2025-06-01", "2025-09-01")),
+        ("今年春天", THURSDAY_EVENING, ("2026-03-01", "2026-06-01")),
+        ("前年冬天", THURSDAY_EVENING, ("2024-12-01", "2025-03-01")),
+        ("what did we do last summer?", THURSDAY_EVENING, ("2026-06-01", "2026-09-01")),
+        ("last autumn", THURSDAY_EVENING, ("2025-09-01", "2025-12-01")),  # autumn now: the one before
+        ("last winter", datetime(2027, 1, 10, tzinfo=SHANGHAI), ("2025-12-01", "2026-03-01")),
+        ("this winter", datetime(2027, 1, 10, tzinfo=SHANGHAI), ("2026-12-01", "2027-01-10")),
+    ],
+)
+def test_a_season_is_its_three_months(text: str, now: datetime, expected: tuple[str, str]) -> None:
+    found = find_window(text, now)
+    assert found is not None and (f"{found.start:%Y-%m-%d}", f"{found.end:%Y-%m-%d}") == expected
