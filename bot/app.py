@@ -18,6 +18,7 @@ from typing import Any, Literal, Self
 
 from bot.config import ConfigError, DiscordSettings, LLMSettings, Settings, StorageSettings, TelegramSettings
 from bot.ordering import TurnOrder
+from bot.platforms.outage import HeldMessages
 from bot.platforms.pipeline import PlatformContext
 from bot.routing import ChosenPersonas, PersonaChoices, Router
 from bot.startup import RESTORE_MEMORIES, RESTORE_MESSAGES, StartupError, ensure_writable, opening
@@ -43,7 +44,9 @@ from core.reply.response_handler import ResponseHandler
 from core.types import ROLES, Role
 from knowledge.conversations.history import ConversationHistory
 from knowledge.conversations.message_log import MessageLog
+from knowledge.conversations.spool import MessageSpool
 from knowledge.conversations.working_memory import WorkingMemory
+from knowledge.errors import StorageUnavailableError
 from knowledge.forget.fence import ForgetFence
 from knowledge.journal.journal import Journal
 from knowledge.journal.place_personas import PlacePersonas
@@ -138,7 +141,10 @@ class App:
     def platform(self, platform: Literal["discord", "telegram"]) -> PlatformContext:
         """What a platform adapter is given: the companion, the platform's rules, the turn order, streaming or not."""
         streaming = self._platform_settings(platform).streaming
-        return PlatformContext(self.companion, self.router(platform), self.turn_order(), streaming=streaming)
+        order = self.turn_order()
+        held = HeldMessages(order)  # through a database outage; what it holds at the stop goes to the spool file
+        self.exit_stack.push_async_callback(held.aclose)
+        return PlatformContext(self.companion, self.router(platform), order, streaming=streaming, held=held)
 
     def _platform_settings(self, platform: Literal["discord", "telegram"]) -> DiscordSettings | TelegramSettings:
         return self.settings.discord if platform == "discord" else self.settings.telegram
@@ -159,6 +165,7 @@ class App:
 
         A long-running process first summarises the conversations that went quiet while it was down.
         """
+        await asyncio.to_thread(self.companion.store_spooled_messages)  # held through an outage at the last stop
         self.tasks.resume()
         await self.lifecycle.prune_finished_work()
         await self.compact_vectors()  # what a forget left for a compaction the last run did not get to
@@ -309,13 +316,13 @@ def open_storage(settings: StorageSettings, opened: AsyncExitStack) -> Storage:
     """The embedded SQLite file, or in server mode the PostgreSQL database (migrated) shared by every process."""
     if settings.database_url is None:
         return Storage(settings.data_dir / "companion.sqlite3")
-    from knowledge.sql.postgres import DatabaseUnavailableError, PostgresCluster, PostgresDatabase, PostgresForgetLedger
+    from knowledge.sql.postgres import PostgresCluster, PostgresDatabase, PostgresForgetLedger
 
     url = settings.database_url.get_secret_value()
     try:
         database = opened.enter_context(closing(PostgresDatabase(url)))
         cluster = PostgresCluster(url, pool_size=settings.database_turn_connections)
-    except DatabaseUnavailableError as error:
+    except StorageUnavailableError as error:
         raise StartupError(f"COMPANION_DATABASE_URL: {error}; start the server or correct the URL") from error
     opened.push_async_callback(cluster.aclose)
     return Storage(database, cluster, PostgresForgetLedger(database), shared=database)
@@ -633,6 +640,7 @@ def build_companion(
         default_persona=settings.default_persona,
         rate_limiter=RateLimiter(clock, settings.rate_limit_per_minute),
         checkins=services.checkins,
+        spool=MessageSpool(settings.storage.data_dir),
     )
     # At shutdown, messages held while storage failed are stored if it works again, else dropped with an error.
     opened.callback(companion.store_held_messages, last_chance=True)

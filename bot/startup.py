@@ -61,5 +61,7 @@ def opening(path: Path, *, if_damaged: str) -> Iterator[None]:
             "io": ("the disk refused a write (is it full, or failing?)", FREE_SPACE),
             "unwritable": ("it cannot be written", MAKE_WRITABLE),
             "damaged": (f"it is damaged ({error})", if_damaged),
+            "unavailable": (f"it cannot be reached ({error})", "start its server or correct its address"),
+            "schema": (f"its tables are not the ones this version needs ({error})", "a migration is missing"),
         }[problem]
         raise StartupError(f"{path}: {what}; {fix}") from error

@@ -13,7 +13,8 @@ What a forget reaches, in this order:
    memory changed and loses what it said; dead letters quoting the text are deleted and pending jobs
    keep a placeholder instead of it (finished jobs keep no text at all: `JobQueue`);
 2. in the groups the user spoke in, what the companion repeated of it to others (`_forget_echoes`);
-3. memory files of the scope that the companion wrote into the data directory (exports, `.bak`);
+3. memory files of the scope that the companion wrote into the data directory (exports, `.bak`), and the
+   scope's messages held in its spool file at a stop during a database outage (`conversations/spool.py`);
 4. what the stores' files keep after a delete: chromadb's write-ahead queue, full-text index and free
    pages (`chroma_erasure.py`); SQLite frees with `secure_delete` and the WAL is truncated.
 Token usage holds counts per day, role and model, never text, so there is nothing to erase there.
@@ -31,6 +32,7 @@ from pathlib import Path
 from core.memory_editor import MemoryEditor
 from core.types import clean_text
 from knowledge.conversations.history import ConversationHistory
+from knowledge.conversations.spool import MessageSpool
 from knowledge.forget.fence import ForgetFence
 from knowledge.forget.target import NOTHING, ForgetTarget
 from knowledge.journal.journal import Journal
@@ -96,7 +98,8 @@ class Forgetting:
         files: Path | None = None,
         similarity: float = DEFAULT_FORGET_SIMILARITY,
     ) -> None:
-        """`files`: the data directory, whose memory files (exports, `.bak`) of a forgotten scope go too."""
+        """`files`: the data directory, whose memory files (exports, `.bak`) and spooled messages of a forgotten
+        scope go too."""
         self._knowledge = knowledge
         self._history = history
         self._journal = journal
@@ -291,6 +294,10 @@ class Forgetting:
         self._knowledge.queries.forget()
         self._history.queries.forget()  # the same encoder when the app shares one; forgetting twice is free
         files = () if self._files is None else tuple(erase_memory_files(self._files, scope, target))
+        if self._files is not None:
+            spool = MessageSpool(self._files)
+            if spool.forget(scope, target.matches if target is not None else None):
+                files += (spool.path,)
         self._knowledge.erase_remnants(target or NOTHING)
         self._history.checkpoint()
         self._journal.checkpoint()

@@ -384,7 +384,12 @@ class ResponseHandler:
         finally:  # answered, failed, or dropped by the caller (the stream closed before its end)
             if description is not None and not description.done():
                 description.cancel()  # no answer to keep the photo's description with
-            on_end(result.stored)
+            try:
+                on_end(result.stored)
+            except Exception as error:
+                if storage_problem(error) is None:
+                    raise
+                log.warning("storage unavailable (%s): the turn's background work waits", storage_problem(error))
 
     async def _answer(
         self, messages: list[ChatMessage], persona: Persona, recall: RecallTurn | None, result: TurnResult
