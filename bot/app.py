@@ -21,7 +21,14 @@ from bot.ordering import TurnOrder
 from bot.platforms.outage import HeldMessages
 from bot.platforms.pipeline import PlatformContext
 from bot.routing import ChosenPersonas, PersonaChoices, Router
-from bot.startup import RESTORE_MEMORIES, RESTORE_MESSAGES, StartupError, ensure_writable, opening
+from bot.startup import (
+    RESTORE_EMPTIED,
+    RESTORE_MEMORIES,
+    RESTORE_MESSAGES,
+    StartupError,
+    ensure_writable,
+    opening,
+)
 from core.background.checkpoint import CrashPoint, no_crash
 from core.background.conversation_summarizer import ConversationSummarizer
 from core.background.knowledge_monitor import KnowledgeMonitor
@@ -53,7 +60,7 @@ from knowledge.journal.place_personas import PlacePersonas
 from knowledge.journal.user_settings import UserSettings
 from knowledge.memory.chroma_store import COLLECTION, ChromaKnowledgeBase, open_chroma_client
 from knowledge.memory.decay_pass import DecayPass
-from knowledge.memory.store_guard import MemoryStoreGuard, MemoryStoreMissingError
+from knowledge.memory.store_guard import MemoryStoreGuard, MemoryStoreMissingError, MessagesMissingError
 from knowledge.rules.decay import MemoryPolicy, PolicyFor
 from knowledge.search.embedding import Embedder, load_embedder
 from knowledge.search.index import QueryEncoder
@@ -165,7 +172,7 @@ class App:
 
         A long-running process first summarises the conversations that went quiet while it was down.
         """
-        await asyncio.to_thread(self.companion.store_spooled_messages)  # held through an outage at the last stop
+        self.companion.store_spooled_messages()  # held through a database outage at the last stop
         self.tasks.resume()
         await self.lifecycle.prune_finished_work()
         await self.compact_vectors()  # what a forget left for a compaction the last run did not get to
@@ -390,7 +397,8 @@ def open_memories(
         guard = MemoryStoreGuard(storage.where, COLLECTION)
         if guarded and not accept_empty_memory:
             where = str(files) if embedded else f"the Chroma server {settings.chroma_host}"
-            _check_memory_store(guard, client, where, messages_held=stores.working_memory.log.any_stored())
+            messages = str(settings.data_dir / "companion.sqlite3") if embedded else "COMPANION_DATABASE_URL"
+            _check_memory_store(guard, client, where, messages, messages_held=stores.working_memory.log.any_stored())
         knowledge = ChromaKnowledgeBase(
             client,
             basics.queries.embedder,
@@ -407,11 +415,15 @@ def open_memories(
     return knowledge
 
 
-def _check_memory_store(guard: MemoryStoreGuard, client: Any, where: str, *, messages_held: bool) -> None:
+def _check_memory_store(
+    guard: MemoryStoreGuard, client: Any, where: str, messages: str, *, messages_held: bool
+) -> None:
     try:
         guard.check(client, messages_held=messages_held)
     except MemoryStoreMissingError as error:
         raise StartupError(f"{where}: {error}; refusing to start without the memories: {RESTORE_MEMORIES}") from error
+    except MessagesMissingError as error:
+        raise StartupError(f"{messages}: {error}; refusing to start without them: {RESTORE_EMPTIED}") from error
 
 
 # --- the LLM ---------------------------------------------------------------------------------------------

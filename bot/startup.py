@@ -17,6 +17,10 @@ RESTORE_MESSAGES = (
     "restore it from a backup, or move it aside to start without past conversations and background jobs "
     "(memories are kept in chroma/)"
 )
+RESTORE_EMPTIED = (
+    "restore it from a backup; or, to start over without the earlier conversations but with the memories, "
+    "start once with `companion --accept-empty-memory ...`"
+)
 RESTORE_MEMORIES = (
     "restore the chroma/ directory from a backup; or move it aside, start with `companion --accept-empty-memory "
     "...` and re-import each scope's `companion memory export` file (or its .bak) with `companion memory import`"

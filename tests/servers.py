@@ -64,7 +64,9 @@ def postgres_bin() -> Path:
 class PostgresServer:
     """A throwaway PostgreSQL cluster on a free loopback port; `url(database)` connects to it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, survives_crashes: bool = False) -> None:
+        """`survives_crashes`: a commit is kept through `crash` (the default loses the last few, for speed)."""
+        self.survives_crashes = survives_crashes
         self.bin = postgres_bin()
         self.root = Path(tempfile.mkdtemp(prefix="companion-pg-"))
         self.port = free_port()
@@ -106,7 +108,7 @@ class PostgresServer:
             "unix_socket_directories": str(self.root),
             "max_connections": "500",
             "fsync": "off",  # a throwaway cluster: durability is not what the tests measure
-            "synchronous_commit": "off",
+            "synchronous_commit": "on" if self.survives_crashes else "off",
             "full_page_writes": "off",
         }
         command = [str(self.bin / "postgres"), "-D", str(data)]

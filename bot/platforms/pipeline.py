@@ -98,7 +98,7 @@ class MessagePipeline:
         self._router = router
         self.order = order
         self._timer = timer or MonotonicTimer()
-        self.held = held or HeldMessages(order or TurnOrder())
+        self.held = held if held is not None else HeldMessages(order or TurnOrder())
 
     async def receive(self, arrival: Arrival, chat: Chat) -> None:
         """Answer `arrival` if it is for the companion; the person is told when it cannot be answered."""

@@ -14,6 +14,7 @@ from pydantic import SecretStr
 
 from bot.config import Settings
 from core import phrasebook
+from knowledge.conversations.spool import SPOOL_FILE
 from knowledge.records import Scope
 from tests.cluster.conftest import OpenApp
 from tests.cluster.test_platforms_at_scale import fake_telegram, post, serving  # noqa: F401 - the fixture
@@ -30,7 +31,7 @@ BEFORE, DURING, AFTER = ["m1"], ["m2", "m3"], ["m4"]
 @pytest.fixture
 def crashable_postgres() -> Iterator[PostgresServer]:
     """A server of this test's own: stopping it must not stop the other tests' databases."""
-    server = PostgresServer().start()
+    server = PostgresServer(survives_crashes=True).start()
     try:
         yield server
     finally:
@@ -70,9 +71,6 @@ async def test_a_database_outage_under_load_loses_nothing_and_answers_everything
             ]
             assert set(await asyncio.gather(*updates)) == {200}
 
-    def answered() -> int:
-        return len(fake_openai.requests_for(CHAT))
-
     try:
         await send(BEFORE)
         await wait_until(lambda: fake_telegram.sent_texts().count("Noted.") == len(PEOPLE), attempts=3000)
@@ -84,7 +82,7 @@ async def test_a_database_outage_under_load_loses_nothing_and_answers_everything
         await asyncio.to_thread(crashable_postgres.restart)
         await send(AFTER)
         everything = len(PEOPLE) * len(BEFORE + DURING + AFTER)
-        await wait_until(lambda: answered() == everything, attempts=6000)
+        await wait_until(lambda: fake_telegram.sent_texts().count("Noted.") == everything, attempts=6000)
     finally:
         for task in servers:
             task.cancel()
@@ -102,3 +100,35 @@ async def test_a_database_outage_under_load_loses_nothing_and_answers_everything
     assert not [record for record in caplog.records if record.exc_info], "an expected fault logged a traceback"
     outage = [record.getMessage() for record in caplog.records if record.name == "bot.platforms.outage"]
     assert any("out of reach" in line for line in outage) and any("is back after" in line for line in outage)
+
+
+async def test_messages_held_at_a_clean_stop_are_kept_owner_only_and_stored_at_the_next_start(
+    open_app: OpenApp,
+    crashable_postgres: PostgresServer,
+    fake_openai: FakeOpenAIServer,
+    fake_telegram: FakeBotAPI,  # noqa: F811 - the fixture
+) -> None:
+    fake_openai.set_default(MONITOR, "[SKIP]")
+    fake_openai.set_default(CHAT, "Noted.")
+    app = await open_app("a")
+    port = free_port()
+    server = await serving(app, fake_telegram, port)
+    who = PEOPLE[0]
+    await asyncio.to_thread(crashable_postgres.crash)
+    for text in DURING:
+        assert await post(port, text_update(said(who, text), user=who)) == 200
+    await wait_until(lambda: phrasebook.HELD_UNTIL_BACK in fake_telegram.sent_texts(), attempts=3000)
+    await wait_until(lambda: len(fake_telegram.calls_to("sendMessage")) >= 1)
+    server.cancel()
+    await asyncio.gather(server, return_exceptions=True)
+    await app.aclose()  # a clean stop, the database still away
+    spool = app.settings.storage.data_dir / SPOOL_FILE
+    assert spool.stat().st_mode & 0o777 == 0o600
+    assert said(who, DURING[-1]) in spool.read_text(encoding="utf-8")
+
+    await asyncio.to_thread(crashable_postgres.restart)
+    again = await open_app("a")
+    await again.start(schedule=False)
+    stored = again.history.messages(Scope("xiaoxiang", f"telegram:{who['id']}"))
+    assert [message.content for message in stored] == [said(who, text) for text in DURING]
+    assert not spool.exists()
