@@ -8,11 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
 
 from bot.config import Settings
 from knowledge.records import Scope
-from tests.cluster.conftest import OpenApp
+from tests.cluster.conftest import OpenApp, in_server_mode
 from tests.fakes.messages import make_message
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.scenario import CHAT, MONITOR, monitor_rules, wait_until
@@ -33,13 +32,7 @@ def stoppable_chroma(tmp_path: Path) -> Iterator[ChromaServer]:
 
 @pytest.fixture
 def server_settings(settings: Settings, database_url: str, stoppable_chroma: ChromaServer) -> Settings:
-    return settings.changed(
-        storage={
-            "database_url": SecretStr(database_url),
-            "chroma_host": "127.0.0.1",
-            "chroma_port": stoppable_chroma.port,
-        }
-    )
+    return in_server_mode(settings, database_url, stoppable_chroma)
 
 
 async def test_replies_go_on_without_memories_and_a_memory_learned_meanwhile_is_written_once_back(

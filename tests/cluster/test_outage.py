@@ -10,13 +10,12 @@ import logging
 from collections.abc import Iterator
 
 import pytest
-from pydantic import SecretStr
 
 from bot.config import Settings
 from core import phrasebook
 from knowledge.conversations.spool import SPOOL_FILE
 from knowledge.records import Scope
-from tests.cluster.conftest import OpenApp
+from tests.cluster.conftest import OpenApp, in_server_mode
 from tests.cluster.test_platforms_at_scale import fake_telegram, post, serving  # noqa: F401 - the fixture
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.scenario import CHAT, MONITOR, chat_history, wait_until
@@ -40,10 +39,7 @@ def crashable_postgres() -> Iterator[PostgresServer]:
 
 @pytest.fixture
 def server_settings(settings: Settings, crashable_postgres: PostgresServer, shared_chroma: ChromaServer) -> Settings:
-    url = crashable_postgres.create_database("companion")
-    return settings.changed(
-        storage={"database_url": SecretStr(url), "chroma_host": "127.0.0.1", "chroma_port": shared_chroma.port}
-    )
+    return in_server_mode(settings, crashable_postgres.create_database("companion"), shared_chroma)
 
 
 def said(who: dict[str, object], text: str) -> str:
