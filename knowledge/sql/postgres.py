@@ -21,6 +21,7 @@ import asyncio
 import hashlib
 import re
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -52,6 +53,9 @@ CONNECT_TIMEOUT = 10  # seconds
 # A pool that cannot connect tries again with growing pauses for this long, then gives up until asked again:
 # kept short, so that a server back after a long outage is found at the next statement, not minutes later.
 RECONNECT_TIMEOUT = 5.0
+# While the server is away, a statement is refused at once, and once a second one tries for a connection for a
+# second at most: the stores are called from the event loop too, which must not stall a pool's wait per statement.
+AWAY_PAUSE = 1.0
 _MIGRATION_LOCK = "schema:migrations"
 
 
@@ -157,6 +161,7 @@ class PostgresDatabase:
         with storage_errors():
             self._pool.wait(timeout=CONNECT_TIMEOUT)
         self._closed = False
+        self._retry_at = 0.0  # while the server is away: when a statement may try it again
 
     def create(self, schema: str) -> None:
         """Check that the migrations made every table of a store's embedded schema."""
@@ -181,12 +186,26 @@ class PostgresDatabase:
 
     @contextmanager
     def transaction(self) -> Iterator[_Transaction]:
-        with storage_errors(), self._pool.connection() as connection, connection.transaction():
+        with self._connection() as connection, connection.transaction():
             yield _Transaction(connection)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        with storage_errors(), self._pool.connection() as connection:
+        with self._connection() as connection:
             return connection.cursor(row_factory=named_rows).execute(postgres_sql(sql), params).fetchall()
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """A pooled connection, or `StorageUnavailableError` at once while the server is away (see `AWAY_PAUSE`)."""
+        away = self._retry_at > 0
+        if away and time.monotonic() < self._retry_at:
+            raise StorageUnavailableError("the database is out of reach")
+        try:
+            with storage_errors(), self._pool.connection(timeout=AWAY_PAUSE if away else None) as connection:
+                yield connection
+        except StorageUnavailableError:
+            self._retry_at = time.monotonic() + AWAY_PAUSE
+            raise
+        self._retry_at = 0.0
 
     def checkpoint(self) -> bool:
         """Nothing of the server's files is ours to reach: its autovacuum reclaims what deletes free."""

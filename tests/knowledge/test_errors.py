@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import psycopg
 import pytest
@@ -14,6 +17,8 @@ from psycopg import errors as pg_errors
 from knowledge.errors import StorageError, StorageUnavailableError, storage_errors, storage_problem
 from knowledge.sql.postgres import PostgresCluster, PostgresDatabase, SchemaMismatchError
 from tests.servers import PostgresServer, free_port
+
+T = TypeVar("T")
 
 
 def test_a_server_that_is_not_there_is_unavailable() -> None:
@@ -66,6 +71,16 @@ def test_sqlite_and_the_file_system_keep_their_kinds(tmp_path: Path) -> None:
     assert storage_problem(ValueError("not storage")) is None
 
 
+def eventually(statement: Callable[[], T]) -> T:
+    """What `statement` returns once the server answers again (a bounded wait, never a timing assertion)."""
+    for _ in range(100):
+        try:
+            return statement()
+        except StorageUnavailableError:
+            time.sleep(0.1)
+    raise AssertionError("the database never answered again")
+
+
 async def test_after_a_restart_the_stores_and_turn_locks_work_again_without_reopening() -> None:
     server = PostgresServer().start()
     try:
@@ -81,7 +96,7 @@ async def test_after_a_restart_the_stores_and_turn_locks_work_again_without_reop
             async with cluster.acquire("turn:a"):
                 pass
         server.restart()
-        assert db.query("SELECT 1")[0][0] == 1
+        assert eventually(lambda: db.query("SELECT 1"))[0][0] == 1  # a statement tries again within a second
         async with cluster.acquire("turn:a"):
             pass
         cluster.alive(other.worker_id), other.alive(cluster.worker_id)  # asking, each takes its life lock again
