@@ -94,6 +94,7 @@ class BackgroundTasks:
         self._backoff = tuple(backoff)
         self._handlers: dict[str, JobHandler] = {}
         self._workers: dict[Scope, asyncio.Task[None]] = {}
+        self._unreleased: dict[str, tuple[Job, JobPayload | None]] = {}  # held jobs an outage kept from release
         self._slots = asyncio.Semaphore(concurrency)
         self._closing = False
         self._watching: asyncio.Task[None] | None = None
@@ -122,8 +123,16 @@ class BackgroundTasks:
         return self._jobs.enqueue(kind, scope, payload.to_json(), at=self._clock.now(), held_by=self._cluster.worker_id)
 
     def release(self, job: Job, payload: JobPayload | None = None) -> None:
-        """Start a held job, with the payload it learned while held, if any."""
-        self._jobs.release(job.id, None if payload is None else payload.to_json())
+        """Start a held job, with the payload it learned while held, if any (while the database is away, the
+        watch releases it once it is back)."""
+        try:
+            self._jobs.release(job.id, None if payload is None else payload.to_json())
+        except Exception as error:
+            if storage_problem(error) != "unavailable":
+                raise
+            self._unreleased[job.id] = (job, payload)
+            return
+        self._unreleased.pop(job.id, None)
         self._schedule(job.scope)
 
     def _known(self, payload: JobPayload) -> str:
@@ -155,6 +164,8 @@ class BackgroundTasks:
         while not self._closing:
             await asyncio.sleep(every)
             try:
+                for job, payload in list(self._unreleased.values()):
+                    self.release(job, payload)
                 await asyncio.to_thread(self._jobs.release_orphans, self._cluster.alive)
                 for scope in self._jobs.scopes_with_work():
                     self._schedule(scope)

@@ -56,6 +56,8 @@ async def test_a_database_outage_under_load_loses_nothing_and_answers_everything
     fake_openai.set_default(MONITOR, "[SKIP]")
     fake_openai.set_default(CHAT, "Noted.")
     apps = [await open_app("a"), await open_app("b")]
+    for app in apps:
+        await app.start(schedule=False)  # as `companion run` does: the watch for background work waiting
     ports = [free_port(), free_port()]
     servers = [await serving(app, fake_telegram, port) for app, port in zip(apps, ports, strict=True)]
 
@@ -79,6 +81,8 @@ async def test_a_database_outage_under_load_loses_nothing_and_answers_everything
         await send(AFTER)
         everything = len(PEOPLE) * len(BEFORE + DURING + AFTER)
         await wait_until(lambda: fake_telegram.sent_texts().count("Noted.") == everything, attempts=6000)
+        # every turn's background job runs, those an outage kept from release too
+        await wait_until(lambda: not apps[0].journal.jobs.pending_jobs(), attempts=6000)
     finally:
         for task in servers:
             task.cancel()
