@@ -166,6 +166,7 @@ class BackgroundTasks:
             try:
                 for job, payload in list(self._unreleased.values()):
                     self.release(job, payload)
+                await asyncio.to_thread(self._cluster.alive, self._cluster.worker_id)  # keeps our life lock held
                 await asyncio.to_thread(self._jobs.release_orphans, self._cluster.alive)
                 for scope in self._jobs.scopes_with_work():
                     self._schedule(scope)

@@ -287,9 +287,9 @@ class PostgresCluster:
                     await _unlock(connection, key)
 
     def alive(self, worker_id: str) -> bool:
+        self._revive()  # asked about itself too, as the watch does: its own life lock is held again after a restart
         if worker_id == self._worker_id:
             return True
-        self._revive()
         key = lock_key(worker_id)
         with storage_errors(), self._threads.connection(timeout=CONNECT_TIMEOUT) as connection:
             [(free,)] = connection.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchall()
