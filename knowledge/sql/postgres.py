@@ -191,7 +191,8 @@ class PostgresDatabase:
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         with self._connection() as connection:
-            return connection.cursor(row_factory=named_rows).execute(postgres_sql(sql), params).fetchall()
+            rows: list[Row] = connection.cursor(row_factory=named_rows).execute(postgres_sql(sql), params).fetchall()
+            return rows
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
