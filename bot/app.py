@@ -18,9 +18,17 @@ from typing import Any, Literal, Self
 
 from bot.config import ConfigError, DiscordSettings, LLMSettings, Settings, StorageSettings, TelegramSettings
 from bot.ordering import TurnOrder
+from bot.platforms.outage import HeldMessages
 from bot.platforms.pipeline import PlatformContext
 from bot.routing import ChosenPersonas, PersonaChoices, Router
-from bot.startup import RESTORE_MEMORIES, RESTORE_MESSAGES, StartupError, ensure_writable, opening
+from bot.startup import (
+    RESTORE_EMPTIED,
+    RESTORE_MEMORIES,
+    RESTORE_MESSAGES,
+    StartupError,
+    ensure_writable,
+    opening,
+)
 from core.background.backlog import BacklogAlarm
 from core.background.chapter_writer import ChapterWriter
 from core.background.checkpoint import CrashPoint, no_crash
@@ -47,14 +55,16 @@ from core.types import ROLES, Role
 from core.why import Why
 from knowledge.conversations.history import ConversationHistory
 from knowledge.conversations.message_log import MessageLog
+from knowledge.conversations.spool import MessageSpool
 from knowledge.conversations.working_memory import WorkingMemory
+from knowledge.errors import StorageUnavailableError
 from knowledge.forget.fence import ForgetFence
 from knowledge.journal.journal import Journal
 from knowledge.journal.place_personas import PlacePersonas
 from knowledge.journal.user_settings import UserSettings
 from knowledge.memory.chroma_store import COLLECTION, ChromaKnowledgeBase, open_chroma_client
 from knowledge.memory.decay_pass import DecayPass
-from knowledge.memory.store_guard import MemoryStoreGuard, MemoryStoreMissingError
+from knowledge.memory.store_guard import MemoryStoreGuard, MemoryStoreMissingError, MessagesMissingError
 from knowledge.people.joining import Joiner
 from knowledge.people.links import Links
 from knowledge.rules.decay import MemoryPolicy, PolicyFor
@@ -150,7 +160,10 @@ class App:
     def platform(self, platform: Literal["discord", "telegram"]) -> PlatformContext:
         """What a platform adapter is given: the companion, the platform's rules, the turn order, streaming or not."""
         streaming = self._platform_settings(platform).streaming
-        return PlatformContext(self.companion, self.router(platform), self.turn_order(), streaming=streaming)
+        order = self.turn_order()
+        held = HeldMessages(order)  # through a database outage; what it holds at the stop goes to the spool file
+        self.exit_stack.push_async_callback(held.aclose)
+        return PlatformContext(self.companion, self.router(platform), order, streaming=streaming, held=held)
 
     def _platform_settings(self, platform: Literal["discord", "telegram"]) -> DiscordSettings | TelegramSettings:
         return self.settings.discord if platform == "discord" else self.settings.telegram
@@ -171,6 +184,7 @@ class App:
 
         A long-running process first summarises the conversations that went quiet while it was down.
         """
+        self.companion.store_spooled_messages()  # held through a database outage at the last stop
         self.tasks.resume()
         await self.lifecycle.prune_finished_work()
         await self.compact_vectors()  # what a forget left for a compaction the last run did not get to
@@ -333,13 +347,13 @@ def open_storage(settings: StorageSettings, opened: AsyncExitStack) -> Storage:
     """The embedded SQLite file, or in server mode the PostgreSQL database (migrated) shared by every process."""
     if settings.database_url is None:
         return Storage(settings.data_dir / "companion.sqlite3")
-    from knowledge.sql.postgres import DatabaseUnavailableError, PostgresCluster, PostgresDatabase, PostgresForgetLedger
+    from knowledge.sql.postgres import PostgresCluster, PostgresDatabase, PostgresForgetLedger
 
     url = settings.database_url.get_secret_value()
     try:
         database = opened.enter_context(closing(PostgresDatabase(url)))
         cluster = PostgresCluster(url, pool_size=settings.database_turn_connections)
-    except DatabaseUnavailableError as error:
+    except StorageUnavailableError as error:
         raise StartupError(f"COMPANION_DATABASE_URL: {error}; start the server or correct the URL") from error
     opened.push_async_callback(cluster.aclose)
     return Storage(database, cluster, PostgresForgetLedger(database), shared=database)
@@ -409,7 +423,8 @@ def open_memories(
         guard = MemoryStoreGuard(storage.where, COLLECTION)
         if guarded and not accept_empty_memory:
             where = str(files) if embedded else f"the Chroma server {settings.chroma_host}"
-            _check_memory_store(guard, client, where, messages_held=stores.working_memory.log.any_stored())
+            messages = str(settings.data_dir / "companion.sqlite3") if embedded else "COMPANION_DATABASE_URL"
+            _check_memory_store(guard, client, where, messages, messages_held=stores.working_memory.log.any_stored())
         knowledge = ChromaKnowledgeBase(
             client,
             basics.queries.embedder,
@@ -426,11 +441,15 @@ def open_memories(
     return knowledge
 
 
-def _check_memory_store(guard: MemoryStoreGuard, client: Any, where: str, *, messages_held: bool) -> None:
+def _check_memory_store(
+    guard: MemoryStoreGuard, client: Any, where: str, messages: str, *, messages_held: bool
+) -> None:
     try:
         guard.check(client, messages_held=messages_held)
     except MemoryStoreMissingError as error:
         raise StartupError(f"{where}: {error}; refusing to start without the memories: {RESTORE_MEMORIES}") from error
+    except MessagesMissingError as error:
+        raise StartupError(f"{messages}: {error}; refusing to start without them: {RESTORE_EMPTIED}") from error
 
 
 # --- the LLM ---------------------------------------------------------------------------------------------
@@ -618,6 +637,7 @@ def build_services(
         fence=fence,
         now=clock.now,
         files=settings.storage.data_dir,
+        members=stores.links.members,  # the spool keeps a linked person's words under the identity that said them
     )
     checkins = CheckIns(
         log=stores.journal.checkins,
@@ -688,6 +708,7 @@ def build_companion(
         links=stores.links,
         joiner=joiner,
         why=services.why,
+        spool=MessageSpool(settings.storage.data_dir),
     )
     # At shutdown, messages held while storage failed are stored if it works again, else dropped with an error.
     opened.callback(companion.store_held_messages, last_chance=True)

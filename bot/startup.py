@@ -17,6 +17,10 @@ RESTORE_MESSAGES = (
     "restore it from a backup, or move it aside to start without past conversations and background jobs "
     "(memories are kept in chroma/)"
 )
+RESTORE_EMPTIED = (
+    "restore it from a backup; or, to start over without the earlier conversations but with the memories, "
+    "start once with `companion --accept-empty-memory ...`"
+)
 RESTORE_MEMORIES = (
     "restore the chroma/ directory from a backup; or move it aside, start with `companion --accept-empty-memory "
     "...` and re-import each scope's `companion memory export` file (or its .bak) with `companion memory import`"
@@ -61,5 +65,7 @@ def opening(path: Path, *, if_damaged: str) -> Iterator[None]:
             "io": ("the disk refused a write (is it full, or failing?)", FREE_SPACE),
             "unwritable": ("it cannot be written", MAKE_WRITABLE),
             "damaged": (f"it is damaged ({error})", if_damaged),
+            "unavailable": (f"it cannot be reached ({error})", "start its server or correct its address"),
+            "schema": (f"its tables are not the ones this version needs ({error})", "a migration is missing"),
         }[problem]
         raise StartupError(f"{path}: {what}; {fix}") from error

@@ -19,10 +19,11 @@ from core.rate_limit import DailyQuota, RateLimiter
 from core.reply.images import check_size
 from core.reply.response_handler import ResponseHandler
 from core.sharing import Sharing
-from core.types import IncomingMessage, TurnResult, UserRef, clean_text
+from core.types import ConversationRef, IncomingMessage, TurnResult, UserRef, clean_text
 from core.unsaved_messages import UnsavedMessages
 from core.why import Why
 from knowledge.conversations.history import ConversationHistory
+from knowledge.conversations.spool import MessageSpool, SpooledMessage
 from knowledge.dates.windows import TimeWindow
 from knowledge.errors import storage_problem
 from knowledge.journal.journal import Journal
@@ -68,7 +69,9 @@ class Companion:
         why: Why,
         rate_limiter: RateLimiter | None = None,
         quota: DailyQuota | None = None,
+        spool: MessageSpool | None = None,
     ) -> None:
+        """`spool`: where messages held through a database outage wait for the next start, at a stop."""
         self.personas = personas
         self.history = history
         self.knowledge = knowledge
@@ -88,6 +91,7 @@ class Companion:
         self.links = links  # which identities are one person (`/link`)
         self.joiner = joiner  # what joining moves: one memory out of two
         self.why = why  # what a reply's prompt held, read back from its trace
+        self._spool = spool
 
     @property
     def tasks(self) -> BackgroundTasks:
@@ -137,9 +141,10 @@ class Companion:
                 on_end=end_turn,
             )
         except Exception as error:
-            if storage_problem(error) is None:
+            problem = storage_problem(error)
+            if problem is None or problem == "unavailable":  # an outage: the platform holds it, to answer it
                 raise
-            log.error("storage unavailable (%s): holding a message in memory", storage_problem(error))
+            log.error("storage unavailable (%s): holding a message in memory", problem)
             self.unsaved.hold(persona.id, scope, message, group=group)
             return _notice(message, phrasebook.HELD_NOT_SAVED)
 
@@ -163,6 +168,52 @@ class Companion:
         """The memory `user` speaks to with a persona (None: the default one): the one place where who is speaking
         becomes a scope. A linked identity speaks to its person's memory, shared by all its identities."""
         return Scope(self.persona(persona_id).id, self.links.person_of(str(user)))
+
+    def keep_for_next_start(self, message: IncomingMessage, *, group: bool) -> None:
+        """At a stop during a database outage: keep a held message in the spool file, to store at the next start
+        (its image, if any, is not kept: its caption is)."""
+        if self._spool is None:
+            log.error("stopping during a database outage: a held message is lost (no spool file)")
+            return
+        persona_id = message.persona_id or self.default_persona
+        self._spool.add(
+            SpooledMessage(
+                persona_id=persona_id,
+                user_id=message.user_id,
+                conversation_id=message.conversation_id,
+                speaker_name=message.speaker_name,
+                text=message.text,
+                sent_at=message.sent_at.isoformat(),
+                source_id=message.source_id,
+                group=group,
+            )
+        )
+
+    def store_spooled_messages(self) -> int:
+        """At start: store the messages the last run kept in its spool file, in order; returns how many."""
+        if self._spool is None:
+            return 0
+        spooled = self._spool.messages()
+        for done, kept in enumerate(spooled):
+            message = IncomingMessage(
+                conversation=ConversationRef.parse(kept.conversation_id),
+                user=UserRef.parse(kept.user_id),
+                speaker_name=kept.speaker_name,
+                text=kept.text,
+                sent_at=datetime.fromisoformat(kept.sent_at),
+                persona_id=kept.persona_id,
+                source_id=kept.source_id,
+            )
+            if kept.source_id is None or self.history.by_source(kept.source_id) is None:
+                try:
+                    self._store_held(kept.persona_id, self.scope(kept.persona_id, message.user), message, kept.group)
+                except Exception:
+                    self._spool.remove_first(done)
+                    raise
+        self._spool.remove_first(len(spooled))
+        if spooled:
+            log.warning("stored %d messages held through a database outage at the last stop", len(spooled))
+        return len(spooled)
 
     async def already_received(self, source_id: str) -> bool:
         """Whether the platform message `source_id` is stored already. A platform may deliver one message

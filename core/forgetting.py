@@ -16,7 +16,8 @@ What a forget reaches, in this order:
    written from a forgotten memory or carries the text, is cleared and written again later from what remains;
    ongoing threads learned from a forgotten message or carrying the text are deleted;
 2. in the groups the user spoke in, what the companion repeated of it to others (`_forget_echoes`);
-3. memory files of the scope that the companion wrote into the data directory (exports, `.bak`);
+3. memory files of the scope that the companion wrote into the data directory (exports, `.bak`), and the
+   scope's messages held in its spool file at a stop during a database outage (`conversations/spool.py`);
 4. what the stores' files keep after a delete: chromadb's write-ahead queue, full-text index and free
    pages (`chroma_erasure.py`); SQLite frees with `secure_delete` and the WAL is truncated.
 Token usage holds counts per day, role and model, never text, so there is nothing to erase there.
@@ -34,6 +35,7 @@ from pathlib import Path
 from core.memory_editor import MemoryEditor
 from core.types import clean_text
 from knowledge.conversations.history import ConversationHistory
+from knowledge.conversations.spool import MessageSpool
 from knowledge.forget.fence import ForgetFence
 from knowledge.forget.target import NOTHING, ForgetTarget
 from knowledge.journal.journal import Journal
@@ -99,8 +101,11 @@ class Forgetting:
         now: Callable[[], datetime],
         files: Path | None = None,
         similarity: float = DEFAULT_FORGET_SIMILARITY,
+        members: Callable[[str], list[str]] = lambda user_id: [user_id],
     ) -> None:
-        """`files`: the data directory, whose memory files (exports, `.bak`) of a forgotten scope go too."""
+        """`files`: the data directory, whose memory files (exports, `.bak`) and spooled messages of a forgotten
+        scope go too. `members`: the identities of a scope's user (a linked person's, `Links.members`), under
+        which the spool keeps what they said."""
         self._knowledge = knowledge
         self._history = history
         self._journal = journal
@@ -109,6 +114,7 @@ class Forgetting:
         self.fence = fence
         self._now = now
         self._files = files
+        self._members = members
         self.similarity = similarity
 
     # -- routes --------------------------------------------------------------------------------
@@ -299,6 +305,11 @@ class Forgetting:
         self._knowledge.queries.forget()
         self._history.queries.forget()  # the same encoder when the app shares one; forgetting twice is free
         files = () if self._files is None else tuple(erase_memory_files(self._files, scope, target))
+        if self._files is not None:
+            spool, said = MessageSpool(self._files), target.matches if target is not None else None
+            identities = {scope.user_id, *self._members(scope.user_id)}
+            if sum(spool.forget(Scope(scope.persona_id, identity), said) for identity in sorted(identities)):
+                files += (spool.path,)
         self._knowledge.erase_remnants(target or NOTHING)
         self._history.checkpoint()
         self._journal.checkpoint()

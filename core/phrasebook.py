@@ -17,6 +17,10 @@ NOT_ALLOWED = "Sorry, I can't talk with you here: the person who runs me hasn't 
 SOMETHING_BROKE = "Sorry, something went wrong on my side. Please try again in a moment."
 EMPTY_MESSAGE = "I got an empty message. Did you mean to say something?"
 LOST_WORDS = "Sorry, I lost my words for a moment. Your message is saved; say it again?"
+HELD_UNTIL_BACK = (
+    "I can't reach my memory right now, so I can't answer yet. I'm holding on to what you write and will "
+    "answer it, in order, as soon as I can."
+)
 HELD_NOT_SAVED = (
     "I can't save our conversation right now (my storage is full or failing), so I can't answer properly. "
     "I'm holding on to your message and will save it as soon as I can; if I'm restarted before that, it is lost."

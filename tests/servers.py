@@ -64,7 +64,9 @@ def postgres_bin() -> Path:
 class PostgresServer:
     """A throwaway PostgreSQL cluster on a free loopback port; `url(database)` connects to it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, survives_crashes: bool = False) -> None:
+        """`survives_crashes`: a commit is kept through `crash` (the default loses the last few, for speed)."""
+        self.survives_crashes = survives_crashes
         self.bin = postgres_bin()
         self.root = Path(tempfile.mkdtemp(prefix="companion-pg-"))
         self.port = free_port()
@@ -84,6 +86,21 @@ class PostgresServer:
         self._run(
             [str(self.bin / "initdb"), "-D", str(data), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8", "--no-sync"]
         )
+        self._launch()
+        return self
+
+    def crash(self) -> None:
+        """Stop at once, as `pg_ctl stop -m immediate` does: every connection drops, nothing is shut down cleanly."""
+        assert self._process is not None
+        self._run([str(self.bin / "pg_ctl"), "stop", "-D", str(self.root / "data"), "-m", "immediate"])
+        self._process.wait(timeout=20)
+
+    def restart(self) -> None:
+        """Start again on the same files and port, after `crash` (the server recovers what it had)."""
+        self._launch()
+
+    def _launch(self) -> None:
+        data = self.root / "data"
         log = self.root / "server.log"
         settings = {
             "listen_addresses": "127.0.0.1",
@@ -91,17 +108,16 @@ class PostgresServer:
             "unix_socket_directories": str(self.root),
             "max_connections": "500",
             "fsync": "off",  # a throwaway cluster: durability is not what the tests measure
-            "synchronous_commit": "off",
+            "synchronous_commit": "on" if self.survives_crashes else "off",
             "full_page_writes": "off",
         }
         command = [str(self.bin / "postgres"), "-D", str(data)]
         for name, value in settings.items():
             command += ["-c", f"{name}={value}"]
-        with open(log, "wb") as output:
+        with open(log, "ab") as output:
             self._process = subprocess.Popen(self._as_user + command, stdout=output, stderr=subprocess.STDOUT)
         wait_for_port(self.port, self._process, "PostgreSQL", log)
         self._wait_until_accepting()
-        return self
 
     @property
     def pid(self) -> int:

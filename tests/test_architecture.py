@@ -93,6 +93,7 @@ WING_RULES = {
         "core.errors",
         "core.phrasebook",
         "knowledge.records",
+        "knowledge.errors",  # the storage errors every layer reads instead of a driver's (an outage is held)
     },
 }
 

@@ -50,17 +50,18 @@ def migrate(ctx: click.Context, url: str, chroma_host: str | None, chroma_port: 
 
 def _copy(app: App, url: str, host: str, port: int) -> MigrationReport:
     from bot.routing import PersonaChoices
+    from knowledge.errors import StorageUnavailableError
     from knowledge.journal.place_personas import PlacePersonas
     from knowledge.memory.chroma_store import COLLECTION, open_chroma_client
     from knowledge.memory.store_guard import MemoryStoreGuard
     from knowledge.migration import TargetNotEmptyError, check_empty, copy_memories, copy_tables, verify
-    from knowledge.sql.postgres import DatabaseUnavailableError, PostgresDatabase
+    from knowledge.sql.postgres import PostgresDatabase
     from knowledge.sql.sqlite import SQLiteDatabase
 
     data_dir = app.settings.storage.data_dir
     try:
         target = PostgresDatabase(url)
-    except DatabaseUnavailableError as error:
+    except StorageUnavailableError as error:
         raise click.ClickException(f"--to: {error}") from error
     source = SQLiteDatabase(data_dir / "companion.sqlite3")
     clients = {

@@ -64,6 +64,10 @@ def cli_settings(ctx: click.Context) -> Settings:
             raise
         raise click.ClickException(str(error)) from error
     logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    # The connection pools warn at every try to reconnect while PostgreSQL is away; the outage is ours to tell,
+    # once as it starts and once as it ends (bot/platforms/outage.py); COMPANION_LOG_LEVEL=DEBUG shows their tries.
+    if logging.getLogger().level > logging.DEBUG:
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     redact_secrets(settings.secrets())
     for notice in renamed_settings():
         log.warning(notice)

@@ -5,7 +5,8 @@ message is meant for the companion (always in private; in a group when it mentio
 bot, or everywhere in the chats the operator chose), what the companion cannot read or hear, a message
 the platform delivered twice (stored, answered and learned from once), the `IncomingMessage`, the
 turn, the reply as it grows, and what the person is told when something fails. A platform says only
-how it receives (an `Arrival`) and how it sends, edits and shows that it is typing (a `Chat`).
+how it receives (an `Arrival`) and how it sends, edits and shows that it is typing (a `Chat`). While the
+database is out of reach, messages wait in `outage.HeldMessages` and are answered, in order, once it is back.
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from bot.ordering import TurnOrder
+from bot.ordering import TurnOrder, lock_out_of_reach
+from bot.platforms.outage import Held, HeldMessages
 from bot.platforms.streaming import MonotonicTimer, ReplySurface, Timer, Typing, stream_reply
 from bot.routing import Place, Router
 from core import phrasebook
 from core.companion import Companion
 from core.errors import UserFacingError
 from core.types import Image, IncomingMessage, UserRef
+from knowledge.errors import first_line, storage_problem
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,7 @@ class PlatformContext:
     router: Router
     order: TurnOrder
     streaming: bool = True
+    held: HeldMessages | None = None  # messages waiting out a database outage (by default the pipeline's own)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,13 +89,16 @@ class MessagePipeline:
         *,
         order: TurnOrder | None = None,
         timer: Timer | None = None,
+        held: HeldMessages | None = None,
     ) -> None:
         """`order`: one turn at a time per conversation (None where the platform's updates already come in order);
-        `timer` paces growing replies (tests pass one that does not really wait)."""
+        `timer` paces growing replies (tests pass one that does not really wait); `held`: where messages wait out
+        a database outage, and the turn order they are answered in once it is over (the platform's)."""
         self._companion = companion
         self._router = router
         self.order = order
         self._timer = timer or MonotonicTimer()
+        self.held = held if held is not None else HeldMessages(order or TurnOrder())
 
     async def receive(self, arrival: Arrival, chat: Chat) -> None:
         """Answer `arrival` if it is for the companion; the person is told when it cannot be answered."""
@@ -108,35 +115,84 @@ class MessagePipeline:
         if arrival.unreadable:
             await chat.send(phrasebook.NOT_TEXT)
             return
+        number = self.held.number()  # its place in line, should it have to wait out an outage
+        if self.held.outage:  # the messages held before it come first
+            await self._hold(number, arrival, chat, "messages are held")
+            return
         in_turn = self.order.turn(place.conversation) if self.order is not None else contextlib.nullcontext()
         async with in_turn:
-            try:
-                await self._answer(arrival, chat)
-                return
-            except UserFacingError as error:
-                text = str(error)
-            except Exception:
-                log.exception("answering a message failed")
-                text = phrasebook.SOMETHING_BROKE
-            try:
-                await chat.send(text)
-            except Exception:
-                log.exception("could not tell the user about the error")
+            away = await self._turn(arrival, chat)
+        if away is not None:
+            await self._hold(number, arrival, chat, away)
 
-    async def _answer(self, arrival: Arrival, chat: Chat) -> None:
-        if arrival.source_id is not None and await self._companion.already_received(arrival.source_id):
-            return  # delivered again: a webhook retried, polling resumed, a gateway event replayed
+    async def _turn(self, arrival: Arrival, chat: Chat) -> str | None:
+        """Answer `arrival` in its turn; what keeps the database out of reach if it is (the message is not
+        answered then), else None (answered, or told why not)."""
+        if lock_out_of_reach():
+            return "a turn lock could not be taken"
+        try:
+            await self._answer(arrival, chat)
+            return None
+        except UserFacingError as error:
+            text = str(error)
+        except Exception as error:
+            if storage_problem(error) == "unavailable":
+                return first_line(error)
+            log.exception("answering a message failed")
+            text = phrasebook.SOMETHING_BROKE
+        try:
+            await chat.send(text)
+        except Exception:
+            log.exception("could not tell the user about the error")
+        return None
+
+    async def _hold(self, number: int, arrival: Arrival, chat: Chat, cause: str) -> None:
+        """Hold `arrival` until the database is back; its sender is told once per outage."""
+
+        async def answer() -> bool:
+            async with self.held.order.turn(arrival.place.conversation, retry=True):
+                return await self._turn(arrival, chat) is None
+
+        def keep() -> None:
+            incoming = self._incoming(arrival, self._persona_at_stop(arrival))
+            self._companion.keep_for_next_start(incoming, group=not arrival.place.private)
+
         place = arrival.place
-        incoming = IncomingMessage(
+        if self.held.hold(Held(number, place.conversation, arrival.user, answer, keep), cause=cause):
+            try:
+                await chat.send(phrasebook.HELD_UNTIL_BACK)
+            except Exception:
+                log.exception("could not tell the user their message is held")
+
+    def _persona_at_stop(self, arrival: Arrival) -> str:
+        """The persona of the place, or the configured one while the database with the `/persona` choices is away."""
+        try:
+            return self._router.persona_for(arrival.place.ids)
+        except Exception as error:
+            if storage_problem(error) is None:
+                raise
+            return self._router.rules.persona_for(arrival.place.ids) or self._router.default_persona
+
+    @staticmethod
+    def _incoming(arrival: Arrival, persona_id: str, image: Image | None = None) -> IncomingMessage:
+        place = arrival.place
+        return IncomingMessage(
             conversation=place.conversation,
             user=arrival.user,
             speaker_name=arrival.speaker_name,
             text=arrival.text,
             sent_at=arrival.sent_at,
-            persona_id=self._router.persona_for(place.ids),
+            persona_id=persona_id,
             source_id=arrival.source_id,
-            image=await arrival.image() if arrival.image is not None else None,
+            image=image,
         )
+
+    async def _answer(self, arrival: Arrival, chat: Chat) -> None:
+        if arrival.source_id is not None and await self._companion.already_received(arrival.source_id):
+            return  # delivered again: a webhook retried, polling resumed, a gateway event replayed
+        place = arrival.place
+        image = await arrival.image() if arrival.image is not None else None
+        incoming = self._incoming(arrival, self._router.persona_for(place.ids), image)
         typing = chat.typing()
         async with typing or contextlib.nullcontext():
             result = await self._companion.handle(incoming, group=not place.private)

@@ -17,6 +17,8 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from knowledge.errors import storage_problem
+
 DECAY_JOB = "decay:daily"
 IDLE_JOB = "summarize:idle"
 PRUNE_JOB = "prune:hourly"
@@ -96,10 +98,16 @@ class Scheduler:
 
     def _once_per_slot(self, name: str, job: Job, slot: timedelta) -> Job:
         async def run() -> object:
-            if self._claim is not None and not self._claim(name, slot_of(self._now(), slot)):
-                log.info("%s: this slot was run by another process", name)
+            try:
+                if self._claim is not None and not self._claim(name, slot_of(self._now(), slot)):
+                    log.info("%s: this slot was run by another process", name)
+                    return None
+                return await job()
+            except Exception as error:
+                if storage_problem(error) != "unavailable":
+                    raise
+                log.warning("%s: skipped, the database is out of reach; it runs again at its next time", name)
                 return None
-            return await job()
 
         return run
 

@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Protocol, Self, TypeVar
 
 from core.background.checkpoint import Checkpoint, CrashPoint, no_crash
 from core.clock import Clock
+from knowledge.errors import storage_problem
 from knowledge.forget.fence import ForgetFence, ScopeForgottenError
 from knowledge.journal.job_queue import Job, JobQueue
 from knowledge.records import Scope
@@ -93,6 +94,7 @@ class BackgroundTasks:
         self._backoff = tuple(backoff)
         self._handlers: dict[str, JobHandler] = {}
         self._workers: dict[Scope, asyncio.Task[None]] = {}
+        self._unreleased: dict[str, tuple[Job, JobPayload | None]] = {}  # held jobs an outage kept from release
         self._slots = asyncio.Semaphore(concurrency)
         self._closing = False
         self._watching: asyncio.Task[None] | None = None
@@ -121,8 +123,16 @@ class BackgroundTasks:
         return self._jobs.enqueue(kind, scope, payload.to_json(), at=self._clock.now(), held_by=self._cluster.worker_id)
 
     def release(self, job: Job, payload: JobPayload | None = None) -> None:
-        """Start a held job, with the payload it learned while held, if any."""
-        self._jobs.release(job.id, None if payload is None else payload.to_json())
+        """Start a held job, with the payload it learned while held, if any (while the database is away, the
+        watch releases it once it is back)."""
+        try:
+            self._jobs.release(job.id, None if payload is None else payload.to_json())
+        except Exception as error:
+            if storage_problem(error) != "unavailable":
+                raise
+            self._unreleased[job.id] = (job, payload)
+            return
+        self._unreleased.pop(job.id, None)
         self._schedule(job.scope)
 
     def _known(self, payload: JobPayload) -> str:
@@ -167,11 +177,15 @@ class BackgroundTasks:
         while not self._closing:
             await asyncio.sleep(every)
             try:
+                for job, payload in list(self._unreleased.values()):
+                    self.release(job, payload)
+                await asyncio.to_thread(self._cluster.alive, self._cluster.worker_id)  # keeps our life lock held
                 await asyncio.to_thread(self._jobs.release_orphans, self._cluster.alive)
                 for scope in self._jobs.scopes_with_work():
                     self._schedule(scope)
-            except Exception:  # the database may be away for a moment: look again later
-                log.exception("looking for background work left by other processes failed; trying again")
+            except Exception as error:  # the database may be away for a moment: look again later
+                if storage_problem(error) != "unavailable":
+                    log.exception("looking for background work left by other processes failed; trying again")
 
     def prune(self, *, dead_letters_before: datetime) -> int:
         """Finished work keeps no text: delete finished jobs, and dead letters older than the cutoff."""
@@ -210,19 +224,27 @@ class BackgroundTasks:
 
     async def _work(self, scope: Scope) -> None:
         try:
-            while True:
-                async with self._cluster.try_acquire(f"jobs:{scope}") as ours:
-                    if not ours:
-                        return  # another process runs the scope's jobs, and looks for more once it lets go
-                    while (job := self._jobs.next_job(scope)) is not None:
-                        await self._run(job)
-                # Let go, then look once more: a job written meanwhile by a process that found the scope
-                # taken is ours to run. (No await from here to leaving `_workers`: a job submitted here
-                # after this look starts a new worker.)
-                if self._jobs.next_job(scope) is None:
-                    return
+            await self._work_through(scope)
+        except Exception as error:
+            if storage_problem(error) != "unavailable":
+                raise
+            # The database is away: the jobs stay pending in it, and the watch schedules them once it is back.
+            log.debug("background jobs of a scope wait for the database (%s)", error)
         finally:
             self._workers.pop(scope, None)
+
+    async def _work_through(self, scope: Scope) -> None:
+        while True:
+            async with self._cluster.try_acquire(f"jobs:{scope}") as ours:
+                if not ours:
+                    return  # another process runs the scope's jobs, and looks for more once it lets go
+                while (job := self._jobs.next_job(scope)) is not None:
+                    await self._run(job)
+            # Let go, then look once more: a job written meanwhile by a process that found the scope
+            # taken is ours to run. (No await from here to leaving `_workers`: a job submitted here
+            # after this look starts a new worker.)
+            if self._jobs.next_job(scope) is None:
+                return
 
     async def _run(self, job: Job) -> None:
         handler = self._handlers.get(job.kind)
@@ -237,7 +259,9 @@ class BackgroundTasks:
                 raise
             except ScopeForgottenError:
                 log.info("%s job %s: its scope was forgotten while it ran; running it again", job.kind, job.id)
-            except Exception as error:  # noqa: BLE001 - any failure is retried, then dead-lettered: never lost
+            except Exception as error:
+                if storage_problem(error) == "unavailable":
+                    raise  # not the job's fault: it runs again once the database is back
                 attempts += 1
                 if not await self._retry_or_give_up(current, attempts, error):
                     return

@@ -84,6 +84,7 @@ class ResponseHandler:
         self._llm = llm
         self._prompt_builder = prompt_builder
         self._clock = clock
+        self._degraded = False  # the memory server was out of reach at the last retrieval (said once)
         self._retrieval_limit = retrieval_limit
         self._history = history
         self._excerpt_limit = excerpt_limit
@@ -290,9 +291,16 @@ class ResponseHandler:
             found = [hit.record for hit in rank_for_prompt(hits, self._clock.now())]
             if when.window is not None:
                 found = await asyncio.to_thread(self._from_window, scope, query, audience, when, found)
-        except Exception:  # a broken store must not cost the user their reply
-            log.exception("memory retrieval failed for %s; replying without memories", scope)
+        except Exception as error:  # a broken store must not cost the user their reply
+            if storage_problem(error) != "unavailable":
+                log.exception("memory retrieval failed for %s; replying without memories", scope)
+            elif not self._degraded:  # an outage, said once: the conversation still goes into the prompt
+                log.warning("degraded: the memory store is out of reach (%s); replying without memories", error)
+            self._degraded = storage_problem(error) == "unavailable"
             return system_records(persona), []
+        if self._degraded:
+            log.warning("the memory store is back: replies recall memories again")
+            self._degraded = False
 
         def shown(record: MemoryRecord) -> bool:
             asked = when.window is not None and not when.window.last_time and in_window(record, when.window)
@@ -453,7 +461,12 @@ class ResponseHandler:
         finally:  # answered, failed, or dropped by the caller (the stream closed before its end)
             if description is not None and not description.done():
                 description.cancel()  # no answer to keep the photo's description with
-            on_end(result.stored)
+            try:
+                on_end(result.stored)
+            except Exception as error:
+                if storage_problem(error) is None:
+                    raise
+                log.warning("storage unavailable (%s): the turn's background work waits", storage_problem(error))
 
     def _keep_trace(
         self,

@@ -118,8 +118,11 @@ class _ScopeHistory:
         return len(self._messages)
 
     def add(self, message: StoredMessage, vector: np.ndarray) -> None:
-        """Index a message newer than every message held; its predecessor gains it as context."""
+        """Index a message newer than every message held; its predecessor gains it as context. A message held
+        already is left as it is (indexed again after a commit whose answer an outage cut off)."""
         with self._lock:
+            if message.id in self._messages:
+                return
             thread = self._remember(message)
             self._put(thread, len(thread) - 1, vector)
             if len(thread) > 1:

@@ -4,7 +4,9 @@ chromadb creates an empty store wherever it is pointed, so a deleted or swapped 
 would start without a word and every memory would be gone. The SQLite file beside it remembers
 which collection held the memories (in server mode, the shared database does, for the Chroma
 server); at start-up the store must still hold that collection, and a message log with
-conversations in it but no memory store at all is refused too.
+conversations in it but no memory store at all is refused too. The other way round as well: a SQLite
+file emptied or replaced by a new one (0 bytes after a bad restore) beside a memory store that holds
+memories would start as new, and the earlier conversations would be silently gone.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ class MemoryStoreMissingError(Exception):
     """The memory store is not the one this data directory's memories were kept in."""
 
 
+class MessagesMissingError(Exception):
+    """The message database is new or empty, though the memory store beside it holds memories."""
+
+
 class MemoryStoreGuard:
     """Checks at start-up that the memory store is the one the message log knows, and records it."""
 
@@ -44,6 +50,8 @@ class MemoryStoreGuard:
             raise MemoryStoreMissingError("the memory store is missing or new, though earlier conversations are kept")
         if current is not None and recorded is not None and current != recorded:
             raise MemoryStoreMissingError("the memory store is not the one this data directory recorded")
+        if current is not None and recorded is None and client.get_collection(self._collection).count():
+            raise MessagesMissingError("it is new or empty, though the memory store beside it holds memories")
 
     def record(self, client: Any) -> None:
         """Remember the store's collection as the one holding this data directory's memories."""

@@ -40,7 +40,8 @@ class ClusterLocks(Protocol):
         ...
 
     def alive(self, worker_id: str) -> bool:
-        """Whether the worker named is still running."""
+        """Whether the worker named is still running (asked about itself: yes, and it makes sure the others see
+        it so, after a server restart too)."""
         ...
 
     async def aclose(self) -> None:

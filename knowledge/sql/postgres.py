@@ -9,6 +9,10 @@
   killed mid-turn or mid-job never leaves a lock behind. Each process holds one more lock, on its
   worker id, for as long as it runs: that is how the others tell it is alive.
 - `PostgresForgetLedger` numbers forgets cluster-wide for the forget fence.
+
+Every failure of the server or the link to it leaves here as the project's own `StorageError`
+(`knowledge/errors.py`): `StorageUnavailableError` while the server is stopped, restarting or out of
+reach, so the callers hold what they cannot store and try again, never psycopg's exception types.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
+import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -23,6 +29,14 @@ from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from knowledge.errors import (
+    StorageError,
+    StorageUnavailableError,
+    async_storage_errors,
+    first_line,
+    storage_error,
+    storage_errors,
+)
 from knowledge.records import Scope
 from knowledge.sql.rows import Row, row_type
 
@@ -36,15 +50,20 @@ LOCK_POOL = 64  # a turn holds one while it runs (a conversation's turns never o
 # Waiting for a lock connection is waiting for a turn: past LOCK_POOL turns at once, the next waits its turn.
 LOCK_POOL_WAIT = 3600.0
 CONNECT_TIMEOUT = 10  # seconds
+# A pool that cannot connect tries again with growing pauses for this long, then gives up until asked again:
+# kept short, so that a server back after a long outage is found at the next statement, not minutes later.
+RECONNECT_TIMEOUT = 5.0
+# While the server is away, a statement is refused at once, and once a second one tries for a connection for a
+# second at most: the stores are called from the event loop too, which must not stall a pool's wait per statement.
+AWAY_PAUSE = 1.0
 _MIGRATION_LOCK = "schema:migrations"
 
 
-class DatabaseUnavailableError(Exception):
-    """The PostgreSQL server cannot be reached, or refused us."""
-
-
-class SchemaMismatchError(Exception):
+class SchemaMismatchError(StorageError):
     """A store expects a table or column the migrations did not make."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("schema", detail)
 
 
 def missing_driver() -> str:
@@ -124,17 +143,25 @@ class PostgresDatabase:
             import psycopg
             from psycopg_pool import ConnectionPool
         except ImportError as error:
-            raise DatabaseUnavailableError(missing_driver()) from error
+            raise StorageUnavailableError(missing_driver()) from error
         self.url = url
         try:
             migrate(url)
         except psycopg.OperationalError as error:
-            raise DatabaseUnavailableError(f"cannot reach the database ({_first_line(error)})") from error
+            raise StorageUnavailableError(f"cannot reach the database ({first_line(error)})") from error
         self._pool = ConnectionPool(
-            url, min_size=1, max_size=pool_size, kwargs={"autocommit": True}, open=True, name="companion-queries"
+            url,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True},
+            open=True,
+            name="companion-queries",
+            reconnect_timeout=RECONNECT_TIMEOUT,
         )
-        self._pool.wait(timeout=CONNECT_TIMEOUT)
+        with storage_errors():
+            self._pool.wait(timeout=CONNECT_TIMEOUT)
         self._closed = False
+        self._retry_at = 0.0  # while the server is away: when a statement may try it again
 
     def create(self, schema: str) -> None:
         """Check that the migrations made every table of a store's embedded schema."""
@@ -159,12 +186,27 @@ class PostgresDatabase:
 
     @contextmanager
     def transaction(self) -> Iterator[_Transaction]:
-        with self._pool.connection() as connection, connection.transaction():
+        with self._connection() as connection, connection.transaction():
             yield _Transaction(connection)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        with self._pool.connection() as connection:
-            return connection.cursor(row_factory=named_rows).execute(postgres_sql(sql), params).fetchall()
+        with self._connection() as connection:
+            rows: list[Row] = connection.cursor(row_factory=named_rows).execute(postgres_sql(sql), params).fetchall()
+            return rows
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """A pooled connection, or `StorageUnavailableError` at once while the server is away (see `AWAY_PAUSE`)."""
+        away = self._retry_at > 0
+        if away and time.monotonic() < self._retry_at:
+            raise StorageUnavailableError("the database is out of reach")
+        try:
+            with storage_errors(), self._pool.connection(timeout=AWAY_PAUSE if away else None) as connection:
+                yield connection
+        except StorageUnavailableError:
+            self._retry_at = time.monotonic() + AWAY_PAUSE
+            raise
+        self._retry_at = 0.0
 
     def checkpoint(self) -> bool:
         """Nothing of the server's files is ours to reach: its autovacuum reclaims what deletes free."""
@@ -182,23 +224,26 @@ _TABLES = (
 _COLUMNS = "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ?"
 
 
-def _first_line(error: BaseException) -> str:
-    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-
-
 class PostgresCluster:
     """`ClusterLocks` on PostgreSQL advisory locks, released by the server when their holder's connection ends."""
 
     def __init__(self, url: str, *, pool_size: int = LOCK_POOL) -> None:
-        import psycopg
         from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
         self._worker_id = f"worker_{uuid.uuid4().hex[:12]}"
         # Held for as long as this process runs: while it is, everyone can tell we are alive.
-        self._life = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
-        self._life.execute("SELECT pg_advisory_lock(%s)", (lock_key(self._worker_id),))
+        self._url = url
+        self._life_guard = threading.Lock()
+        self._life = self._live()
         kwargs = {"autocommit": True}
-        sizes: dict[str, Any] = {"min_size": 0, "max_size": pool_size, "kwargs": kwargs, "timeout": LOCK_POOL_WAIT}
+        sizes: dict[str, Any] = {
+            "min_size": 0,
+            "max_size": pool_size,
+            "kwargs": kwargs,
+            "timeout": LOCK_POOL_WAIT,
+            "reconnect_timeout": RECONNECT_TIMEOUT,
+        }
+        self._size = pool_size
         self._threads = ConnectionPool(url, open=True, name="companion-locks", **sizes)
         self._tasks = AsyncConnectionPool(url, open=False, name="companion-turns", **sizes)
         self._opening = asyncio.Lock()
@@ -211,17 +256,18 @@ class PostgresCluster:
     @contextmanager
     def hold(self, name: str) -> Iterator[None]:
         key = lock_key(name)
-        with self._threads.connection() as connection:
+        with storage_errors(), self._threads.connection(timeout=self._wait(self._threads)) as connection:
             connection.execute("SELECT pg_advisory_lock(%s)", (key,))
             try:
                 yield
             finally:
-                connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                _unlock_now(connection, key)
 
     @asynccontextmanager
     async def acquire(self, name: str) -> AsyncIterator[None]:
         key = lock_key(name)
-        async with (await self._pool()).connection() as connection:
+        pool = await self._pool()
+        async with async_storage_errors(), pool.connection(timeout=self._wait(pool)) as connection:
             await connection.execute("SELECT pg_advisory_lock(%s)", (key,))
             try:
                 yield
@@ -231,7 +277,8 @@ class PostgresCluster:
     @asynccontextmanager
     async def try_acquire(self, name: str) -> AsyncIterator[bool]:
         key = lock_key(name)
-        async with (await self._pool()).connection() as connection:
+        pool = await self._pool()
+        async with async_storage_errors(), pool.connection(timeout=self._wait(pool)) as connection:
             cursor = await connection.execute("SELECT pg_try_advisory_lock(%s)", (key,))
             [(held,)] = await cursor.fetchall()
             try:
@@ -241,14 +288,43 @@ class PostgresCluster:
                     await _unlock(connection, key)
 
     def alive(self, worker_id: str) -> bool:
+        self._revive()  # asked about itself too, as the watch does: its own life lock is held again after a restart
         if worker_id == self._worker_id:
             return True
         key = lock_key(worker_id)
-        with self._threads.connection() as connection:
+        with storage_errors(), self._threads.connection(timeout=CONNECT_TIMEOUT) as connection:
             [(free,)] = connection.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchall()
             if free:  # nobody holds its life lock: that worker is gone
                 connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
         return not free
+
+    def _live(self) -> Any:
+        """A connection holding this worker's life lock."""
+        import psycopg
+
+        with storage_errors():
+            life = psycopg.connect(self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+            life.execute("SELECT pg_advisory_lock(%s)", (lock_key(self._worker_id),))
+        return life
+
+    def _revive(self) -> None:
+        """A server that restarted let go of our life lock with its connection: take it again, so the other
+        processes (which ask `alive` as they look for work left behind) do not take this one's work."""
+        with self._life_guard:
+            try:
+                with storage_errors():
+                    self._life.execute("SELECT 1")
+                return
+            except StorageUnavailableError:
+                self._life.close()
+            self._life = self._live()
+
+    def _wait(self, pool: Any) -> float:
+        """How long to wait for a lock connection: while the pool has room, a connection is a connect away,
+        so a server out of reach is told within `CONNECT_TIMEOUT`; a full pool means turns are waiting theirs."""
+        stats = pool.get_stats()
+        busy = stats.get("pool_size", 0) >= self._size and not stats.get("pool_available", 0)
+        return LOCK_POOL_WAIT if busy else CONNECT_TIMEOUT
 
     async def aclose(self) -> None:
         if self._opened:
@@ -267,8 +343,24 @@ class PostgresCluster:
 
 async def _unlock(connection: Any, key: int) -> None:
     # A connection broken meanwhile has lost the lock with it; the pool throws that connection away.
-    if not connection.closed:
+    if connection.closed:
+        return
+    try:
         await connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    except Exception as error:
+        if storage_error(error) is None:
+            raise
+
+
+def _unlock_now(connection: Any, key: int) -> None:
+    """`_unlock` from a worker thread."""
+    if connection.closed:
+        return
+    try:
+        connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    except Exception as error:
+        if storage_error(error) is None:
+            raise
 
 
 class PostgresForgetLedger:

@@ -108,3 +108,14 @@ def test_a_new_data_directory_is_readable_by_its_owner_only(runner: CliRunner, d
     result = runner.invoke(cli, LIST)
     assert result.exit_code == 0, result.output
     assert stat.S_IMODE(data.stat().st_mode) == 0o700  # other local users reach none of the files inside
+
+
+def test_an_emptied_message_database_beside_memories_is_refused_until_accepted(runner: CliRunner, used: Path) -> None:
+    for leftover in used.glob("companion.sqlite3-*"):  # its write-ahead log goes with it, as in a bad restore
+        leftover.unlink()
+    (used / "companion.sqlite3").write_bytes(b"")
+    line = fails_in_one_line(runner, *LIST)
+    assert str(used / "companion.sqlite3") in line and "new or empty" in line and "backup" in line
+    accepted = runner.invoke(cli, ["--accept-empty-memory", *LIST])
+    assert accepted.exit_code == 0 and "green tea" in accepted.output
+    assert runner.invoke(cli, LIST).exit_code == 0  # the memory store is recorded again: no flag needed

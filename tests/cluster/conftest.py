@@ -29,12 +29,17 @@ def shared_chroma(chroma_server: ChromaServer) -> ChromaServer:
     return chroma_server
 
 
+def in_server_mode(settings: Settings, database_url: str, chroma: ChromaServer) -> Settings:
+    """`settings` with the stores on this PostgreSQL database and this Chroma server."""
+    return settings.changed(
+        storage={"database_url": SecretStr(database_url), "chroma_host": "127.0.0.1", "chroma_port": chroma.port}
+    )
+
+
 @pytest.fixture
 def server_settings(settings: Settings, database_url: str, shared_chroma: ChromaServer) -> Settings:
     """The test settings in server mode: a fresh PostgreSQL database and the Chroma server."""
-    return settings.changed(
-        storage={"database_url": SecretStr(database_url), "chroma_host": "127.0.0.1", "chroma_port": shared_chroma.port}
-    )
+    return in_server_mode(settings, database_url, shared_chroma)
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from knowledge.forget.target import ForgetTarget
 from knowledge.records import MemoryRecord, Scope
 from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock
+from tests.fakes.messages import make_message
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.scenario import CHAT, MONITOR, SUMMARIZER, Body, monitor_rules, turn_user_text, update
 
@@ -38,8 +39,6 @@ SOURCE_ID = "telegram:7:100"  # the platform id of the first message, for the pl
 
 
 async def say(companion: Companion, text: str, *, source_id: str | None = None) -> None:
-    from tests.fakes.messages import make_message
-
     result = await companion.handle(make_message(text, source_id=source_id))
     await result.text()
 
@@ -88,7 +87,10 @@ async def store_the_secret(app: App, fake_openai: FakeOpenAIServer, alice: Scope
             cli_run, "memory", "export", "--persona", "xiaoxiang", "--user", "alice", "-o", str(export)
         )
     assert Path(f"{export}.bak").exists()
+    # held through a database outage at a stop: kept in the spool file for the next start
+    companion.keep_for_next_start(make_message(f"also, {SECRET} is on my passport"), group=False)
     before = scan_directory(app.settings.storage.data_dir, SECRET)
+    assert app.settings.storage.data_dir / "held-messages.jsonl" in before.in_files
     assert {place.split(": ")[1] for place in before.in_rows} >= {
         "messages.content",
         "memory_history.new_content",
@@ -280,8 +282,6 @@ LOCKER = "zebra-4711"
 async def test_what_the_companion_repeated_to_others_in_a_group_is_forgotten_with_the_user(
     app: App, fake_openai: FakeOpenAIServer, alice: Scope, bob: Scope, route: str
 ) -> None:
-    from tests.fakes.messages import make_message
-
     companion = app.companion
     fake_openai.set_default(MONITOR, monitor_rules({"what did Alice say": f"[ADD] Alice's locker code is {LOCKER}"}))
 

@@ -160,7 +160,9 @@ class CompanionCog(commands.Cog):
         self.bot = bot
         self.companion = context.companion
         self.router = context.router
-        self.pipeline = MessagePipeline(context.companion, context.router, order=context.order, timer=timer)
+        self.pipeline = MessagePipeline(
+            context.companion, context.router, order=context.order, timer=timer, held=context.held
+        )
         self.chat_commands = ChatCommands(context.companion, context.router, help=HELP_TEXT, whispers=True)
         self._streaming = context.streaming
         self._outbox = DiscordOutbox(bot)

@@ -182,7 +182,7 @@ class TelegramAdapter:
         self._companion = context.companion
         self._streaming = context.streaming
         # no turn order here: PTB's update processor hands each chat's updates over in order
-        self._pipeline = MessagePipeline(context.companion, context.router, timer=timer)
+        self._pipeline = MessagePipeline(context.companion, context.router, timer=timer, held=context.held)
         self._commands = ChatCommands(context.companion, context.router, help=HELP_TEXT)
 
     def register(self, application: Application) -> None:  # type: ignore[type-arg]

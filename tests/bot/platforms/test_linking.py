@@ -21,6 +21,7 @@ from knowledge.people.links import is_person
 from knowledge.records import Scope
 from tests.fakes.clock import FakeClock
 from tests.fakes.discord import FakeInteraction, press
+from tests.fakes.messages import make_message
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.telegram_server import FakeBotAPI
 from tests.fakes.telegram_updates import feed
@@ -129,6 +130,13 @@ async def test_terminal_telegram_and_discord_become_one_memory_and_forget_togeth
     await dpytest.message(f"<@{discord_bot.user.id}> what do you know about me?", member=alice_dc)
     server_prompt = system_prompt(fake_openai)
     assert "cello" not in server_prompt and "Mochi" not in server_prompt and SECRET not in server_prompt
+
+    # a message held through a database outage at a stop is kept under the identity that said it
+    app.companion.keep_for_next_start(make_message(f"also, {SECRET}", user_id="telegram:101"), group=False)
+    assert (
+        app.settings.storage.data_dir / "held-messages.jsonl"
+        in scan_directory(app.settings.storage.data_dir, SECRET).in_files
+    )
 
     # /forget from Discord forgets the person everywhere, the links with it
     asking = FakeInteraction(alice_dc, dm)
