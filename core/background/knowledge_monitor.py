@@ -61,6 +61,7 @@ from knowledge.records import KEEP, MemoryChange, MemoryRecord, ReviewKind, Scop
 from knowledge.rules import decay
 from knowledge.rules.decay import MemoryPolicy, PolicyFor
 from knowledge.rules.discretion import Audience, learned_in
+from knowledge.rules.temporal import LIFETIMES, lifetime_end
 from personas.loader import ModelChoice, Persona
 
 __all__ = [
@@ -181,6 +182,8 @@ parent in hospital, exams), each listed with its id under THREADS:
 Dates: ADD, UPDATE and CHANGE may say when, inside the tag, in {user}'s own words: about="..." for the \
 moment a plan, promise or event is at, until="..." for when a state ends. \
 [ADD about="next Monday 10:00"] 主人有面试   [ADD until="Friday"] 主人在出差   [UPDATE:mem_id until="明天"]
+Lifetimes: an ADD of a passing state says how long it lasts, lasts=today, lasts=week or lasts=ongoing, \
+instead of until: [ADD lasts=today] 主人今天很累   [ADD lasts=week] 主人这周在赶项目
 Never work out a date yourself: copy the words ("tomorrow evening", "下周一上午10点", "30 Nov"), and \
 keep them out of the content.
 
@@ -795,6 +798,11 @@ def _broken_rule(state: _TurnState, op: Op) -> str | None:
         return "the user asked to forget this"
     if isinstance(op, (Add, Update, Change)) and (unreadable := _unreadable_date(op, state.turn_time)):
         return unreadable
+    if isinstance(op, Add) and op.lasts is not None:
+        if op.lasts.lower() not in LIFETIMES:
+            return f"lasts: {op.lasts!r} is not one of {', '.join(LIFETIMES)}"
+        if op.until is not None:
+            return "lasts and until both say when it ends: give one"
     if isinstance(op, (Open, News, Close)):
         return _broken_thread_rule(state, op)
     if isinstance(op, (Add, Skip)):
@@ -847,6 +855,8 @@ def _unreadable_date(op: Dated, now: datetime) -> str | None:
 def _dates(op: Dated, now: datetime) -> tuple[datetime | None, datetime | None]:
     """The op's `about` and `until`, resolved against the turn's local time, in UTC."""
     about, until = (None if words is None else find_moment(words, now) for words in (op.about, op.until))
+    if isinstance(op, Add) and op.lasts is not None:  # checked by `_broken_rule`
+        until = lifetime_end(op.lasts.lower(), now)
     return (None if about is None else about.astimezone(UTC)), (None if until is None else until.astimezone(UTC))
 
 
