@@ -3,8 +3,8 @@
 The prompt is the persona and the user's profile (always, when one is written and the audience may read
 it), then what the companion knows (system and core memories always, the summary of the conversation's start
 once it has left the window, facts and episodes retrieved for this message), then the conversation so far.
-Each memory and each message is a whole item: when the budget is short, the lowest-ranked items go first and no item is
-ever cut in half.
+Each memory and each message is a whole item: when the budget is short, the lowest-ranked items go first and
+no item is ever cut in half.
 """
 
 from __future__ import annotations

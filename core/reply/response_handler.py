@@ -257,36 +257,27 @@ class ResponseHandler:
         the window, back to its start (`/new`, or a pause longer than the idle timeout), the first and the latest ones,
         `SO_FAR_EPISODES` in all. Only this conversation's own: in a group, the group's, which it may hear of."""
         first = window[0]
+        closed = self._closed.get((first.persona_id, first.conversation_id))
+        found: list[MemoryRecord] = []
         try:
-            episodes = sorted(
-                (
-                    record
-                    for record in self._knowledge.memories(scope, categories=["episode"])
-                    if record.conversation_id == first.conversation_id
-                    and episode_moment(record) < first.sent_at
-                    and audience.may_use(record)
-                ),
-                key=episode_moment,
-                reverse=True,
-            )
-            sent = {
-                message.id: message.sent_at
-                for message in self.working_memory.log.get(
-                    message_id for episode in episodes for message_id in episode.message_ids
-                )
-            }
+            episodes = [
+                record
+                for record in self._knowledge.memories(scope, categories=["episode"])
+                if record.conversation_id == first.conversation_id
+                and episode_moment(record) < first.sent_at
+                and audience.may_use(record)
+            ]
+            later = first.sent_at  # when the stretch after the episode looked at began
+            for episode in sorted(episodes, key=episode_moment, reverse=True):
+                times = [message.sent_at for message in self.working_memory.log.get(episode.message_ids)]
+                ended = max(times, default=None)
+                if ended is None or later - ended > self._idle_timeout or (closed is not None and ended <= closed):
+                    break  # an earlier conversation, closed by a pause or `/new`
+                found.append(episode)
+                later = min(times)
         except Exception:  # a broken store must not cost the user their reply
             log.exception("reading the conversation's summary failed for %s; replying without it", scope)
             return []
-        closed = self._closed.get((first.persona_id, first.conversation_id))
-        found: list[MemoryRecord] = []
-        later = first.sent_at  # when the stretch after the episode looked at began
-        for episode in episodes:
-            times = [sent[message_id] for message_id in episode.message_ids if message_id in sent]
-            if not times or later - max(times) > self._idle_timeout or (closed is not None and max(times) <= closed):
-                break  # an earlier conversation, closed by a pause or `/new`
-            found.append(episode)
-            later = min(times)
         if len(found) > SO_FAR_EPISODES:  # how it began, and the latest
             found = [*found[: SO_FAR_EPISODES - 1], found[-1]]
         return found[::-1]
