@@ -10,6 +10,7 @@ the task runner retries the job; an answer that cannot be read twice becomes a d
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -184,6 +185,8 @@ moment a plan, promise or event is at, until="..." for when a state ends. \
 [ADD about="next Monday 10:00"] 主人有面试   [ADD until="Friday"] 主人在出差   [UPDATE:mem_id until="明天"]
 Lifetimes: an ADD of a passing state says how long it lasts, lasts=today, lasts=week or lasts=ongoing, \
 instead of until: [ADD lasts=today] 主人今天很累   [ADD lasts=week] 主人这周在赶项目
+Weights: an ADD may say how much it matters, from weight=0.5 (a passing remark) to weight=2 (a life event: \
+a death, a birth, a wedding, a new job); leave it out when ordinary. [ADD weight=2] 主人的外婆去世了
 Never work out a date yourself: copy the words ("tomorrow evening", "下周一上午10点", "30 Nov"), and \
 keep them out of the content.
 
@@ -658,6 +661,8 @@ class KnowledgeMonitor:
         if any(_normalized(op.content) == _normalized(added) or restates(op.content, added) for added in state.added):
             return op, "repeats an ADD of this turn"
         about, until = _dates(op, state.turn_time)
+        weight = 1.0 if op.weight is None else _weight(op.weight)
+        assert weight is not None  # `_broken_rule` refused a weight that is no number
         duplicate = self._duplicate_of(state.scope, op.content, state.audience, list(state.shown.values()))
         if duplicate is not None and about is not None and duplicate.about != about:
             duplicate = None  # the same words about another day: another plan
@@ -668,7 +673,7 @@ class KnowledgeMonitor:
                     op.content,
                     category="fact",
                     source="background_ai",
-                    importance=state.policy.new_fact_importance,
+                    importance=decay.weighed_importance(weight, state.policy),
                     conversation_id=state.turn.conversation_id,
                     message_ids=state.turn.message_ids,
                     learned_in=learned_in(state.turn.conversation_id, group=state.turn.group),
@@ -803,6 +808,8 @@ def _broken_rule(state: _TurnState, op: Op) -> str | None:
             return f"lasts: {op.lasts!r} is not one of {', '.join(LIFETIMES)}"
         if op.until is not None:
             return "lasts and until both say when it ends: give one"
+    if isinstance(op, Add) and op.weight is not None and _weight(op.weight) is None:
+        return f"weight: {op.weight!r} is not a number"
     if isinstance(op, (Open, News, Close)):
         return _broken_thread_rule(state, op)
     if isinstance(op, (Add, Skip)):
@@ -850,6 +857,15 @@ def _unreadable_date(op: Dated, now: datetime) -> str | None:
         if words is not None and find_moment(words, now) is None:
             return f"{name}: {words!r} is not a date the code can read"
     return None
+
+
+def _weight(words: str) -> float | None:
+    """The number an ADD's weight says, or None if it says none."""
+    try:
+        weight = float(words)
+    except ValueError:
+        return None
+    return weight if math.isfinite(weight) else None
 
 
 def _dates(op: Dated, now: datetime) -> tuple[datetime | None, datetime | None]:
