@@ -62,7 +62,7 @@ from knowledge.records import KEEP, MemoryChange, MemoryRecord, ReviewKind, Scop
 from knowledge.rules import decay
 from knowledge.rules.decay import MemoryPolicy, PolicyFor
 from knowledge.rules.discretion import Audience, learned_in
-from knowledge.rules.temporal import LIFETIMES, lifetime_end
+from knowledge.rules.temporal import LIFETIMES, has_ended, lifetime_end
 from personas.loader import ModelChoice, Persona
 
 __all__ = [
@@ -666,6 +666,8 @@ class KnowledgeMonitor:
         duplicate = self._duplicate_of(state.scope, op.content, state.audience, list(state.shown.values()))
         if duplicate is not None and about is not None and duplicate.about != about:
             duplicate = None  # the same words about another day: another plan
+        if duplicate is not None and has_ended(duplicate, state.turn_time):
+            duplicate = None  # a state that is over, said again: a new one ("tired today", the next day)
         if duplicate is None:
             state.plan.effects.append(
                 AddMemory(

@@ -321,6 +321,11 @@ async def test_a_state_that_lasts_today_is_gone_from_the_prompt_tomorrow_in_the_
     move_to(clock, datetime(2026, 11, 27, 0, 10, tzinfo=here))  # her tomorrow
     await me.say(asked)
     assert content not in system_message(fake_openai.requests_for(CHAT)[-1])
+    move_to(clock, datetime(2026, 11, 27, 21, 0, tzinfo=here))  # tired again that evening: a new state, for today
+    await me.say(said)
+    await settle(companion)
+    await me.say(asked)
+    assert content in retrieved(fake_openai)
 
 
 @pytest.mark.parametrize(
