@@ -684,6 +684,7 @@ def build_companion(
         profiles=stores.journal.profiles,
         threads=stores.journal.threads,
         traces=stores.journal.traces,
+        idle_timeout=timedelta(minutes=settings.memory.idle_timeout_minutes),
     )
     companion = Companion(
         personas=basics.personas,

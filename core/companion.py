@@ -264,6 +264,7 @@ class Companion:
         window = self.responses.working_memory.window(persona.id, conversation_id)
         if window:
             self.responses.working_memory.close_window(persona.id, conversation_id)
+            self.responses.conversation_closed(persona.id, conversation_id)
             self.lifecycle.conversation_overflowed(Scope(persona.id, window[-1].user_id), conversation_id)
         speaker = next((message.speaker_name for message in reversed(window) if message.role == "user"), None)
         return self.greeting(persona.id, speaker)

@@ -10,6 +10,7 @@ the task runner retries the job; an answer that cannot be read twice becomes a d
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -61,6 +62,7 @@ from knowledge.records import KEEP, MemoryChange, MemoryRecord, ReviewKind, Scop
 from knowledge.rules import decay
 from knowledge.rules.decay import MemoryPolicy, PolicyFor
 from knowledge.rules.discretion import Audience, learned_in
+from knowledge.rules.temporal import LIFETIMES, has_ended, lifetime_end
 from personas.loader import ModelChoice, Persona
 
 __all__ = [
@@ -181,6 +183,10 @@ parent in hospital, exams), each listed with its id under THREADS:
 Dates: ADD, UPDATE and CHANGE may say when, inside the tag, in {user}'s own words: about="..." for the \
 moment a plan, promise or event is at, until="..." for when a state ends. \
 [ADD about="next Monday 10:00"] 主人有面试   [ADD until="Friday"] 主人在出差   [UPDATE:mem_id until="明天"]
+Lifetimes: an ADD of a passing state says how long it lasts, lasts=today, lasts=week or lasts=ongoing, \
+instead of until: [ADD lasts=today] 主人今天很累   [ADD lasts=week] 主人这周在赶项目
+Weights: an ADD may say how much it matters, from weight=0.5 (a passing remark) to weight=2 (a life event: \
+a death, a birth, a wedding, a new job); leave it out when ordinary. [ADD weight=2] 主人的外婆去世了
 Never work out a date yourself: copy the words ("tomorrow evening", "下周一上午10点", "30 Nov"), and \
 keep them out of the content.
 
@@ -655,9 +661,13 @@ class KnowledgeMonitor:
         if any(_normalized(op.content) == _normalized(added) or restates(op.content, added) for added in state.added):
             return op, "repeats an ADD of this turn"
         about, until = _dates(op, state.turn_time)
+        weight = 1.0 if op.weight is None else _weight(op.weight)
+        assert weight is not None  # `_broken_rule` refused a weight that is no number
         duplicate = self._duplicate_of(state.scope, op.content, state.audience, list(state.shown.values()))
         if duplicate is not None and about is not None and duplicate.about != about:
             duplicate = None  # the same words about another day: another plan
+        if duplicate is not None and has_ended(duplicate, state.turn_time):
+            duplicate = None  # a state that is over, said again: a new one ("tired today", the next day)
         if duplicate is None:
             state.plan.effects.append(
                 AddMemory(
@@ -665,7 +675,7 @@ class KnowledgeMonitor:
                     op.content,
                     category="fact",
                     source="background_ai",
-                    importance=state.policy.new_fact_importance,
+                    importance=decay.weighed_importance(weight, state.policy),
                     conversation_id=state.turn.conversation_id,
                     message_ids=state.turn.message_ids,
                     learned_in=learned_in(state.turn.conversation_id, group=state.turn.group),
@@ -795,6 +805,13 @@ def _broken_rule(state: _TurnState, op: Op) -> str | None:
         return "the user asked to forget this"
     if isinstance(op, (Add, Update, Change)) and (unreadable := _unreadable_date(op, state.turn_time)):
         return unreadable
+    if isinstance(op, Add) and op.lasts is not None:
+        if op.lasts.lower() not in LIFETIMES:
+            return f"lasts: {op.lasts!r} is not one of {', '.join(LIFETIMES)}"
+        if op.until is not None:
+            return "lasts and until both say when it ends: give one"
+    if isinstance(op, Add) and op.weight is not None and _weight(op.weight) is None:
+        return f"weight: {op.weight!r} is not a number"
     if isinstance(op, (Open, News, Close)):
         return _broken_thread_rule(state, op)
     if isinstance(op, (Add, Skip)):
@@ -844,9 +861,20 @@ def _unreadable_date(op: Dated, now: datetime) -> str | None:
     return None
 
 
+def _weight(words: str) -> float | None:
+    """The number an ADD's weight says, or None if it says none."""
+    try:
+        weight = float(words)
+    except ValueError:
+        return None
+    return weight if math.isfinite(weight) else None
+
+
 def _dates(op: Dated, now: datetime) -> tuple[datetime | None, datetime | None]:
     """The op's `about` and `until`, resolved against the turn's local time, in UTC."""
     about, until = (None if words is None else find_moment(words, now) for words in (op.about, op.until))
+    if isinstance(op, Add) and op.lasts is not None:  # checked by `_broken_rule`
+        until = lifetime_end(op.lasts.lower(), now)
     return (None if about is None else about.astimezone(UTC)), (None if until is None else until.astimezone(UTC))
 
 

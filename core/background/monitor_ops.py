@@ -4,7 +4,9 @@ The operations: docs/development/design-rules.md#monitor-operations.
 
 An ADD, UPDATE or CHANGE may carry dates as attributes inside its tag, in the user's own words:
 `[ADD about="next Monday 10:00"] 主人有面试`, `[UPDATE:mem_1 until="Friday"]`. They stay text here;
-the monitor resolves them against the turn's local time in code (`knowledge/dates/moments.py`).
+the monitor resolves them against the turn's local time in code (`knowledge/dates/moments.py`). An ADD may
+say how long a state lasts instead: `[ADD lasts=today] 主人今天很累` (today, week or ongoing; code sets its end),
+and how much it weighs: `[ADD weight=2] 主人的外婆去世了` (a number; code holds it to its range).
 
 Ongoing threads (what is going on in the user's life now) have three ops of their own: `[OPEN since="last
 week"] job hunt: sent three applications` (title, then the latest news after a colon), `[NEWS:thr_1] got an
@@ -21,11 +23,14 @@ from typing import TypeAlias
 @dataclass(frozen=True)
 class Add:
     """[ADD] content: a new fact about the user; `about`: the moment a plan or event refers to, `until`:
-    when a state ends (each as the model wrote it)."""
+    when a state ends (each as the model wrote it), `lasts`: how long a state lasts, `weight`: how much it
+    matters (both checked by the monitor)."""
 
     content: str
     about: str | None = None
     until: str | None = None
+    lasts: str | None = None
+    weight: str | None = None
 
 
 @dataclass(frozen=True)
@@ -111,7 +116,7 @@ _FULL_WIDTH = str.maketrans({"【": "[", "】": "]", "［": "[", "］": "]", "�
 # [WORD], [WORD:id], then attributes up to the bracket: [ADD about="next Monday"], [UPDATE:mem_1 until=Friday]
 _TAG = re.compile(r"\[\s*([A-Za-z]+)\s*(?::\s*([^\]\s]*))?\s*([^\]]*?)\s*\]")
 _ATTRIBUTE = re.compile(
-    r"\s*(?P<name>about|until|since)\s*[=:]\s*"
+    r"\s*(?P<name>about|until|since|lasts|weight)\s*[=:]\s*"
     r"(?:\"(?P<double>[^\"]*)\"|'(?P<single>[^']*)'|“(?P<curly>[^”]*)”|「(?P<corner>[^」]*)」|(?P<bare>[^\s\"']+))",
     re.IGNORECASE,
 )
@@ -120,7 +125,12 @@ _BARE_SKIP = re.compile(r"^\W*skip\W*$", re.IGNORECASE)
 _MEMORY_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 _OP_WORDS = {"add", "update", "change", "boost", "delete", "skip", "open", "news", "close"}
 # the attributes each op may carry; the others carry none
-_ATTRIBUTES = {"add": {"about", "until"}, "update": {"about", "until"}, "change": {"about", "until"}, "open": {"since"}}
+_ATTRIBUTES = {
+    "add": {"about", "until", "lasts", "weight"},
+    "update": {"about", "until"},
+    "change": {"about", "until"},
+    "open": {"since"},
+}
 
 
 def _ascii_brackets(text: str) -> str:

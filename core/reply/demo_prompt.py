@@ -108,10 +108,11 @@ class DemoPromptBuilder(PromptBuilder):
         reserved: int = 0,
         profile: str | None = None,
         threads: Sequence[OngoingThread] = (),
+        so_far: Sequence[MemoryRecord] = (),
     ) -> Prompt:
         """The demo prompt for the last message of `window`: system and core memories beyond the user's own
-        facts, episodes, times, images, the profile and threads are left out (the demo model cannot use them; it is
-        offered no tools, so nothing is `reserved` for them)."""
+        facts, episodes (the summary `so_far` too), times, images, the profile and threads are left out (the demo
+        model cannot use them; it is offered no tools, so nothing is `reserved` for them)."""
         if not window:
             raise ValueError("the window must end with the message being answered")
         *earlier, current = window

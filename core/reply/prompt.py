@@ -1,10 +1,10 @@
 """PromptBuilder (the design's MemoryInjector): builds the prompt for a reply inside the model's token budget.
 
 The prompt is the persona and the user's profile (always, when one is written and the audience may read
-it), then what the companion knows (system and core memories always, facts and episodes retrieved for
-this message), then the conversation so far. Each memory and each
-message is a whole item: when the budget is short, the lowest-ranked items go first and no item is
-ever cut in half.
+it), then what the companion knows (system and core memories always, the summary of the conversation's start
+once it has left the window, facts and episodes retrieved for this message), then the conversation so far.
+Each memory and each message is a whole item: when the budget is short, the lowest-ranked items go first and
+no item is ever cut in half.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from core.types import ChatMessage
 from knowledge.journal.ongoing_threads import OngoingThread
 from knowledge.records import MemoryRecord, StoredMessage
 from knowledge.rules.decay import MemoryPolicy
+from knowledge.rules.temporal import episode_moment
 from personas.loader import Persona
 from personas.lorebook import LoreEntry
 
@@ -69,6 +70,7 @@ class _Item:
     message: StoredMessage | None = None  # a message of the current conversation
     excerpt: StoredMessage | None = None  # a past message found by the conversation history's search
     memory_line: str | None = None  # how the memory is listed: with its time, and how it is known
+    so_far: bool = False  # the memory sums up this conversation's start, which left the window
 
     @property
     def line(self) -> str:
@@ -164,6 +166,7 @@ class PromptBuilder:
         reserved: int = 0,
         profile: str | None = None,
         threads: Sequence[OngoingThread] = (),
+        so_far: Sequence[MemoryRecord] = (),
     ) -> Prompt:
         """The prompt for replying to the last message of `window`.
 
@@ -173,7 +176,8 @@ class PromptBuilder:
         `when`: the turn's time, which the prompt states and dates every memory by (under `policy`'s
         plan rules). `reserved` tokens of the budget are left free (for tools and what they bring back).
         `profile`: the user's profile, shown whole after the time, and `threads` what is going on in their life
-        now, in the Now section (the caller checked this audience may read both).
+        now, in the Now section (the caller checked this audience may read both). `so_far`: the episodes that sum
+        up this conversation's messages that left the window, oldest first, shown under their own heading.
         """
         if not window:
             raise ValueError("the window must end with the message being answered")
@@ -186,7 +190,7 @@ class PromptBuilder:
         except MessageTooLongError:  # a context too small for the profile too: the message comes first
             base, closing, current_message, fixed = self._frame(persona, window, group, image_url, when)
         title = persona.title_for(speaker)
-        ranked = self._ranked(always, retrieved, excerpts, earlier, when, policy or MemoryPolicy(), title)
+        ranked = self._ranked(always, so_far, retrieved, excerpts, earlier, when, policy or MemoryPolicy(), title)
         chosen = self._fit(ranked, self.budget.prompt_tokens - reserved - fixed, persona, group)
         while True:
             prompt = self._assemble(base, closing, chosen, current_message, title, persona, group, ranked, earlier)
@@ -257,6 +261,7 @@ class PromptBuilder:
     @staticmethod
     def _ranked(
         always: Sequence[MemoryRecord],
+        so_far: Sequence[MemoryRecord],
         retrieved: Sequence[MemoryRecord],
         excerpts: Sequence[StoredMessage],
         earlier: Sequence[StoredMessage],
@@ -264,16 +269,18 @@ class PromptBuilder:
         policy: MemoryPolicy,
         title: str,
     ) -> list[_Item]:
-        def remembered(memory: MemoryRecord) -> _Item:
+        def remembered(memory: MemoryRecord, so_far: bool = False) -> _Item:
             line = f"- {memory.content}" if when is None else memory_line(memory, when, policy)
-            return _Item(memory=memory, memory_line=line + how_known(memory, title))
+            return _Item(memory=memory, memory_line=line + how_known(memory, title), so_far=so_far)
 
         newest_first = [_Item(message=message) for message in reversed(earlier)]
-        always_ids = {memory.id for memory in always}
+        listed = {memory.id for memory in [*always, *so_far]}
         return [
             *(remembered(memory) for memory in always),
             *newest_first[:RECENT_MESSAGES_FIRST],
-            *(remembered(memory) for memory in retrieved if memory.id not in always_ids),
+            # the thread of the conversation before the recent messages: how it began, then the newest summary first
+            *(remembered(memory, so_far=True) for memory in [*so_far[:1], *reversed(so_far[1:])]),
+            *(remembered(memory) for memory in retrieved if memory.id not in listed),
             *(_Item(excerpt=message) for message in excerpts),
             *newest_first[RECENT_MESSAGES_FIRST:],
         ]
@@ -286,7 +293,7 @@ class PromptBuilder:
 
     def _fit(self, ranked: list[_Item], room: int, persona: Persona, group: bool) -> list[_Item]:
         # Section headers cost a little; reserve them up front.
-        room -= 3 * count_tokens("\n\n## What you remember about them\n")
+        room -= 4 * count_tokens("\n\n## What you remember about them\n")
         chosen: list[_Item] = []
         for item in ranked:
             cost = self._item_tokens(item, persona, group)
@@ -311,10 +318,18 @@ class PromptBuilder:
         memories = [item for item in chosen if item.memory is not None]
         messages = {item.message.id for item in chosen if item.message is not None}
         known = [item.line for item in memories if item.memory and item.memory.category in ("system", "core")]
-        relevant = [item.line for item in memories if item.memory and item.memory.category not in ("system", "core")]
+        relevant = [
+            item.line
+            for item in memories
+            if item.memory and item.memory.category not in ("system", "core") and not item.so_far
+        ]
+        # shown as the conversation went, whatever their rank
+        so_far = sorted((episode_moment(item.memory), item.line) for item in memories if item.so_far and item.memory)
         system = base
         if known:
             system += f"\n\n## What you remember about {title} and yourself\n" + "\n".join(known)
+        if so_far:
+            system += "\n\n## Earlier in this conversation (your notes)\n" + "\n".join(line for _, line in so_far)
         if relevant:
             system += "\n\n## What you remember that may matter now\n" + "\n".join(relevant)
         quoted = [item.line for item in chosen if item.excerpt is not None]

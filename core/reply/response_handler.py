@@ -10,8 +10,8 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from datetime import UTC, tzinfo
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
 from core import phrasebook
@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 MAX_QUERY_CHARS = 2000
 # "What did we talk about last time?": the latest episodes before this conversation, whatever their words.
 LAST_TIME_EPISODES = 2
+# The summary of the conversation so far, once its start has left the window: its first episode (how it began)
+# and the latest, this many in all.
+SO_FAR_EPISODES = 3
 WINDOW_CHAPTERS = 4  # a time named brings its chapters first: a month's and its weeks', say
 # With the `recall` tool offered, the prompt leaves this much of the budget for the tool's definition
 # and what its calls bring back.
@@ -71,13 +74,15 @@ class ResponseHandler:
         profiles: Profiles | None = None,
         threads: OngoingThreads | None = None,
         traces: ReplyTraces | None = None,
+        idle_timeout: timedelta = timedelta(minutes=30),
     ) -> None:
         """`excerpt_limit`: past messages from `history` quoted at most, when memories do not cover them;
         `profiles`: each user's profile, always in their prompt where the audience may read it; `threads`: what is
         going on in their life, in the prompt's Now section;
         `image_limits`: the largest photo accepted, and the size it is scaled to for the model;
         `policy_for`: a persona's memory rules (when a past plan leaves the prompt); `traces`: where each
-        answered turn's trace is kept (ids, tokens, timings), if anywhere."""
+        answered turn's trace is kept (ids, tokens, timings), if anywhere;
+        `idle_timeout`: the pause that ends a conversation (its summary so far stays in its prompt until then)."""
         self.working_memory = working_memory
         self.image_limits = image_limits or ImageLimits()
         self._knowledge = knowledge
@@ -93,6 +98,9 @@ class ResponseHandler:
         self._profiles = profiles
         self._threads = threads
         self._traces = traces
+        self._idle_timeout = idle_timeout
+        # when `/new` last closed each conversation in this process; after a restart the pause rule alone ends one
+        self._closed: dict[tuple[str, str], datetime] = {}
 
     async def reply(
         self,
@@ -162,9 +170,13 @@ class ResponseHandler:
         stored = self.store_message(persona.id, scope, message, group=group, message_id=incoming.id)
         window = self.working_memory.window(persona.id, message.conversation_id)
         when = self._turn_time(scope, message, stored, window, zone)
+        so_far = await asyncio.to_thread(self._so_far, scope, audience, window)
+        if so_far:  # the conversation began before its window: "last time" is before its first episode
+            when = replace(when, conversation_start=min(when.conversation_start, episode_moment(so_far[0])))
         policy = self._policy_for(persona.id)
         always, retrieved = await self._recall(persona, scope, message.text, audience, when, policy)
-        excerpts = await self._excerpts(scope, message.text, window, [*always, *retrieved], audience, when.window)
+        shown = [*always, *so_far, *retrieved]
+        excerpts = await self._excerpts(scope, message.text, window, shown, audience, when.window)
         profile = await asyncio.to_thread(self._profile_for, scope, audience)
         threads = await asyncio.to_thread(self._threads_for, scope, audience)
         with_tools = self._llm.settings("chat").chosen(persona.models.get("chat")).tools
@@ -182,6 +194,7 @@ class ResponseHandler:
                 reserved=RECALL_RESERVE if with_tools else 0,
                 profile=profile,
                 threads=threads,
+                so_far=so_far,
             )
         except MessageTooLongError as error:  # lore the earlier messages bring in left no room: refused after all
             await asyncio.to_thread(self.working_memory.log.forget_messages, scope, [stored.id])
@@ -190,12 +203,12 @@ class ResponseHandler:
         dropped = {record.id for record in prompt.dropped_memories}
         # what the chat model actually saw, so the monitor can judge which memories were used
         shown_ids = tuple(
-            record.id for record in [*always, *retrieved] if record.category != "system" and record.id not in dropped
+            dict.fromkeys(record.id for record in shown if record.category != "system" and record.id not in dropped)
         )
         recall = None
         if with_tools:
             title = persona.title_for(message.speaker_name)
-            sources = (message_id for record in [*always, *retrieved] for message_id in record.message_ids)
+            sources = (message_id for record in shown for message_id in record.message_ids)
             held = {*shown_ids, *sources, *(message.id for message in [*window, *excerpts])}
             room = room_for(self._prompt_builder.budget.prompt_tokens, prompt.tokens)
             recall = RecallTurn(self._recall_tool, RecallContext(scope, audience, when, policy, title, held), room)
@@ -234,6 +247,40 @@ class ResponseHandler:
             conversation_start=window[0].sent_at if window else stored.sent_at,
             window=find_window(message.text[:MAX_QUERY_CHARS], now),
         )
+
+    def conversation_closed(self, persona_id: str, conversation_id: str) -> None:
+        """`/new` ended the conversation: what was said before stays out of its summary so far."""
+        self._closed[(persona_id, conversation_id)] = self._clock.now()
+
+    def _so_far(self, scope: Scope, audience: Audience, window: list[StoredMessage]) -> list[MemoryRecord]:
+        """The summary of this conversation so far, oldest first: of the episodes written of its messages that left
+        the window, back to its start (`/new`, or a pause longer than the idle timeout), the first and the latest ones,
+        `SO_FAR_EPISODES` in all. Only this conversation's own: in a group, the group's, which it may hear of."""
+        first = window[0]
+        closed = self._closed.get((first.persona_id, first.conversation_id))
+        found: list[MemoryRecord] = []
+        try:
+            episodes = [
+                record
+                for record in self._knowledge.memories(scope, categories=["episode"])
+                if record.conversation_id == first.conversation_id
+                and episode_moment(record) < first.sent_at
+                and audience.may_use(record)
+            ]
+            later = first.sent_at  # when the stretch after the episode looked at began
+            for episode in sorted(episodes, key=episode_moment, reverse=True):
+                times = [message.sent_at for message in self.working_memory.log.get(episode.message_ids)]
+                ended = max(times, default=None)
+                if ended is None or later - ended > self._idle_timeout or (closed is not None and ended <= closed):
+                    break  # an earlier conversation, closed by a pause or `/new`
+                found.append(episode)
+                later = min(times)
+        except Exception:  # a broken store must not cost the user their reply
+            log.exception("reading the conversation's summary failed for %s; replying without it", scope)
+            return []
+        if len(found) > SO_FAR_EPISODES:  # how it began, and the latest
+            found = [*found[: SO_FAR_EPISODES - 1], found[-1]]
+        return found[::-1]
 
     def _profile_for(self, scope: Scope, audience: Audience) -> str | None:
         """The user's profile, if one is written and `audience` may read it: in a group only a profile whose

@@ -18,6 +18,9 @@ from typing import Any, Literal
 from knowledge.records import CLEAR, KEEP, MemoryChange, MemoryRecord, ReviewKind
 
 DAY = timedelta(days=1)
+# The weight the monitor may give a new fact, times `new_fact_importance`: a passing remark at the bottom, a life
+# event at the top, which stays below `promote_review_at` (only use makes core) and fades more slowly.
+ADD_WEIGHTS = (0.5, 2.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,12 @@ class DecayOutcome:
     importance: float
     delete: bool = False
     review: ReviewKind | None = None
+
+
+def weighed_importance(weight: float, policy: MemoryPolicy) -> float:
+    """A new fact's importance under the monitor's `weight`, held to `ADD_WEIGHTS`."""
+    low, high = ADD_WEIGHTS
+    return policy.new_fact_importance * min(max(weight, low), high)
 
 
 def base_of(record: MemoryRecord) -> float:

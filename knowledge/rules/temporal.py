@@ -10,6 +10,8 @@ A memory may be about a moment (`about`: a plan or an event) and may hold only u
   passed, then *past* for `past_plan_days`, then *faded*: it leaves the prompt (it stays stored and
   decays like any fact, and a message naming its time still finds it).
 - An **event** (a memory about a moment before it was learned) simply carries its date.
+- A **lifetime** the monitor gives a new state ends it: `today` at the end of the user's day, `week` at the end
+  of their week (Sunday), `ongoing` never (`lifetime_end`).
 - A **state** past its `until` leaves the prompt, except a fact that changed (`replaced_by`): its old
   value stays, read as the past ("used to live in Beijing, until Nov 2026").
 """
@@ -30,6 +32,8 @@ PlanStage = Literal["upcoming", "past", "faded"]
 # The stamp the summarizer writes at the start of an episode: "[2026-01-03 18:00] …", in UTC.
 _EPISODE_STAMP = re.compile(r"^\[(?P<stamp>\d{4}-\d{2}-\d{2} \d{2}:\d{2})\]\s*")
 _DAY = timedelta(days=1)
+# How long a state lasts, as the monitor may say on an ADD; code sets the end.
+LIFETIMES = ("today", "week", "ongoing")
 
 
 def ends(moment: datetime, now: datetime) -> datetime:
@@ -47,6 +51,20 @@ def plan_stage(record: MemoryRecord, now: datetime, policy: MemoryPolicy) -> Pla
     if now < over:
         return "upcoming"
     return "past" if now < over + timedelta(days=policy.past_plan_days) else "faded"
+
+
+def lifetime_end(lifetime: str, now: datetime) -> datetime | None:
+    """The `until` of a state that lasts `lifetime` (one of `LIFETIMES`), learned at `now` (in the user's zone):
+    the local midnight starting its last day, which `ends` reads as the whole day; None for `ongoing`."""
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    match lifetime:
+        case "today":
+            return today
+        case "week":
+            return today + timedelta(days=6 - now.weekday())  # through Sunday
+        case "ongoing":
+            return None
+    raise ValueError(f"unknown lifetime {lifetime!r}: one of {', '.join(LIFETIMES)}")
 
 
 def has_ended(record: MemoryRecord, now: datetime) -> bool:

@@ -32,6 +32,7 @@ from tests.fakes.scenario import (
     CHAT,
     MONITOR,
     REVIEWER,
+    SO_FAR_HEADER,
     SUMMARIZER,
     Person,
     Timeline,
@@ -922,3 +923,95 @@ async def test_the_monitor_and_the_summarizer_record_where_each_memory_was_learn
     episodes = {record.learned_in for record in kb.memories(alice, categories=["episode"])}
     assert episodes == {None, GROUP_A}  # an episode is as private as the conversation it sums up
     await no_trouble(companion, alice)
+
+
+# -- 5b. the conversation so far ------------------------------------------------------------------------
+
+
+def so_far_section(system: str) -> str:
+    """The prompt's summary of the conversation's start (empty when it has none)."""
+    if SO_FAR_HEADER not in system:
+        return ""
+    return system.split(SO_FAR_HEADER, 1)[1].split("\n## ", 1)[0]
+
+
+@pytest.mark.parametrize(
+    ("opening", "summary", "chatter"),
+    [
+        ("I got the job at the bakery!", "Alice said she got the job at the bakery; Xiaoxiang cheered.", "and then"),
+        ("我拿到面包店的工作了！", "主人说拿到了面包店的工作，小祥为她欢呼。", "然后呢"),
+    ],
+    ids=["en", "zh"],
+)
+@pytest.mark.parametrize("ending", ["pause", "new"])
+async def test_the_summary_of_tonights_start_stays_in_the_prompt_until_the_conversation_ends(
+    companion: Companion,
+    kb: ChromaKnowledgeBase,
+    clock: FakeClock,
+    fake_openai: FakeOpenAIServer,
+    alice: Scope,
+    opening: str,
+    summary: str,
+    chatter: str,
+    ending: str,
+) -> None:
+    fake_openai.set_default(CHAT, "嗯嗯")
+    fake_openai.script(SUMMARIZER, summary)
+    me = Person(companion, clock)
+    window = companion.responses.working_memory.window_size
+    await me.say(opening)
+    for n in range(window):  # 62 messages: the opening left the window long ago
+        clock.advance(minutes=1)
+        await me.say(f"{chatter} {n}")
+        await settle(companion)
+    [first, *_] = sorted(kb.memories(alice, categories=["episode"]), key=lambda record: record.about or clock.now())
+    assert first.content.endswith(summary)
+
+    await me.say(f"{chatter} again")
+    system = system_message(fake_openai.requests_for(CHAT)[-1])
+    assert not [text for text in chat_history(fake_openai.requests_for(CHAT)[-1]) if opening in text]
+    assert summary in so_far_section(system)  # the start of tonight, through its summary
+    assert system.count(summary) == 1  # shown once, not again among the memories retrieved
+
+    # the conversation ends (a pause, or /new): the next one starts without tonight's summary in view
+    if ending == "pause":
+        clock.advance(seconds=companion.lifecycle.idle_timeout.total_seconds() + 60)
+        assert await companion.lifecycle.summarize_idle() == 1
+    else:
+        await companion.new_conversation(None, "dm:cli:alice")
+    await settle(companion)
+    clock.advance(minutes=1)
+    await me.say("good morning")
+    assert so_far_section(system_message(fake_openai.requests_for(CHAT)[-1])) == ""
+    await no_trouble(companion, alice)
+
+
+async def test_a_private_conversations_summary_stays_out_of_the_group_prompt(
+    companion: Companion, clock: FakeClock, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    fake_openai.set_default(CHAT, "嗯嗯")
+    fake_openai.set_default(
+        SUMMARIZER,
+        lambda body: (
+            "Alice told Xiaoxiang about her secret diagnosis."
+            if "private talk" in body["messages"][-1]["content"]
+            else "The friends chatted in the group."
+        ),
+    )
+    me = Person(companion, clock)
+    for n in range(companion.responses.working_memory.window_size):
+        await me.say(f"private talk {n}")
+        clock.advance(minutes=1)
+        await settle(companion)
+    await me.say("still here")
+    assert "secret diagnosis" in so_far_section(system_message(fake_openai.requests_for(CHAT)[-1]))
+
+    in_group = Person(companion, clock, conversation_id="group:cli:friends")
+    for n in range(companion.responses.working_memory.window_size):
+        await in_group.say(f"group talk {n}", group=True)
+        clock.advance(minutes=1)
+        await settle(companion)
+    await in_group.say("anyone?", group=True)
+    group_system = system_message(fake_openai.requests_for(CHAT)[-1])
+    assert "secret diagnosis" not in group_system
+    assert "The friends chatted in the group." in so_far_section(group_system)  # the group's own summary

@@ -296,6 +296,66 @@ async def test_a_state_leaves_the_prompt_once_its_until_has_passed(
     assert "主人在上海出差" not in system_message(fake_openai.requests_for(CHAT)[-1])
 
 
+@pytest.mark.parametrize("zone", ZONES)
+@pytest.mark.parametrize(
+    ("said", "op", "asked"),
+    [
+        ("I'm so tired today", "[ADD lasts=today] Alice is tired today", "tired again?"),
+        ("我今天好累", "[ADD lasts=today] 主人今天很累", "还累吗"),
+    ],
+    ids=["en", "zh"],
+)
+async def test_a_state_that_lasts_today_is_gone_from_the_prompt_tomorrow_in_the_users_time_zone(
+    companion: Companion, clock: FakeClock, fake_openai: FakeOpenAIServer, zone: str, said: str, op: str, asked: str
+) -> None:
+    here = ZoneInfo(zone)
+    me = await living_in(companion, clock, zone)
+    fake_openai.set_default(MONITOR, monitor_rules({said: op}))
+    content = op.split("] ", 1)[1]
+    move_to(clock, datetime(2026, 11, 26, 20, 0, tzinfo=here))  # Thursday evening
+    await me.say(said)
+    await settle(companion)
+    move_to(clock, datetime(2026, 11, 26, 23, 50, tzinfo=here))  # still today, where she lives
+    await me.say(asked)
+    assert content in retrieved(fake_openai)
+    move_to(clock, datetime(2026, 11, 27, 0, 10, tzinfo=here))  # her tomorrow
+    await me.say(asked)
+    assert content not in system_message(fake_openai.requests_for(CHAT)[-1])
+    move_to(clock, datetime(2026, 11, 27, 21, 0, tzinfo=here))  # tired again that evening: a new state, for today
+    await me.say(said)
+    await settle(companion)
+    await me.say(asked)
+    assert content in retrieved(fake_openai)
+
+
+@pytest.mark.parametrize(
+    ("said", "op", "asked"),
+    [
+        ("I'm crunching on a project this week", "[ADD lasts=week] Alice is crunching on a project", "the project"),
+        ("这周我在赶项目", "[ADD lasts=week] 主人这周在赶项目", "项目怎么样"),
+    ],
+    ids=["en", "zh"],
+)
+async def test_a_state_that_lasts_this_week_ends_with_sunday_and_an_ongoing_one_stays(
+    companion: Companion, clock: FakeClock, fake_openai: FakeOpenAIServer, said: str, op: str, asked: str
+) -> None:
+    here = ZoneInfo("Asia/Shanghai")
+    me = await living_in(companion, clock, "Asia/Shanghai")
+    lasting = "[ADD lasts=ongoing] " + ("Alice plays the cello" if said.startswith("I") else "主人会拉大提琴")
+    fake_openai.set_default(MONITOR, monitor_rules({said: f"{op}\n{lasting}"}))
+    move_to(clock, datetime(2026, 11, 25, 9, 0, tzinfo=here))  # Wednesday
+    await me.say(said)
+    await settle(companion)
+    move_to(clock, datetime(2026, 11, 29, 23, 0, tzinfo=here))  # Sunday night
+    await me.say(asked)
+    assert op.split("] ", 1)[1] in retrieved(fake_openai)
+    move_to(clock, datetime(2026, 11, 30, 9, 0, tzinfo=here))  # Monday: a new week
+    await me.say(asked)
+    system = system_message(fake_openai.requests_for(CHAT)[-1])
+    assert op.split("] ", 1)[1] not in system
+    assert lasting.split("] ", 1)[1] in system  # no end: it stays
+
+
 async def test_a_changed_fact_keeps_its_past_value(
     companion: Companion, kb: ChromaKnowledgeBase, clock: FakeClock, fake_openai: FakeOpenAIServer
 ) -> None:

@@ -31,6 +31,7 @@ Answer: TypeAlias = str | Callable[[Body], str]
 _MEMORY_LINE = re.compile(r"^\[(mem_[0-9a-f]+)\] (.+)$", re.MULTILINE)
 _CORE_HEADER = re.compile(r"^## What you remember about .+ and yourself$", re.MULTILINE)
 _RETRIEVED_HEADER = "## What you remember that may matter now"
+SO_FAR_HEADER = "## Earlier in this conversation (your notes)"
 
 
 # -- people and time -----------------------------------------------------------------------------
@@ -145,7 +146,7 @@ def prompt_sections(request: RecordedRequest) -> tuple[str, str]:
     core = ""
     match = _CORE_HEADER.search(system)
     if match:
-        core = system[match.end() :].split(_RETRIEVED_HEADER)[0]
+        core = system[match.end() :].split(_RETRIEVED_HEADER)[0].split(SO_FAR_HEADER)[0]
     retrieved = system.split(_RETRIEVED_HEADER, 1)[1] if _RETRIEVED_HEADER in system else ""
     return core, retrieved
 

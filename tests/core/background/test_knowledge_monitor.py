@@ -22,7 +22,7 @@ from core.types import ChatMessage
 from knowledge.journal.journal import Journal
 from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.records import MemoryChange, Scope
-from knowledge.rules.decay import MemoryPolicy
+from knowledge.rules.decay import ADD_WEIGHTS, MemoryPolicy
 from personas.loader import Persona
 from tests.fakes.clock import FakeClock
 from tests.fakes.openai_server import FakeError, FakeOpenAIServer
@@ -718,6 +718,85 @@ async def test_an_update_may_give_a_state_its_end(
     await zoned_monitor.review_turn(persona, alice, dated_turn("这周出差到周五", sent_at=sent, shown=(trip.id,)))
     [updated] = kb.get(alice, [trip.id])
     assert updated.content == "主人在出差" and updated.until == datetime(2026, 11, 27, tzinfo=ZoneInfo("Asia/Shanghai"))
+
+
+@pytest.mark.parametrize(
+    ("ops", "ends"),
+    [
+        # Friday 27 November 07:30 in Shanghai: "today" ends with Friday there, "this week" with Sunday the 29th
+        ("[ADD lasts=today] Alice is tired today\n[ADD LASTS=week] Alice is on call this week", (27, 29)),
+        ('[ADD lasts=today] 主人今天很累\n[ADD lasts="week"] 主人这周值班', (27, 29)),
+    ],
+    ids=["en", "zh"],
+)
+async def test_a_lifetime_on_an_add_sets_its_end_in_the_users_time_zone_and_an_unknown_one_is_refused(
+    zoned_monitor: KnowledgeMonitor,
+    persona: Persona,
+    kb: ChromaKnowledgeBase,
+    fake_openai: FakeOpenAIServer,
+    alice: Scope,
+    ops: str,
+    ends: tuple[int, int],
+) -> None:
+    sent = datetime(2026, 11, 26, 23, 30, tzinfo=UTC)
+    unknown, both = "[ADD lasts=forever] 主人喜欢猫", '[ADD lasts=ongoing until="周五"] 主人在出差'
+    fake_openai.script(MONITOR, f"{ops}\n{unknown}\n{both}\n[ADD lasts=ongoing] 主人会游泳")
+    report = await zoned_monitor.review_turn(persona, alice, dated_turn("今天好累，这周还值班", sent_at=sent))
+
+    shanghai = ZoneInfo("Asia/Shanghai")
+    until = {record.content: record.until for record in kb.memories(alice)}
+    today, week, *_ = (line.split("] ", 1)[1] for line in ops.splitlines())
+    assert until[today] == datetime(2026, 11, ends[0], tzinfo=shanghai)  # through Friday, her day
+    assert until[week] == datetime(2026, 11, ends[1], tzinfo=shanghai)  # through Sunday
+    assert until["主人会游泳"] is None  # ongoing: no end
+    assert "主人喜欢猫" not in until and "主人在出差" not in until
+    assert sorted(reason for _, reason in report.rejected) == [
+        "lasts and until both say when it ends: give one",
+        "lasts: 'forever' is not one of today, week, ongoing",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("event", "remark", "said"),
+    [
+        ("Alice's grandmother died", "Alice had noodles for lunch", "My grandma died this morning. I had noodles."),
+        ("主人的外婆去世了", "主人午饭吃了面", "外婆今天早上走了。我午饭吃了面。"),
+    ],
+    ids=["en", "zh"],
+)
+async def test_an_add_may_be_weighed_within_the_range_code_holds_it_to(
+    monitor: KnowledgeMonitor,
+    persona: Persona,
+    kb: ChromaKnowledgeBase,
+    fake_openai: FakeOpenAIServer,
+    alice: Scope,
+    event: str,
+    remark: str,
+    said: str,
+) -> None:
+    ops = [
+        f"[ADD weight=2] {event}",
+        f"[ADD weight=0.5] {remark}",
+        "[ADD weight=50] Alice wants to be remembered forever",  # held to the top
+        "[ADD weight=-3] Alice said hi",  # held to the bottom
+        "[ADD weight=heavy] Alice is sad",
+        "[ADD] Alice likes tea",
+    ]
+    fake_openai.script(MONITOR, "\n".join(ops))
+    report = await monitor.review_turn(persona, alice, make_turn(said))
+
+    low, high = ADD_WEIGHTS
+    new = MemoryPolicy().new_fact_importance
+    importance = {record.content: record.importance for record in kb.memories(alice)}
+    assert importance == {
+        event: new * 2,
+        remark: new * 0.5,
+        "Alice wants to be remembered forever": new * high,
+        "Alice said hi": new * low,
+        "Alice likes tea": new,
+    }
+    assert high * new < MemoryPolicy().promote_review_at  # a weight alone never makes core
+    assert [reason for _, reason in report.rejected] == ["weight: 'heavy' is not a number"]
 
 
 async def test_a_change_keeps_the_old_value_as_the_past_and_an_update_does_not(
