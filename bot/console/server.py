@@ -190,6 +190,7 @@ def console_app(app: App, access: Access) -> Starlette:
             "memories.html",
             scope=scope,
             identities=await views.identities(app, scope),
+            portrait=await views.portrait(app, scope),
             memories=await views.memories(app, scope),
             quota=await views.quota(app, scope),
             categories=FILE_CATEGORIES,
@@ -268,6 +269,10 @@ def console_app(app: App, access: Access) -> Starlette:
         return JSONResponse(await views.memories(app, scope_of(request.query_params)))
 
     @api
+    async def profile_api(request: Request) -> Response:
+        return JSONResponse(await views.portrait(app, scope_of(request.query_params)))
+
+    @api
     async def quota_api(request: Request) -> Response:
         return JSONResponse(await views.quota(app, scope_of(request.query_params)))
 
@@ -341,6 +346,7 @@ def console_app(app: App, access: Access) -> Starlette:
         Route("/forget-user", forget_user_page, methods=["POST"]),
         Route("/api/scopes", scopes_api, methods=["GET", "DELETE"]),
         Route("/api/memories", memories_api),
+        Route("/api/profile", profile_api),
         Route("/api/replies", replies_api),
         Route("/api/usage", usage_api),
         Route("/api/quota", quota_api),

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from core.forgetting import ForgetReport
 from knowledge.forget.privacy_scan import scan_directory
 from knowledge.memory.memory_file import FILE_CATEGORIES
-from knowledge.records import KEEP, MemoryChange, MemoryRecord, Scope, StoredMessage
+from knowledge.records import KEEP, Category, MemoryChange, MemoryRecord, Scope, StoredMessage
 
 if TYPE_CHECKING:
     from bot.app import App
@@ -28,6 +28,9 @@ MAX_IMPORTANCE = 1000.0
 
 class BadEdit(ValueError):
     """An edit the console refuses, with the reason shown to the operator."""
+
+
+LISTED: tuple[Category, ...] = ("core", "fact", "episode", "chapter")  # what the memories page lists
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -58,10 +61,24 @@ async def identities(app: App, scope: Scope) -> list[str]:
     return [str(identity) for identity in await asyncio.to_thread(app.companion.members, scope)]
 
 
+async def portrait(app: App, scope: Scope) -> dict[str, Any]:
+    """The user's profile (None until one is written) and the ongoing threads of their life, newest news first."""
+    profile = await asyncio.to_thread(app.journal.profiles.get, scope)
+    threads = await asyncio.to_thread(app.journal.threads.active, scope)
+    return {
+        "profile": None
+        if profile is None
+        else {"text": profile.text, "author": profile.author, "written_at": profile.written_at.isoformat()},
+        "threads": [
+            {"title": thread.title, "news": thread.news, "since": thread.since.isoformat()[:10]} for thread in threads
+        ],
+    }
+
+
 async def memories(app: App, scope: Scope) -> list[dict[str, Any]]:
     """A scope's memories, most important first, as `companion memory list --json` prints them, each with
     its history (oldest change first)."""
-    records = await app.companion.memories(scope)
+    records = await asyncio.to_thread(app.knowledge.memories, scope, categories=LISTED)
     history: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
     for entry in await asyncio.to_thread(app.journal.changes.changes, scope):
         history[entry.memory_id].append({**asdict(entry), "at": entry.at.isoformat()})

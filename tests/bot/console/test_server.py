@@ -12,6 +12,7 @@ from pydantic import SecretStr
 from bot.app import App
 from bot.config import Settings
 from bot.console.access import FAILED_LOGIN_WINDOW, FAILED_LOGINS, TOKEN_FILE, operator_token
+from knowledge.journal.profiles import Profile
 from knowledge.records import Scope
 from tests.bot.console.conftest import BEARER, SCRIPT, TOKEN, Clock, seed
 from tests.fakes.messages import make_message
@@ -34,6 +35,7 @@ ROUTES = [
     ("GET", "/replies?persona=xiaoxiang&user=cli:alice"),
     ("GET", "/api/replies?persona=xiaoxiang&user=cli:alice"),
     ("GET", "/api/memories?persona=xiaoxiang&user=cli:alice"),
+    ("GET", "/api/profile?persona=xiaoxiang&user=cli:alice"),
     ("PATCH", "/api/memories/{id}?persona=xiaoxiang&user=cli:alice"),
     ("DELETE", "/api/memories/{id}?persona=xiaoxiang&user=cli:alice"),
     ("DELETE", "/api/scopes?persona=xiaoxiang&user=cli:alice"),
@@ -95,6 +97,34 @@ async def test_a_linked_person_is_listed_with_every_identity_they_speak_from(
     assert "One person on 2 accounts" in page and "cli:alice, telegram:7" in page and "Lisbon" in page
     alone = (await client.get("/memories", params={"persona": "xiaoxiang", "user": "cli:bob"})).text
     assert "One person" not in alone
+
+
+async def test_a_users_page_shows_their_profile_threads_and_chapters_escaped(
+    app: App, client: httpx.AsyncClient, alice: Scope, bob: Scope
+) -> None:
+    seed(app, alice, "Alice", ALICE_FACT)
+    seed(app, bob, "Bob", "Bob keeps bees")
+    now = app.clock.now()
+    portrait = Profile(f"Alice saves for Lisbon {SCRIPT}", (), "", "operator", now)
+    app.journal.profiles.write(alice, portrait, requested_at=None)
+    app.journal.threads.open(
+        alice, "thr_1", "the move", "boxes packed", since=now, at=now, message_ids=["m"], place=None
+    )
+    app.knowledge.add(alice, "[March 2027] Alice planned the trip", category="chapter", source="summary")
+    listed = (await client.get("/api/profile?persona=xiaoxiang&user=cli:alice", headers=BEARER)).json()
+    assert listed["profile"]["text"] == portrait.text and [t["title"] for t in listed["threads"]] == ["the move"]
+    memories = (await client.get("/api/memories?persona=xiaoxiang&user=cli:alice", headers=BEARER)).json()
+    assert "chapter" in {memory["category"] for memory in memories}
+    assert (await client.get("/api/profile?persona=xiaoxiang&user=cli:bob", headers=BEARER)).json() == {
+        "profile": None,
+        "threads": [],
+    }
+    await log_in(client)
+    page = (await client.get("/memories", params={"persona": "xiaoxiang", "user": "cli:alice"})).text
+    assert "boxes packed" in page and "Alice planned the trip" in page and "Alice saves for Lisbon" in page
+    assert SCRIPT not in page  # the profile's text is escaped like every text a user shaped
+    chapter_row = page.split("Alice planned the trip", 1)[1].split("</tr>", 1)[0]
+    assert 'name="category"' not in chapter_row  # a chapter is not turned into another category by a save
 
 
 async def test_an_edit_through_the_api_is_logged_as_the_console_and_kept_to_its_scope(
