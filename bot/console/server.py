@@ -264,21 +264,14 @@ def console_app(app: App, access: Access) -> Starlette:
             return JSONResponse(views.report(await views.forget_user(app, scope_of(request.query_params))))
         return JSONResponse(await views.scopes(app, request.query_params.get("q", "")))
 
-    @api
-    async def memories_api(request: Request) -> Response:
-        return JSONResponse(await views.memories(app, scope_of(request.query_params)))
+    def of_one_user(view: Callable[[App, Scope], Awaitable[Any]]) -> Handler:
+        """A read of one user's (`?persona=P&user=U`) as JSON."""
 
-    @api
-    async def profile_api(request: Request) -> Response:
-        return JSONResponse(await views.portrait(app, scope_of(request.query_params)))
+        @api
+        async def read(request: Request) -> Response:
+            return JSONResponse(await view(app, scope_of(request.query_params)))
 
-    @api
-    async def quota_api(request: Request) -> Response:
-        return JSONResponse(await views.quota(app, scope_of(request.query_params)))
-
-    @api
-    async def replies_api(request: Request) -> Response:
-        return JSONResponse(await views.replies(app, scope_of(request.query_params)))
+        return read
 
     @api
     async def usage_api(request: Request) -> Response:
@@ -345,11 +338,11 @@ def console_app(app: App, access: Access) -> Starlette:
         Route("/memories/{memory_id}/forget", forget_page, methods=["POST"]),
         Route("/forget-user", forget_user_page, methods=["POST"]),
         Route("/api/scopes", scopes_api, methods=["GET", "DELETE"]),
-        Route("/api/memories", memories_api),
-        Route("/api/profile", profile_api),
-        Route("/api/replies", replies_api),
+        Route("/api/memories", of_one_user(views.memories)),
+        Route("/api/profile", of_one_user(views.portrait)),
+        Route("/api/replies", of_one_user(views.replies)),
         Route("/api/usage", usage_api),
-        Route("/api/quota", quota_api),
+        Route("/api/quota", of_one_user(views.quota)),
         Route("/api/work", work_api),
         Route("/api/privacy-check", privacy_api, methods=["POST"]),
         Route("/api/dead-letters/{letter_id}", letter_api, methods=["DELETE"]),

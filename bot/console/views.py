@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from core.forgetting import ForgetReport
+from knowledge.conversations.message_log import ScopeActivity
 from knowledge.forget.privacy_scan import scan_directory
 from knowledge.memory.memory_file import FILE_CATEGORIES
 from knowledge.records import KEEP, Category, MemoryChange, MemoryRecord, Scope, StoredMessage
@@ -42,23 +43,31 @@ async def scopes(app: App, matching: str = "") -> list[dict[str, Any]]:
 
     Their memories are counted on each user's page: chromadb counts a scope's memories only by reading them,
     which for a whole list costs seconds (bench.console)."""
-    found = await asyncio.to_thread(app.working_memory.log.scopes, matching.strip(), limit=MAX_SCOPES)
+
+    def listed() -> list[tuple[ScopeActivity, list[str]]]:
+        rows = app.working_memory.log.scopes(matching.strip(), limit=MAX_SCOPES)
+        return [(row, _identities(app, row.scope)) for row in rows]
+
     return [
         {
             "persona_id": row.scope.persona_id,
             "user_id": row.scope.user_id,
-            "identities": await identities(app, row.scope),
+            "identities": linked,
             "user_name": row.user_name,
             "messages": row.messages,
             "last_active": row.last_at.isoformat(),
         }
-        for row in found
+        for row, linked in await asyncio.to_thread(listed)  # one hop off the loop for the whole list
     ]
 
 
 async def identities(app: App, scope: Scope) -> list[str]:
     """The platform identities whose memory `scope` is: a linked person's every one (`/link`), else the one."""
-    return [str(identity) for identity in await asyncio.to_thread(app.companion.members, scope)]
+    return await asyncio.to_thread(_identities, app, scope)
+
+
+def _identities(app: App, scope: Scope) -> list[str]:
+    return [str(identity) for identity in app.companion.members(scope)]
 
 
 async def portrait(app: App, scope: Scope) -> dict[str, Any]:
