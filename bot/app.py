@@ -704,6 +704,7 @@ def build_companion(
             settings.usage.daily_tokens,
             settings.usage.exempt,
             persona_tokens=lambda persona_id: basics.personas.get(persona_id).daily_tokens,
+            members=stores.links.members,  # an exempt account stays exempt once linked into a person
         ),
         checkins=services.checkins,
         links=stores.links,

@@ -47,18 +47,23 @@ class DailyQuota:
         daily_tokens: int,
         exempt: Collection[str] = (),
         persona_tokens: Callable[[str], int | None] = lambda persona_id: None,
+        members: Callable[[str], list[str]] = lambda user_id: [user_id],
     ) -> None:
-        """`persona_tokens`: a persona's own quota, where it sets one (None: `daily_tokens`)."""
+        """`persona_tokens`: a persona's own quota, where it sets one (None: `daily_tokens`). `members`: the
+        identities of a scope's user (a linked person's, `Links.members`), any of which may be the exempt one."""
         self.daily_tokens = daily_tokens
         self._spent = spent
         self._exempt = frozenset(exempt)
         self._persona_tokens = persona_tokens
+        self._members = members
 
     def limit(self, scope: Scope) -> int | None:
         """The user's daily tokens with this persona; None if they have no quota (none set, or exempt)."""
         own = self._persona_tokens(scope.persona_id)
         limit = self.daily_tokens if own is None else own
-        return limit if limit > 0 and scope.user_id not in self._exempt else None
+        if limit <= 0 or (self._exempt and not self._exempt.isdisjoint([scope.user_id, *self._members(scope.user_id)])):
+            return None
+        return limit
 
     def spent_today(self, scope: Scope, local_now: datetime) -> int:
         """The tokens the user's replies took since their local midnight."""

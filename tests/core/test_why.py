@@ -91,6 +91,8 @@ async def test_a_user_over_the_daily_quota_gets_a_short_answer_without_a_model_c
         assert await say(app.companion, "hi", user_id="cli:bob") == "Sure, tell me more!"  # exempt
         spent, limit = await app.companion.tokens_today(alice)
         assert spent > 1 and limit == 1 and (await app.companion.tokens_today(bob))[1] is None
+        person = app.links.join("cli:bob", "telegram:7", clock.now()).person_id
+        assert await app.companion.tokens_today(Scope(bob.persona_id, person)) == (0, None)  # exempt when linked too
         to_midnight = 24 - clock.now().astimezone(ZoneInfo("Asia/Tokyo")).hour  # the clock is on the hour
         clock.advance(hours=to_midnight - 0.01)  # still the same day in Tokyo, whatever the day in UTC
         assert await say(app.companion, "still there?") == phrasebook.OVER_QUOTA
