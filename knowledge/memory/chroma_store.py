@@ -20,6 +20,7 @@ from typing import Any
 import chromadb
 import numpy as np
 from chromadb.config import Settings as ChromaSettings
+from chromadb.errors import InternalError as ChromaInternalError
 
 from knowledge.dates.windows import TimeWindow
 from knowledge.forget.fence import fenced_write
@@ -84,10 +85,24 @@ def saving_index_often(client: Any, name: str) -> Any:
     collection = client.get_collection(name, embedding_function=None)
     hnsw = (getattr(collection, "configuration", None) or {}).get("hnsw") or {}
     if hnsw.get("sync_threshold", DEFAULT_SYNC_THRESHOLD) > INDEX_SAVED_EVERY:
-        collection.modify(configuration={"hnsw": {"sync_threshold": INDEX_SAVED_EVERY}})
+        retry_while_locked(lambda: collection.modify(configuration={"hnsw": {"sync_threshold": INDEX_SAVED_EVERY}}))
         # read again, as stored: the modified copy names a "legacy" embedding function, though none is stored
         collection = client.get_collection(name, embedding_function=None)
     return collection
+
+
+def retry_while_locked(write: Callable[[], None], *, attempts: int = 8, first_pause: float = 0.05) -> None:
+    """Run `write`, again after a growing pause while chromadb's SQLite file is locked by another writer (a
+    second process on the same store, or chromadb's own background work): the lock is brief, the error is not
+    a reason to refuse to open the store."""
+    for attempt in range(attempts):
+        try:
+            write()
+            return
+        except ChromaInternalError as error:
+            if "database is locked" not in str(error) or attempt == attempts - 1:
+                raise
+            time.sleep(first_pause * 2**attempt)
 
 
 def _known(categories: Iterable[Category]) -> list[Category]:

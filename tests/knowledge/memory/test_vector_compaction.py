@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from chromadb.errors import InternalError as ChromaInternalError
 from numpy.lib.stride_tricks import sliding_window_view
 
 from knowledge.forget.target import NOTHING
@@ -20,6 +21,7 @@ from knowledge.memory.chroma_store import (
     INDEX_SAVED_EVERY,
     ChromaKnowledgeBase,
     open_chroma_client,
+    retry_while_locked,
 )
 from knowledge.memory.store_guard import MemoryStoreGuard
 from knowledge.records import MemoryChange, Scope
@@ -188,3 +190,27 @@ def test_the_vector_index_is_saved_every_50_writes_in_an_older_store_and_its_reb
     store.delete(alice, [store.add(alice, "Alice loves ramen", category="fact", source="user").id])
     assert store.compact() is True
     assert saved_every() == INDEX_SAVED_EVERY
+
+
+def test_a_write_to_a_briefly_locked_store_is_tried_again_and_any_other_error_is_raised() -> None:
+    tries: list[int] = []
+
+    def locked_twice() -> None:
+        tries.append(1)
+        if len(tries) <= 2:
+            raise ChromaInternalError("Database error: error returned from database: (code: 5) database is locked")
+
+    retry_while_locked(locked_twice, first_pause=0.001)
+    assert len(tries) == 3
+
+    def broken() -> None:
+        raise ChromaInternalError("Database error: no such table: collections")
+
+    with pytest.raises(ChromaInternalError, match="no such table"):
+        retry_while_locked(broken, first_pause=0.001)
+
+    def always_locked() -> None:
+        raise ChromaInternalError("database is locked")
+
+    with pytest.raises(ChromaInternalError, match="locked"):  # a lock that outlasts the pauses is an error
+        retry_while_locked(always_locked, attempts=3, first_pause=0.001)
