@@ -417,7 +417,7 @@ def memory_stats(ctx: click.Context, persona_id: str | None, user_name: str, as_
             "by_category": dict(Counter(record.category for record in records)),
             "importance": _histogram(records),
             "dead_letters": len(app.journal.jobs.dead_letters(scope)),
-            "backlog_all_scopes": _backlog(app),
+            "backlog_all_scopes": app.backlog_alarm.report(app.journal.jobs.backlog(), app.clock.now()),
             "time_zone": app.user_settings.time_zone(scope).key,
             "time_zone_chosen": app.user_settings.chosen_time_zone(scope) is not None,
             "tokens_today": spent,
@@ -430,15 +430,6 @@ def memory_stats(ctx: click.Context, persona_id: str | None, user_name: str, as_
             _print_stats(stats)
 
     run_in_scope(ctx, persona_id, user_name, show)
-
-
-def _backlog(app: App) -> dict[str, Any]:
-    backlog = app.journal.jobs.backlog()
-    return {
-        "pending": backlog.pending,
-        "oldest_waiting_seconds": round(backlog.age(app.clock.now()).total_seconds(), 1),
-        "warning_past_seconds": app.backlog_alarm.threshold.total_seconds(),
-    }
 
 
 def _histogram(records: list[MemoryRecord]) -> list[dict[str, Any]]:

@@ -159,12 +159,14 @@ async def quota(app: App, scope: Scope) -> dict[str, int | None]:
 
 
 async def work(app: App, *, days: int = 7) -> dict[str, Any]:
-    """The background's state: pending jobs per user, dead letters (oldest first), and check-ins planned, and
-    done in the last `days`."""
+    """The background's state: its backlog, pending jobs per user, dead letters (oldest first), and check-ins
+    planned, and done in the last `days`."""
+    backlog = await asyncio.to_thread(app.journal.jobs.backlog)
     pending = await asyncio.to_thread(app.journal.jobs.scopes_with_work)
     letters = await asyncio.to_thread(app.journal.jobs.dead_letters)
     checkins = await asyncio.to_thread(app.journal.checkins.listing, since=app.clock.now() - timedelta(days=days))
     return {
+        "backlog": app.backlog_alarm.report(backlog, app.clock.now()),
         "pending": [
             {"persona_id": scope.persona_id, "user_id": scope.user_id, "jobs": count}
             for scope, count in pending.items()

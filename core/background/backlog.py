@@ -47,6 +47,16 @@ class BacklogAlarm:
             self._behind_since = None
         return self.behind
 
+    def report(self, backlog: Backlog, now: datetime) -> dict[str, float | int | bool]:
+        """What the operator sees of `backlog` (`companion memory stats`, the console's background page)."""
+        age = backlog.age(now)
+        return {
+            "pending": backlog.pending,
+            "oldest_waiting_seconds": round(age.total_seconds(), 1),
+            "warning_past_seconds": self.threshold.total_seconds(),
+            "behind": age > self.threshold,
+        }
+
 
 def _minutes(span: timedelta) -> str:
     return f"{span.total_seconds() / 60:.1f} min"

@@ -202,7 +202,12 @@ def test_stats_count_categories_importance_dead_letters_and_tokens(
         (3.0, 1),
     }
     assert stats["dead_letters"] == 0
-    assert stats["backlog_all_scopes"] == {"pending": 0, "oldest_waiting_seconds": 0.0, "warning_past_seconds": 600.0}
+    assert stats["backlog_all_scopes"] == {
+        "pending": 0,
+        "oldest_waiting_seconds": 0.0,
+        "warning_past_seconds": 600.0,
+        "behind": False,
+    }
     usage = {row["role"]: row for row in stats["token_usage_all_scopes"]}
     assert usage["chat"]["model"] == "chat-model" and usage["chat"]["calls"] == 1
     assert usage["chat"]["prompt_tokens"] > 100 and usage["chat"]["completion_tokens"] > 0

@@ -15,6 +15,7 @@ from bot.console.access import FAILED_LOGIN_WINDOW, FAILED_LOGINS, TOKEN_FILE, o
 from knowledge.journal.profiles import Profile
 from knowledge.records import Scope
 from tests.bot.console.conftest import BEARER, SCRIPT, TOKEN, Clock, seed
+from tests.fakes.clock import FakeClock
 from tests.fakes.messages import make_message
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.scenario import CHAT
@@ -273,6 +274,23 @@ async def test_dead_letters_are_listed_retried_or_discarded_and_check_ins_shown(
     assert (await client.delete(f"/api/dead-letters/{unreadable.id}", headers=BEARER)).status_code == 200
     assert (await client.delete(f"/api/dead-letters/{unreadable.id}", headers=BEARER)).status_code == 404
     assert app.journal.jobs.dead_letters() == []
+
+
+async def test_the_background_page_says_how_long_the_oldest_job_waited_and_when_it_is_behind(
+    app: App, client: httpx.AsyncClient, alice: Scope, clock: FakeClock
+) -> None:
+    app.journal.jobs.enqueue("monitor", alice, {}, at=clock.now(), held_by="another process")  # waits, unclaimed
+    clock.advance(minutes=4)
+    assert (await client.get("/api/work", headers=BEARER)).json()["backlog"] == {
+        "pending": 1,
+        "oldest_waiting_seconds": 240.0,
+        "warning_past_seconds": 600.0,
+        "behind": False,
+    }
+    clock.advance(minutes=8)
+    await log_in(client)
+    page = (await client.get("/work")).text
+    assert "1 waiting, the oldest for 12.0 min: behind, memory is written late" in page
 
 
 async def test_the_privacy_check_finds_a_text_until_it_is_forgotten(
