@@ -238,3 +238,33 @@ def test_a_named_time_recalls_only_what_was_said_then_and_since_until_keeps_to_i
     during = history.search(alice, "hotpot", limit=5, during=three_days_later)  # --since/--until: strictly
     assert {hit.message.content for hit in during} == {"We had hotpot for dinner again", "Work was busy"}
     assert history.search(alice, "hotpot", during=TimeWindow(later, later + timedelta(days=1), "x")) == []
+
+
+def test_a_query_is_compared_in_meaning_without_the_participants_names(
+    working_memory: WorkingMemory, embedder: Embedder, backend: Backend, alice: Scope
+) -> None:
+    asked: list[str] = []
+
+    class Recording:
+        name, dim = embedder.name, embedder.dim
+
+        def embed_queries(self, texts):  # type: ignore[no-untyped-def]
+            asked.extend(texts)
+            return embedder.embed_queries(texts)
+
+        def embed_passages(self, texts):  # type: ignore[no-untyped-def]
+            return embedder.embed_passages(texts)
+
+    history = ConversationHistory(working_memory.log, Recording(), backend.open())
+    say(working_memory, alice, "Hi 小祥! I made a bowl at pottery", minutes=0)
+    say(working_memory, alice, "Lovely, Alice! What colour is it?", role="assistant", speaker="小祥", minutes=1)
+    history.index_pending()
+
+    [hit] = history.recall(alice, "What did Alice make at pottery?", window=None, limit=1)
+    assert hit.message.content == "Hi 小祥! I made a bowl at pottery"
+    assert asked == ["What did make at pottery?"]  # its words are the whole message's, its meaning without her name
+    history.search(alice, "what did 小祥's friend make", limit=1)
+    assert asked[1:] == ["what did their friend make"]
+    asked.clear()
+    history.search(alice, "what did Bob make", limit=1)  # no participant named: embedded once
+    assert asked == ["what did Bob make"]
