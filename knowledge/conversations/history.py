@@ -81,6 +81,7 @@ class HistoryHit:
     message: StoredMessage
     relevance: float  # fused score, 0..1 relative to the other hits
     similarity: float  # cosine similarity of the embeddings
+    lexical: float  # BM25 score of its words with its neighbours' (0: no word in common)
 
 
 def spoken(message: StoredMessage) -> str:
@@ -159,7 +160,9 @@ class _ScopeHistory:
             relevance = self._threads.relevance(query.text, similarity, lexical, kept)
             keys = self._index.keys
             return [
-                HistoryHit(self._messages[keys[row]], float(relevance[row]), float(similarity[row]))
+                HistoryHit(
+                    self._messages[keys[row]], float(relevance[row]), float(similarity[row]), float(lexical[row])
+                )
                 for row in best_first(relevance, min(limit, int(kept.sum())))
             ]
 

@@ -5,8 +5,8 @@ what it was about, and it was said by someone. Beside the two legs of the hybrid
 (`knowledge/search/index.py`: meaning and words, each rescaled to 0..1 over the messages searched),
 a search of past messages counts:
 
-- **agreement**: both legs at once (their product). A message close in meaning *and* sharing the
-  rare words is far likelier to be the one than a message strong on one leg only.
+- **agreement**: both legs at once (their product). Its weight is negative: a message strong on one
+  leg is found whatever the other says, and being strong on both adds less than the two apart.
 - **context**: the message's meaning with its neighbours' (their vectors at half weight each, added
   to its own), the meaning of the message after it, and the words of the message before it. This is
   expanding a hit to its neighbours before ranking (MemMachine's "contextualized retrieval").
@@ -22,11 +22,11 @@ a search of past messages counts:
   a conversation) share what they are about: a message counts more when the best message of its
   sitting scores high ("the hike after the road trip" is in the sitting that tells of the road trip).
 
-The first nine weights are a logistic regression's on LoCoMo's development conversations, rounded, fitted
-on three conversations and checked on the other two, and each weighs more than the noise between folds
-(docs/performance/locomo.md#each-message-in-its-conversation); the last two were chosen on three of them
-and kept for gaining on the other two (docs/performance/locomo.md#a-message-in-its-sitting). Rows follow
-the owner's `SearchIndex`: both only grow, in the same order.
+The weights are a listwise fit's (the evidence's share of a softmax over every message searched), rounded,
+made on three of LoCoMo's development conversations and kept for gaining on the other two in every category
+(docs/performance/locomo.md#a-message-in-its-sitting), as the nine before them were a logistic regression's
+(docs/performance/locomo.md#each-message-in-its-conversation). Rows follow the owner's `SearchIndex`: both only
+grow, in the same order.
 
 The participants' names also leave the query's meaning (`without_participants`): every message of a
 scope is said by one of them, so a name says nothing of what is looked for, while its embedding pulls
@@ -58,17 +58,17 @@ SITTING_GAP = timedelta(minutes=30)  # a longer pause starts a new sitting, as i
 class RecallWeights:
     """How much each signal counts in a past message's relevance (each signal runs 0..1)."""
 
-    meaning: float = 0.6  # cosine similarity of the embeddings, rescaled
-    words: float = 1.3  # BM25 over the message with its neighbours' words, rescaled
-    agreement: float = 1.7  # meaning x words
-    context: float = 0.9  # the meaning of the message with its neighbours
-    next_meaning: float = 0.3
-    previous_words: float = 0.6
-    question: float = -0.7  # the message asks something
-    answer: float = 1.0  # x what the question before it scored (meaning and words averaged)
-    speaker: float = 1.0  # said by a participant the query names
-    length: float = 1.0  # how much the message says
-    sitting: float = 1.0  # the best score of its sitting (with length and speaker), rescaled
+    meaning: float = 2.5  # cosine similarity of the embeddings, rescaled
+    words: float = 2.0  # BM25 over the message with its neighbours' words, rescaled
+    agreement: float = -1.1  # meaning x words: strong on both counts less than the two apart (a soft "or")
+    context: float = 0.5  # the meaning of the message with its neighbours
+    next_meaning: float = 0.45
+    previous_words: float = 0.75
+    question: float = -0.35  # the message asks something
+    answer: float = 0.5  # x what the question before it scored (meaning and words averaged)
+    speaker: float = 0.85  # said by a participant the query names
+    length: float = 0.85  # how much the message says
+    sitting: float = 1.0  # the best score of its sitting (all the above), rescaled
 
     def share(self, score: np.ndarray) -> np.ndarray:
         """Scores as 0..1 between the least and the most a message can score."""
