@@ -196,8 +196,9 @@ class ThreadIndex:
 
     def without_participants(self, query_text: str) -> str | None:
         """The query without the names of the participants it mentions, for its meaning (see the module's
-        docstring); None when it mentions none, or is nothing but names."""
-        mentioned = [name for name in self._speakers if name and mentions(query_text, name)]
+        docstring); None when it mentions none, or is nothing but names. A one-letter name ("A") is a word of
+        most queries rather than a name: it stays."""
+        mentioned = [name for name in self._speakers if len(name) > 1 and mentions(query_text, name)]
         rest = without_names(query_text, mentioned) if mentioned else ""
         return rest if any(char.isalnum() for char in rest) else None
 

@@ -129,6 +129,7 @@ def test_the_participants_a_query_mentions_leave_its_meaning() -> None:
     assert threads.without_participants("Alice, 小祥 said what?") == ", said what?"
     assert threads.without_participants("what does Bob love?") is None  # no participant mentioned
     assert threads.without_participants("Alice?") is None  # nothing left but names
+    assert thread_of(message(0, "hi", "A")).without_participants("a trip to A city") is None
 
 
 def test_a_message_that_says_more_counts_more() -> None:
