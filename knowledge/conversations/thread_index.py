@@ -46,7 +46,7 @@ import numpy as np
 from knowledge.dates.windows import TimeWindow
 from knowledge.records import StoredMessage
 from knowledge.rules.discretion import Audience
-from knowledge.search.lexical import mentions
+from knowledge.search.lexical import mentions, phrase_pattern
 
 _ASIDES = re.compile(r"\[[^\]]*\]")  # "[photo: ...]", "[shares an image: ...]": not what the message says
 _GREETING = r"(?:hey|hi|hello|dear|嘿|喂)?"
@@ -94,9 +94,7 @@ def without_names(query: str, names: Iterable[str]) -> str:
     """`query` without these names, an English possessive left as "their" ("Alice's trip" -> "their trip"),
     and the spaces they leave closed up."""
     for name in names:
-        start = r"(?<![A-Za-z0-9])" if name[0].isascii() and name[0].isalnum() else ""
-        end = r"(?![A-Za-z0-9])" if name[-1].isascii() and name[-1].isalnum() else ""
-        found = re.compile(start + re.escape(name) + r"(?P<possessive>['’]s)?" + end, re.IGNORECASE)
+        found = phrase_pattern(name, r"(?P<possessive>['’]s)?")
         query = found.sub(lambda match: " their " if match["possessive"] else " ", query)
     return " ".join(query.split())
 
