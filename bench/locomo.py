@@ -16,7 +16,9 @@ the companion itself runs:
 Reported per category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop; 5 adversarial on its own)
 and overall for 1-4: recall@5 and recall@10 of the evidence turns, MRR (first evidence turn within the
 top 100), hit@10 (some evidence in the top 10) and all@10 (all of it); per conversation, to see
-whether a gain holds on each; query latency p50/p95; ingest throughput. Questions without evidence are
+whether a gain holds on each; with `--held-out`, overall and per category for the conversations named and
+for the others apart (a method chosen on the others is checked on conversations it was not chosen on);
+query latency p50/p95; ingest throughput. Questions without evidence are
 skipped; malformed evidence ids are repaired where unambiguous ("D8:6; D9:17" is two ids, "D:11:26" is
 D11:26) and otherwise dropped; the counts are printed.
 
@@ -25,6 +27,7 @@ Run from the repository root (the data is not part of the project; see its licen
     python -m bench.locomo                        # ../shared/data/locomo/locomo_dev.json
     python -m bench.locomo --data PATH --json     # one JSON object on stdout
     python -m bench.locomo --scale 10000          # also: query latency in one scope of 10,000 messages
+    python -m bench.locomo --held-out conv-42,conv-43   # also: the figures of these and of the others apart
     python -m bench.locomo --database-url postgresql://...   # the same on server mode's PostgreSQL (empty db)
 
 ``--scale N`` stores the turns of every conversation over and over (each copy a conversation of its
@@ -41,10 +44,11 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -166,19 +170,36 @@ def averaged(rows: Sequence[dict[str, float]]) -> dict[str, float]:
     return {**summary, "questions": len(rows)}
 
 
-def report_of(results: Sequence[tuple[str, int, dict[str, float]]]) -> dict[str, object]:
-    """Averages overall (categories 1-4), per category and per conversation (1-4), from (sample, category, metrics)."""
-    by_category: dict[int, list[dict[str, float]]] = defaultdict(list)
+def report_of(
+    results: Sequence[tuple[str, int, dict[str, float]]], held_out: Collection[str] = ()
+) -> dict[str, object]:
+    """Averages overall (categories 1-4), per category and per conversation (1-4), from (sample, category, metrics);
+    given `held_out` conversations, overall and per category for them and for the others apart ("halves")."""
     by_sample: dict[str, list[dict[str, float]]] = defaultdict(list)
     for sample_id, category, metrics in results:
-        by_category[category].append(metrics)
         if category in HEADLINE:
             by_sample[sample_id].append(metrics)
+    report: dict[str, object] = {
+        **by_category(results),
+        "conversations": {sample_id: averaged(rows) for sample_id, rows in by_sample.items()},
+    }
+    if held_out:
+        report["halves"] = {
+            "chosen on": by_category([row for row in results if row[0] not in held_out]),
+            "held out": by_category([row for row in results if row[0] in held_out]),
+        }
+    return report
+
+
+def by_category(results: Sequence[tuple[str, int, dict[str, float]]]) -> dict[str, object]:
+    """Averages overall (categories 1-4) and per category."""
+    categories: dict[int, list[dict[str, float]]] = defaultdict(list)
+    for _, category, metrics in results:
+        categories[category].append(metrics)
     headline = [metrics for _, category, metrics in results if category in HEADLINE]
     return {
         "overall": averaged(headline),
-        "categories": {f"{key} {CATEGORIES[key]}": averaged(by_category[key]) for key in sorted(by_category)},
-        "conversations": {sample_id: averaged(rows) for sample_id, rows in by_sample.items()},
+        "categories": {f"{key} {CATEGORIES[key]}": averaged(categories[key]) for key in sorted(categories)},
     }
 
 
@@ -266,9 +287,12 @@ def ask(
     ]
 
 
-def run(samples: Sequence[Sample], *, scale: int = 0, database_url: str | None = None) -> dict[str, object]:
+def run(
+    samples: Sequence[Sample], *, scale: int = 0, database_url: str | None = None, held_out: Collection[str] = ()
+) -> dict[str, object]:
     """Ingest every conversation and ask every question; the report with timings. `database_url`: an empty
-    PostgreSQL database to run on (server mode) instead of an embedded SQLite file."""
+    PostgreSQL database to run on (server mode) instead of an embedded SQLite file; `held_out`: conversations
+    reported apart too (`report_of`)."""
     embedder = PassageMemo(load_embedder("auto"))
     results: list[tuple[str, int, dict[str, float]]] = []
     latencies: list[float] = []
@@ -296,7 +320,7 @@ def run(samples: Sequence[Sample], *, scale: int = 0, database_url: str | None =
             working_memory.close()
     turns = sum(len(sample.turns) for sample in samples)
     return {
-        **report_of(results),
+        **report_of(results, held_out),
         "latency_ms": summarize(latencies),
         **scaled,
         "ingest_turns_per_second": round(turns / ingest_seconds, 1),
@@ -339,6 +363,8 @@ def print_table(report: dict[str, object], quirks: Counter[str]) -> None:
     rows += [(f"  {name}", values) for name, values in report["conversations"].items()]  # type: ignore[attr-defined]
     for label, values in rows:
         print(f"{label:<24}" + "".join(f"{values[name]:>11.3f}" for name in METRICS) + f"{values['questions']:>11}")
+    if halves := report.get("halves"):
+        print_halves(halves)  # type: ignore[arg-type]
     latency = report["latency_ms"]
     print(f"\nquery latency: p50 {latency['p50']} ms, p95 {latency['p95']} ms, embedding included")  # type: ignore
     if scaled := report.get("scaled_latency_ms"):
@@ -350,18 +376,34 @@ def print_table(report: dict[str, object], quirks: Counter[str]) -> None:
     print("data: " + ", ".join(f"{count} {what}" for what, count in sorted(quirks.items())))
 
 
+def print_halves(halves: dict[str, dict[str, Any]]) -> None:
+    """Recall@10 overall and per category, and MRR, of the conversations held out and of the others."""
+    names = list(next(iter(halves.values()))["categories"])
+    print("\nrecall@10" + " " * 15 + "".join(f"{name:>15}" for name in ["overall (1-4)", "MRR", *names]))
+    for half, values in halves.items():
+        cells = [values["overall"]["recall@10"], values["overall"]["mrr"]]
+        cells += [values["categories"][name]["recall@10"] for name in names]
+        print(f"{half:<24}" + "".join(f"{cell:>15.3f}" for cell in cells))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, help=f"LoCoMo JSON file (default: {DEFAULT_DATA}, from the repo root)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--scale", type=int, default=0, metavar="N", help="also time queries in a scope of N messages")
     parser.add_argument("--database-url", help="run on this (empty) PostgreSQL database, as server mode does")
+    parser.add_argument(
+        "--held-out", default="", metavar="IDS", help="comma-separated conversation ids to report apart from the others"
+    )
     args = parser.parse_args(argv)
     path = args.data or REPO_ROOT / DEFAULT_DATA
     if not path.is_file():
         parser.error(f"no LoCoMo file at {path}; pass --data PATH")
     samples, quirks = load_samples(path)
-    report = run(samples, scale=args.scale, database_url=args.database_url)
+    held_out = {sample_id for sample_id in args.held_out.split(",") if sample_id}
+    if unknown := held_out - {sample.sample_id for sample in samples}:
+        parser.error(f"no conversation {', '.join(sorted(unknown))} in {path}")
+    report = run(samples, scale=args.scale, database_url=args.database_url, held_out=held_out)
     if args.json:
         print(json.dumps({**report, "data_quirks": dict(quirks)}, ensure_ascii=False))
     else:

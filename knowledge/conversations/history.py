@@ -42,7 +42,7 @@ from knowledge.records import Scope, StoredMessage
 from knowledge.rules.discretion import PRIVATE, Audience
 from knowledge.search.embedding import Embedder
 from knowledge.search.index import Query, QueryEncoder, SearchIndex, best_first
-from knowledge.search.lexical import Terms, combined, terms_of
+from knowledge.search.lexical import Terms, combined, terms_of, tokenize
 from knowledge.search.scope_cache import ScopeCache
 from knowledge.sql.cluster import ClusterLocks, SingleProcess
 from knowledge.sql.database import Database, opened
@@ -81,6 +81,7 @@ class HistoryHit:
     message: StoredMessage
     relevance: float  # fused score, 0..1 relative to the other hits
     similarity: float  # cosine similarity of the embeddings
+    lexical: float  # BM25 score of its words with its neighbours' (0: no word in common)
 
 
 def spoken(message: StoredMessage) -> str:
@@ -159,15 +160,23 @@ class _ScopeHistory:
             relevance = self._threads.relevance(query.text, similarity, lexical, kept)
             keys = self._index.keys
             return [
-                HistoryHit(self._messages[keys[row]], float(relevance[row]), float(similarity[row]))
+                HistoryHit(
+                    self._messages[keys[row]], float(relevance[row]), float(similarity[row]), float(lexical[row])
+                )
                 for row in best_first(relevance, min(limit, int(kept.sum())))
             ]
+
+    def without_participants(self, text: str) -> str | None:
+        """`text` without the participants' names it mentions, for its meaning; None if it mentions none."""
+        with self._lock:
+            return self._threads.without_participants(text)
 
     def _put(self, thread: list[str], position: int, vector: np.ndarray) -> None:
         message_id = thread[position]
         self._index.put(message_id, vector=vector, terms=self._document(thread, position))
         [previous] = self._index.rows([thread[position - 1]]) if position > 0 else [None]
-        self._threads.append(self._messages[message_id], previous, self._index.vectors)
+        words = sum(self._words[message_id].values())
+        self._threads.append(self._messages[message_id], previous, self._index.vectors, words)
 
     def _remember(self, message: StoredMessage) -> list[str]:
         """Hold a message and its words; returns its conversation's thread, which it now ends."""
@@ -239,7 +248,8 @@ class ConversationHistory:
         and, given `during`, only those said in that window, even with no word in common."""
         if not query.strip() or limit <= 0:
             return []
-        return self._cache.get(scope).search(self.queries.encode(query), limit, set(exclude), audience, during=during)
+        snapshot = self._cache.get(scope)
+        return snapshot.search(self._prepared(snapshot, query), limit, set(exclude), audience, during=during)
 
     def recall(
         self,
@@ -260,7 +270,18 @@ class ConversationHistory:
             return []
         strict = None if window is None or window.last_time else window
         snapshot = self._cache.get(scope)
-        return snapshot.search(self.queries.encode(query), limit, set(exclude), audience, window=strict, repeats=False)
+        return snapshot.search(
+            self._prepared(snapshot, query), limit, set(exclude), audience, window=strict, repeats=False
+        )
+
+    def _prepared(self, snapshot: _ScopeHistory, text: str) -> Query:
+        """`text` as a query of the scope's messages: its words, and the meaning of its words other than the
+        names of the participants it mentions (`thread_index.py`). In a turn the memories' search has
+        embedded `text` already, so only a message mentioning a participant costs one more embedding."""
+        rest = snapshot.without_participants(text)
+        if rest is None:
+            return self.queries.encode(text)
+        return Query(text, self.queries.encode(rest).vector, tuple(tokenize(text)))
 
     def messages(self, scope: Scope) -> list[StoredMessage]:
         """Every stored message of the scope, oldest first."""

@@ -51,11 +51,15 @@ def _stem(words: list[str]) -> list[str]:
 
 def mentions(content: str, phrase: str) -> bool:
     """Whether `content` contains `phrase` literally, case-insensitive; whole words only at Latin-script edges."""
-    if not phrase:
-        return False
+    return bool(phrase) and phrase_pattern(phrase).search(content) is not None
+
+
+def phrase_pattern(phrase: str, suffix: str = "") -> re.Pattern[str]:
+    """`phrase` literally, case-insensitive, then the regular expression `suffix`; whole words only at Latin-script
+    edges (as `mentions` finds it). `phrase` must not be empty."""
     start = r"(?<![A-Za-z0-9])" if phrase[0].isascii() and phrase[0].isalnum() else ""
     end = r"(?![A-Za-z0-9])" if phrase[-1].isascii() and phrase[-1].isalnum() else ""
-    return re.search(start + re.escape(phrase) + end, content, re.IGNORECASE) is not None
+    return re.compile(start + re.escape(phrase) + suffix + end, re.IGNORECASE)
 
 
 def tokenize(text: str) -> list[str]:

@@ -73,6 +73,12 @@ def test_the_report_averages_questions_and_keeps_adversarial_apart() -> None:
     assert report["categories"]["4 single-hop"]["recall@10"] == 0.25  # type: ignore[index]
     assert report["categories"]["5 adversarial"]["questions"] == 1  # type: ignore[index]
     assert report["conversations"]["b"]["questions"] == 1  # type: ignore[index]
+    assert "halves" not in report
+
+    halves = report_of([("a", 1, row(1.0)), ("a", 4, row(0.0)), ("b", 4, row(0.5))], held_out={"b"})["halves"]
+    assert halves["held out"]["overall"] == {**row(0.5), "questions": 1}  # type: ignore[index]
+    assert halves["chosen on"]["categories"]["1 multi-hop"]["recall@10"] == 1.0  # type: ignore[index]
+    assert halves["chosen on"]["overall"]["questions"] == 2  # type: ignore[index]
 
 
 def test_malformed_evidence_is_repaired_or_dropped_and_counted() -> None:
@@ -106,3 +112,13 @@ def test_a_missing_data_file_is_a_clear_error(argv: list[str], capsys: pytest.Ca
     with pytest.raises(SystemExit):
         main(argv)
     assert "no LoCoMo file at missing.json" in capsys.readouterr().err
+
+
+def test_an_unknown_conversation_held_out_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.locomo import main
+
+    path = tmp_path / "toy.json"
+    path.write_text(json.dumps(TOY), encoding="utf-8")
+    with pytest.raises(SystemExit):
+        main(["--data", str(path), "--held-out", "toy-1,conv-99"])
+    assert "no conversation conv-99 in" in capsys.readouterr().err

@@ -190,7 +190,7 @@ async def test_forget_typed_in_chat_also_forgets_the_messages_that_mention_it_an
     await companion.tasks.drain()
     # the request itself quoted what is forgotten, and its reply went with it
     assert [message.content for message in companion.history.messages(alice)] == ["ok", "I adopted a kitten", "ok"]
-    assert all(hit.relevance <= 0.5 for hit in companion.history.search(alice, "Tom", limit=10))
+    assert all(hit.lexical == 0 for hit in companion.history.search(alice, "Tom", limit=10))
 
 
 async def test_a_past_message_the_memories_do_not_cover_is_quoted_in_the_prompt(

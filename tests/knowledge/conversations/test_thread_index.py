@@ -7,7 +7,14 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from knowledge.conversations.thread_index import RecallWeights, ThreadIndex, asks, names_as_subject
+from knowledge.conversations.thread_index import (
+    RecallWeights,
+    ThreadIndex,
+    asks,
+    names_as_subject,
+    saying,
+    without_names,
+)
 from knowledge.dates.windows import TimeWindow
 from knowledge.records import StoredMessage
 from knowledge.rules.discretion import Audience
@@ -34,7 +41,7 @@ def thread_of(*messages: StoredMessage) -> ThreadIndex:
     vectors = np.eye(len(messages), dtype=np.float32)
     last: dict[str, int] = {}
     for row, stored in enumerate(messages):
-        last[stored.conversation_id] = threads.append(stored, last.get(stored.conversation_id), vectors)
+        last[stored.conversation_id] = threads.append(stored, last.get(stored.conversation_id), vectors, words=3)
         assert last[stored.conversation_id] == row
     return threads
 
@@ -69,8 +76,8 @@ def test_the_answer_to_a_question_gains_what_the_question_scored() -> None:
     similarity, lexical = np.array([0.9, 0.1]), np.array([5.0, 0.0])
     relevance = threads.relevance("what is she researching", similarity, lexical, kept)
     plain = ThreadIndex(RecallWeights(question=0.0, answer=0.0, context=0.0, next_meaning=0.0, previous_words=0.0))
-    plain.append(message(0, "What are you researching?", "Bot"), None, np.eye(2, dtype=np.float32))
-    plain.append(message(1, "Adoption agencies."), 0, np.eye(2, dtype=np.float32))
+    plain.append(message(0, "What are you researching?", "Bot"), None, np.eye(2, dtype=np.float32), 3)
+    plain.append(message(1, "Adoption agencies."), 0, np.eye(2, dtype=np.float32), 3)
     without = plain.relevance("what is she researching", similarity, lexical, kept)
     assert relevance[1] - relevance[0] > without[1] - without[0]  # the answer gains on its question
     assert relevance[1] > without[1]
@@ -107,3 +114,52 @@ def test_visibility_follows_where_each_message_was_said_and_windows_when() -> No
     assert threads.visible(Audience.of("telegram:chat:7", group=False)).all()
     day_two = TimeWindow(START + timedelta(days=1) - timedelta(hours=12), START + timedelta(days=2), "tomorrow")
     assert threads.said_during(day_two).tolist() == [False, False, True]
+
+
+def test_names_leave_a_query_possessives_as_their() -> None:
+    assert without_names("What did Caroline paint for Melanie?", ["Caroline", "Melanie"]) == "What did paint for ?"
+    assert without_names("Where do Melanie's kids go?", ["Melanie"]) == "Where do their kids go?"
+    assert without_names("小祥喜欢什么？", ["小祥"]) == "喜欢什么？"
+    assert without_names("Carolines are many", ["Caroline"]) == "Carolines are many"  # whole words only
+
+
+def test_the_participants_a_query_mentions_leave_its_meaning() -> None:
+    threads = thread_of(message(0, "I love hiking", "Alice"), message(1, "Me too!", "小祥"))
+    assert threads.without_participants("what does alice love?") == "what does love?"
+    assert threads.without_participants("Alice, 小祥 said what?") == ", said what?"
+    assert threads.without_participants("what does Bob love?") is None  # no participant mentioned
+    assert threads.without_participants("Alice?") is None  # nothing left but names
+    assert thread_of(message(0, "hi", "A")).without_participants("a trip to A city") is None
+
+
+def test_a_message_that_says_more_counts_more() -> None:
+    assert saying(0) == 0.0
+    assert 0.0 < saying(2) < saying(8) < saying(16) == saying(40) == 1.0
+    threads = ThreadIndex()
+    vectors = np.eye(2, dtype=np.float32)
+    threads.append(message(0, "haha yes!"), None, vectors, words=2)
+    threads.append(
+        message(1, "we hiked up the ridge at dawn and saw the whole valley", conversation="b"), None, vectors, 9
+    )
+    relevance = threads.relevance("hiking", np.array([0.5, 0.5]), np.array([1.0, 1.0]), np.ones(2, dtype=bool))
+    assert relevance[1] > relevance[0]
+
+
+def test_a_message_counts_more_in_the_sitting_of_a_strong_match() -> None:
+    # the road trip is told at noon; a hike is mentioned in the same sitting and, alike, the next day
+    threads = thread_of(
+        message(0, "The road trip was wild"),
+        message(1, "We went on a hike after it"),
+        message(2, "We went on a hike", days=1),
+    )
+    kept = np.ones(3, dtype=bool)
+    relevance = threads.relevance(
+        "the hike after the road trip", np.array([0.9, 0.5, 0.5]), np.array([4.0, 1.0, 1.0]), kept
+    )
+    assert relevance[1] > relevance[2]
+    # a pause longer than a sitting's gap (30 minutes) parts them, as a day does
+    legs = np.array([0.9, 0.5]), np.array([4.0, 1.0])
+    together = thread_of(message(0, "The road trip was wild"), message(20, "We went on a hike after it"))
+    apart = thread_of(message(0, "The road trip was wild"), message(45, "We went on a hike after it"))
+    query = "the hike after the road trip"
+    assert apart.relevance(query, *legs, kept[:2])[1] < together.relevance(query, *legs, kept[:2])[1]
