@@ -6,6 +6,8 @@ chromadb is the truth here: `truth` reads it by scanning its metadata, as the st
 
 from __future__ import annotations
 
+import uuid
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +20,11 @@ from knowledge.memory.scope_ids import STRAY_GRACE, ScopeIds
 from knowledge.records import MemoryChange, MemoryRecord, Scope
 from knowledge.search.embedding import Embedder
 from knowledge.sql.database import Database
+from knowledge.sql.postgres import PostgresDatabase
 from knowledge.sql.sqlite import SQLiteDatabase
 from tests.conftest import Backend
 from tests.fakes.clock import FakeClock
+from tests.servers import ChromaServer
 
 ALICE = Scope("xiaoxiang", "cli:alice")
 BOB = Scope("xiaoxiang", "cli:bob")
@@ -256,6 +260,26 @@ def test_a_forgotten_scope_leaves_no_byte_in_the_ids(
     report = scan_directory(tmp_path / "sql", secret.user_id)
     assert report.in_files == {} and report.in_rows == {}, (report.in_files, report.in_rows)
     assert {scope for scope, _ in listed(sql)} == {BOB}
+
+
+def test_processes_sharing_a_chroma_server_read_each_others_writes_by_id(
+    chroma_server: ChromaServer, database_url: str, embedder: Embedder, clock: FakeClock
+) -> None:
+    carol = Scope("xiaoxiang", f"cli:carol-{uuid.uuid4().hex[:8]}")  # the server's collection is the test run's
+    with (
+        closing(PostgresDatabase(database_url, pool_size=2)) as one,
+        closing(PostgresDatabase(database_url, pool_size=2)) as two,
+    ):
+
+        def connect(db: Database) -> ChromaKnowledgeBase:
+            client = open_chroma_client(host="127.0.0.1", port=chroma_server.port)
+            return open_store(client, embedder, clock, ScopeIds(db), cache_scopes=False)
+
+        first, second = connect(one), connect(two)
+        written = first.add(carol, "Carol's favourite tea is oolong", category="fact", source="user")
+        assert [record.id for record in second.memories(carol)] == [written.id]
+        second.delete(carol, [written.id])
+        assert first.memories(carol) == [] and ScopeIds(one).of(carol) == []
 
 
 def store_id(client: Any) -> str:
