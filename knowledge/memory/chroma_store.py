@@ -50,6 +50,7 @@ from knowledge.rules.discretion import PRIVATE, Audience
 from knowledge.search.embedding import Embedder
 from knowledge.search.index import QueryEncoder
 from knowledge.search.scope_cache import ScopeCache, ScopeSnapshot
+from knowledge.sql.database import iso
 from knowledge.sql.scope_versions import ScopeVersions
 
 log = logging.getLogger(__name__)
@@ -414,7 +415,7 @@ class ChromaKnowledgeBase:
             self._deleted()
             if snapshot := self._written(scope):
                 snapshot.remove(owned)
-        self._unlist(scope_pairs(scope, wanted))  # listed strays among them go too
+            self._unlist(scope_pairs(scope, owned))
         return len(owned)
 
     def forget_all(self, scope: Scope) -> int:
@@ -491,7 +492,8 @@ class ChromaKnowledgeBase:
             stored.update((_scope_of(meta), memory_id) for memory_id, meta in zip(page["ids"], page["metadatas"]))
         missing = stored - listed.keys()
         cutoff = self._now() - STRAY_GRACE
-        strays = [pair for pair, listed_at in listed.items() if pair not in stored and listed_at < cutoff]
+        old = iso(cutoff)
+        strays = [pair for pair, listed_at in listed.items() if pair not in stored and listed_at < old]
         self._ids.add(missing, self._now())
         self._ids.remove_strays(strays, listed_before=cutoff)
         if missing or strays:

@@ -84,13 +84,15 @@ class ScopeIds:
         with self._db.transaction() as db:
             db.execute("DELETE FROM memory_ids WHERE persona_id = ? AND user_id = ?", (scope.persona_id, scope.user_id))
 
-    def listed(self) -> dict[tuple[Scope, str], datetime]:
-        """Every listed (scope, id) with when it was listed (for checking the list against the store)."""
-        rows = self._db.query("SELECT persona_id, user_id, memory_id, listed_at FROM memory_ids")
-        return {
-            (Scope(str(row["persona_id"]), str(row["user_id"])), str(row["memory_id"])): _moment(row["listed_at"])
-            for row in rows
-        }
+    def listed(self) -> dict[tuple[Scope, str], str]:
+        """Every listed (scope, id) with when it was listed, as stored (ISO 8601, for comparing with `iso`)."""
+        scopes: dict[tuple[str, str], Scope] = {}  # one Scope per scope, not per row: this holds every id
+        listed = {}
+        for row in self._db.query("SELECT persona_id, user_id, memory_id, listed_at FROM memory_ids"):
+            key = (str(row["persona_id"]), str(row["user_id"]))
+            scope = scopes.get(key) or scopes.setdefault(key, Scope(*key))
+            listed[scope, str(row["memory_id"])] = str(row["listed_at"])
+        return listed
 
     def total(self) -> int:
         """How many ids are listed, over every scope."""
@@ -135,7 +137,3 @@ class ScopeIds:
 def scope_pairs(scope: Scope, ids: Sequence[str]) -> list[tuple[Scope, str]]:
     """`(scope, id)` for each of `ids`."""
     return [(scope, memory_id) for memory_id in ids]
-
-
-def _moment(value: object) -> datetime:
-    return datetime.fromisoformat(str(value))
