@@ -190,6 +190,24 @@ def test_a_crash_between_deleting_and_unlisting_brings_nothing_back(
     assert listed(db) == truth(client)
 
 
+def test_a_forget_cut_short_brings_nothing_back_and_run_again_leaves_no_id(
+    client: Any, embedder: Embedder, clock: FakeClock, db: Database, store: ChromaKnowledgeBase
+) -> None:
+    store.add(ALICE, "Alice loves ramen", category="fact", source="user")
+    kept = store.add(BOB, "Bob runs marathons", category="fact", source="user")
+
+    def crash(*args: Any, **kwargs: Any) -> None:
+        raise Crash
+
+    store._ids = replace_method(ScopeIds(db), "forget", crash)
+    with pytest.raises(Crash):
+        store.forget_all(ALICE)
+    restarted = open_store(client, embedder, clock, ScopeIds(db))
+    assert restarted.memories(ALICE) == [] and restarted.search(ALICE, "ramen") == []
+    assert restarted.forget_all(ALICE) == 0  # the forget asked again
+    assert listed(db) == truth(client) == {(BOB, kept.id)}
+
+
 def test_a_move_cut_short_shows_each_memory_in_one_scope_and_finishes_when_run_again(
     client: Any, embedder: Embedder, clock: FakeClock, db: Database, store: ChromaKnowledgeBase
 ) -> None:
