@@ -442,20 +442,24 @@ class ChromaKnowledgeBase:
         with self._chroma:
             rebuild = chroma_erasure.Rebuild(self._client, COLLECTION)
             self._collection.written = set()
+        listed = self._ids.listed() if self._ids is not None else {}  # before: a write meanwhile is listed first
+        copied: dict[str, Any] = {}
         try:
             for page in rebuild.pages():
                 with self._chroma:  # a page at a time, between other calls on the store
-                    rebuild.take(page)
+                    copied |= rebuild.take(page)
             with self._chroma:
-                rebuild.finish(self._collection.written)
+                copied |= rebuild.finish(self._collection.written)
                 self._collection.collection = saving_index_often(self._client, COLLECTION)
                 chroma_erasure.erase_remnants(self._files / chroma_erasure.DATABASE, NOTHING)
                 (self._files / chroma_erasure.COMPACTION_DUE).unlink()
         finally:
             self._collection.written = None
         log.info("vector index rebuilt without deleted vectors in %.2fs", time.perf_counter() - started)
-        if self._ids is not None:
-            self.check_ids()  # every record passed through this process: a good moment to compare the lists
+        # every record passed through this process: the ids are checked against them without reading them again
+        stored = {(_scope_of(meta), memory_id) for memory_id, meta in copied.items() if meta is not None}
+        if missing := self._mend_ids(listed, stored):
+            log.warning("%d memories were not listed among their scope's ids; listed now", missing)
         return True
 
     def _deleted(self) -> None:
@@ -478,27 +482,32 @@ class ChromaKnowledgeBase:
         """How many memories `scope` holds."""
         return len(self._scope_rows(scope, [])["ids"])
 
-    def check_ids(self) -> tuple[int, int]:
+    def check_ids(self) -> int:
         """Compare the listed ids (`scope_ids.py`) with what chromadb holds: list every memory not listed, and
-        unlist strays older than `STRAY_GRACE`; returns how many of each. A full pass over the store's metadata,
-        for maintenance (the first start with the list, a compaction)."""
+        unlist strays older than `STRAY_GRACE`; returns how many were listed. A full pass over the store's
+        metadata (about 0.1 ms a memory), for the first start with the list."""
         if self._ids is None:
-            return 0, 0
+            return 0
         listed = self._ids.listed()  # read first: a memory written meanwhile is listed before chromadb has it
         ids = self._collection.get(include=[])["ids"]
         stored: set[tuple[Scope, str]] = set()
         for start in range(0, len(ids), MAINTENANCE_PAGE):
             page = self._collection.get(ids=ids[start : start + MAINTENANCE_PAGE], include=["metadatas"])
             stored.update((_scope_of(meta), memory_id) for memory_id, meta in zip(page["ids"], page["metadatas"]))
+        return self._mend_ids(listed, stored)
+
+    def _mend_ids(self, listed: dict[tuple[Scope, str], str], stored: set[tuple[Scope, str]]) -> int:
+        """List what chromadb holds (`stored`) but `listed` lacks, and unlist strays of `listed` older than
+        `STRAY_GRACE`; returns how many were listed."""
+        if self._ids is None:
+            return 0
         missing = stored - listed.keys()
         cutoff = self._now() - STRAY_GRACE
         old = iso(cutoff)
         strays = [pair for pair, listed_at in listed.items() if pair not in stored and listed_at < old]
         self._ids.add(missing, self._now())
         self._ids.remove_strays(strays, listed_before=cutoff)
-        if missing or strays:
-            log.warning("memory ids out of step with the store: %d listed, %d unlisted", len(missing), len(strays))
-        return len(missing), len(strays)
+        return len(missing)
 
     def _current(self, stored: Iterable[MemoryRecord], now: datetime | None = None) -> list[MemoryRecord]:
         """Stored records as of `now` (default: the clock's now), each with the importance it has decayed to.
@@ -559,10 +568,11 @@ class ChromaKnowledgeBase:
         if ids.complete_for(store_id) and ids.total() >= self._collection.count():
             return
         started = time.perf_counter()
+        log.info("listing the ids of every scope's memories (once, about 0.1 ms a memory)")
         ids.start(store_id)
-        self.check_ids()
+        missing = self.check_ids()
         ids.finish(store_id)
-        log.info("listed the ids of every scope's memories in %.2fs", time.perf_counter() - started)
+        log.info("listed %d memories among their scope's ids in %.2fs", missing, time.perf_counter() - started)
 
     def _drop_snapshots(self, scopes: Iterable[Scope]) -> None:
         # Maintenance wrote to these scopes directly; reload them on next use.
