@@ -9,9 +9,10 @@ chromadb is the truth; this list is kept a superset of it. A memory is listed be
 unlisted after it is deleted, so a crash between the two writes leaves an id listed that chromadb lacks (a
 stray), never a memory that is not listed: nothing is hidden, and nothing comes back, since a read keeps only
 what chromadb holds in that scope. A read that meets a stray drops it once it is older than
-`STRAY_GRACE` (younger, it may be a write still on its way). The list is built from chromadb once for each
-store (`rebuild`: at the first start with it, after a store was replaced, or when it lists fewer memories
-than chromadb holds) and checked against it at every compaction.
+`STRAY_GRACE` (younger, it may be a write still on its way). The list is made from chromadb once for each
+store (`start`, `ChromaKnowledgeBase.check_ids`, `finish`: at the first start with it, after the store was
+replaced, or when it lists fewer memories than chromadb holds) and checked against it at every compaction.
+A forget of a scope leaves none of its rows (`forget`).
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class ScopeIds:
         return int(row["n"])
 
     def complete_for(self, store_id: str) -> bool:
-        """Whether every memory of the store `store_id` was listed (by `rebuild`)."""
+        """Whether every memory of the store `store_id` was listed (between `start` and `finish`)."""
         rows = self._db.query("SELECT complete FROM memory_ids_store WHERE store_id = ?", (store_id,))
         return bool(rows and rows[0]["complete"])
 
