@@ -443,13 +443,13 @@ class ChromaKnowledgeBase:
             rebuild = chroma_erasure.Rebuild(self._client, COLLECTION)
             self._collection.written = set()
         listed = self._ids.listed() if self._ids is not None else {}  # before: a write meanwhile is listed first
-        copied: dict[str, Any] = {}
+        copied: dict[str, Scope | None] = {}  # the scope of each record copied; None: deleted meanwhile
         try:
             for page in rebuild.pages():
                 with self._chroma:  # a page at a time, between other calls on the store
-                    copied |= rebuild.take(page)
+                    copied |= _scopes_of(rebuild.take(page))
             with self._chroma:
-                copied |= rebuild.finish(self._collection.written)
+                copied |= _scopes_of(rebuild.finish(self._collection.written))
                 self._collection.collection = saving_index_often(self._client, COLLECTION)
                 chroma_erasure.erase_remnants(self._files / chroma_erasure.DATABASE, NOTHING)
                 (self._files / chroma_erasure.COMPACTION_DUE).unlink()
@@ -457,7 +457,7 @@ class ChromaKnowledgeBase:
             self._collection.written = None
         log.info("vector index rebuilt without deleted vectors in %.2fs", time.perf_counter() - started)
         # every record passed through this process: the ids are checked against them without reading them again
-        stored = {(_scope_of(meta), memory_id) for memory_id, meta in copied.items() if meta is not None}
+        stored = {(scope, memory_id) for memory_id, scope in copied.items() if scope is not None}
         if missing := self._mend_ids(listed, stored):
             log.warning("%d memories were not listed among their scope's ids; listed now", missing)
         return True
@@ -717,6 +717,11 @@ class _Serialized:
 
 def _scope_of(meta: dict[str, Any]) -> Scope:
     return Scope(str(meta["persona_id"]), str(meta["user_id"]))
+
+
+def _scopes_of(metadatas: dict[str, Any]) -> dict[str, Scope | None]:
+    """The scope of each record by id, of its metadata (None stays None)."""
+    return {memory_id: None if meta is None else _scope_of(meta) for memory_id, meta in metadatas.items()}
 
 
 def _records_of(result: Any) -> list[MemoryRecord]:
