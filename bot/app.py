@@ -64,6 +64,7 @@ from knowledge.journal.place_personas import PlacePersonas
 from knowledge.journal.user_settings import UserSettings
 from knowledge.memory.chroma_store import COLLECTION, ChromaKnowledgeBase, open_chroma_client
 from knowledge.memory.decay_pass import DecayPass
+from knowledge.memory.scope_ids import ScopeIds
 from knowledge.memory.store_guard import MemoryStoreGuard, MemoryStoreMissingError, MessagesMissingError
 from knowledge.people.joining import Joiner
 from knowledge.people.links import Links
@@ -431,10 +432,12 @@ def open_memories(
             queries=basics.queries,
             now=basics.clock.now,
             policy_for=basics.policy_for,  # a memory's importance at any moment depends on its persona's rules
-            # A Chroma server is shared with other bot processes: snapshots only where versions tell of their writes.
-            cache_scopes=embedded or storage.server_mode,
+            # A Chroma server is shared with other bot processes: snapshots, and the list of each scope's memory
+            # ids, only where the SQL store that keeps versions and the list is shared with them too.
+            cache_scopes=guarded,
             versions=storage.versions("memories"),
             files=files if embedded else None,
+            ids=opened.enter_context(closing(ScopeIds(storage.where))) if guarded else None,
         )
         if guarded:
             guard.record(client)

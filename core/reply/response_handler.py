@@ -275,8 +275,9 @@ class ResponseHandler:
                     break  # an earlier conversation, closed by a pause or `/new`
                 found.append(episode)
                 later = min(times)
-        except Exception:  # a broken store must not cost the user their reply
-            log.exception("reading the conversation's summary failed for %s; replying without it", scope)
+        except Exception as error:  # a broken store must not cost the user their reply
+            if storage_problem(error) != "unavailable":  # an outage is said once, by the recall that follows
+                log.exception("reading the conversation's summary failed for %s; replying without it", scope)
             return []
         if len(found) > SO_FAR_EPISODES:  # how it began, and the latest
             found = [*found[: SO_FAR_EPISODES - 1], found[-1]]

@@ -123,18 +123,19 @@ class Rebuild:
         for start in range(0, len(self._ids), REBUILD_PAGE):
             yield self._ids[start : start + REBUILD_PAGE]
 
-    def finish(self, written: Iterable[str]) -> Any:
+    def finish(self, written: Iterable[str]) -> dict[str, Any]:
         """Take the records of `written` (ids added, changed or deleted since the start) as they are now, then
-        replace the old collection with the new one, which is returned."""
-        self.take(list(written))
+        replace the old collection with the new one; returns what `take` does."""
+        taken = self.take(list(written))
         self._client.delete_collection(self._name)
         self._fresh.modify(name=self._name)
-        return self._fresh
+        return taken
 
-    def take(self, ids: list[str]) -> None:
-        """Copy these records as they are now; an id no longer there is deleted from the copy."""
+    def take(self, ids: list[str]) -> dict[str, Any]:
+        """Copy these records as they are now; an id no longer there is deleted from the copy. Returns the
+        metadata copied of each id, None for those deleted."""
         if not ids:
-            return
+            return {}
         page = self._old.get(ids=ids, include=["embeddings", "documents", "metadatas"])
         gone = set(ids) - set(page["ids"])
         if gone:
@@ -143,6 +144,7 @@ class Rebuild:
             self._fresh.upsert(
                 ids=page["ids"], embeddings=page["embeddings"], documents=page["documents"], metadatas=page["metadatas"]
             )
+        return dict.fromkeys(gone) | dict(zip(page["ids"], page["metadatas"]))
 
 
 def finish_rebuild(client: Any, name: str) -> None:

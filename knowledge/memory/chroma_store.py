@@ -26,6 +26,7 @@ from knowledge.dates.windows import TimeWindow
 from knowledge.forget.fence import fenced_write
 from knowledge.forget.target import NOTHING, ForgetTarget
 from knowledge.memory import chroma_erasure
+from knowledge.memory.scope_ids import STRAY_GRACE, ScopeIds, scope_pairs
 from knowledge.records import (
     CATEGORIES,
     KEEP,
@@ -50,6 +51,7 @@ from knowledge.rules.discretion import PRIVATE, Audience
 from knowledge.search.embedding import Embedder
 from knowledge.search.index import QueryEncoder
 from knowledge.search.scope_cache import ScopeCache, ScopeSnapshot
+from knowledge.sql.database import iso
 from knowledge.sql.scope_versions import ScopeVersions
 
 log = logging.getLogger(__name__)
@@ -240,11 +242,14 @@ class ChromaKnowledgeBase:
         queries: QueryEncoder | None = None,
         files: Path | None = None,
         versions: ScopeVersions | None = None,
+        ids: ScopeIds | None = None,
     ) -> None:
         """`cache_scopes`: answer searches from in-process snapshots; where other processes write to the same
         store, only with `versions`, which tell a snapshot that it missed their writes.
         `queries`: the query encoder shared with the conversation history, so one message is embedded once.
-        `files`: the embedded store's directory, where forgetting erases what chromadb leaves behind."""
+        `files`: the embedded store's directory, where forgetting erases what chromadb leaves behind.
+        `ids`: each scope's memory ids, kept by every write, so a whole scope is read by id (`scope_ids.py`);
+        only where every process writing to the store keeps them too. Without, a scope is found by a scan."""
         self._client = client
         self._embedder = embedder
         self.queries = queries or QueryEncoder(embedder)  # shared with the history, and emptied by a forget
@@ -268,6 +273,9 @@ class ChromaKnowledgeBase:
                 stored_embedder,
                 embedder.name,
             )
+        self._ids = ids
+        if ids is not None:
+            self._list_every_memory_once(ids)
 
     def add(
         self,
@@ -318,6 +326,7 @@ class ChromaKnowledgeBase:
         metadata = _metadata(record, self.policy_for(scope.persona_id))
         write = self._collection.add if memory_id is None else self._collection.upsert
         with fenced_write(scope):
+            self._list([(scope, record.id)])
             write(ids=[record.id], documents=[content], metadatas=[metadata], embeddings=vector)
         if snapshot := self._written(scope):
             snapshot.put(record, vector[0])
@@ -373,6 +382,10 @@ class ChromaKnowledgeBase:
         """Every memory of `scope`, most important first."""
         if self._cache is not None:
             stored = self._cache.get(scope).records(categories)
+        elif self._ids is not None:
+            wanted = None if categories is None else set(_known(categories))
+            found = _records_of(self._scope_rows(scope, ["documents", "metadatas"]))
+            stored = [record for record in found if wanted is None or record.category in wanted]
         else:
             stored = self._fetch(where=_scope_filter(scope, categories))
         return sorted(self._current(stored), key=lambda record: (-record.importance, record.created_at))
@@ -417,14 +430,17 @@ class ChromaKnowledgeBase:
             self._deleted()
             if snapshot := self._written(scope):
                 snapshot.remove(owned)
+            self._unlist(scope_pairs(scope, owned))
         return len(owned)
 
     def forget_all(self, scope: Scope) -> int:
-        """Delete every memory of `scope`."""
-        owned = self._collection.get(where=_scope_filter(scope), include=[])["ids"]
+        """Delete every memory of `scope`; none of its ids stays listed."""
+        owned = self._every_id(scope)
         if owned:
             self._collection.delete(ids=owned)
             self._deleted()
+        if self._ids is not None:
+            self._ids.forget(scope)
         if self._cache is not None:
             self._cache.drop([scope])
         return len(owned)
@@ -441,18 +457,24 @@ class ChromaKnowledgeBase:
         with self._chroma:
             rebuild = chroma_erasure.Rebuild(self._client, COLLECTION)
             self._collection.written = set()
+        listed = self._ids.listed() if self._ids is not None else {}  # before: a write meanwhile is listed first
+        copied: dict[str, Scope | None] = {}  # the scope of each record copied; None: deleted meanwhile
         try:
             for page in rebuild.pages():
                 with self._chroma:  # a page at a time, between other calls on the store
-                    rebuild.take(page)
+                    copied |= _scopes_of(rebuild.take(page))
             with self._chroma:
-                rebuild.finish(self._collection.written)
+                copied |= _scopes_of(rebuild.finish(self._collection.written))
                 self._collection.collection = saving_index_often(self._client, COLLECTION)
                 chroma_erasure.erase_remnants(self._files / chroma_erasure.DATABASE, NOTHING)
                 (self._files / chroma_erasure.COMPACTION_DUE).unlink()
         finally:
             self._collection.written = None
         log.info("vector index rebuilt without deleted vectors in %.2fs", time.perf_counter() - started)
+        # every record passed through this process: the ids are checked against them without reading them again
+        stored = {(scope, memory_id) for memory_id, scope in copied.items() if scope is not None}
+        if missing := self._mend_ids(listed, stored):
+            log.warning("%d memories were not listed among their scope's ids; listed now", missing)
         return True
 
     def _deleted(self) -> None:
@@ -473,7 +495,34 @@ class ChromaKnowledgeBase:
 
     def count(self, scope: Scope) -> int:
         """How many memories `scope` holds."""
-        return len(self._collection.get(where=_scope_filter(scope), include=[])["ids"])
+        return len(self._scope_rows(scope, [])["ids"])
+
+    def check_ids(self) -> int:
+        """Compare the listed ids (`scope_ids.py`) with what chromadb holds: list every memory not listed, and
+        unlist strays older than `STRAY_GRACE`; returns how many were listed. A full pass over the store's
+        metadata (about 0.1 ms a memory), for the first start with the list."""
+        if self._ids is None:
+            return 0
+        listed = self._ids.listed()  # read first: a memory written meanwhile is listed before chromadb has it
+        ids = self._collection.get(include=[])["ids"]
+        stored: set[tuple[Scope, str]] = set()
+        for start in range(0, len(ids), MAINTENANCE_PAGE):
+            page = self._collection.get(ids=ids[start : start + MAINTENANCE_PAGE], include=["metadatas"])
+            stored.update((_scope_of(meta), memory_id) for memory_id, meta in zip(page["ids"], page["metadatas"]))
+        return self._mend_ids(listed, stored)
+
+    def _mend_ids(self, listed: dict[tuple[Scope, str], str], stored: set[tuple[Scope, str]]) -> int:
+        """List what chromadb holds (`stored`) but `listed` lacks, and unlist strays of `listed` older than
+        `STRAY_GRACE`; returns how many were listed."""
+        if self._ids is None:
+            return 0
+        missing = stored - listed.keys()
+        cutoff = self._now() - STRAY_GRACE
+        old = iso(cutoff)
+        strays = [pair for pair, listed_at in listed.items() if pair not in stored and listed_at < old]
+        self._ids.add(missing, self._now())
+        self._ids.remove_strays(strays, listed_before=cutoff)
+        return len(missing)
 
     def _current(self, stored: Iterable[MemoryRecord], now: datetime | None = None) -> list[MemoryRecord]:
         """Stored records as of `now` (default: the clock's now), each with the importance it has decayed to.
@@ -488,8 +537,57 @@ class ChromaKnowledgeBase:
         return self._cache.writing(scope) if self._cache is not None else None
 
     def _load_scope(self, scope: Scope) -> ScopeSnapshot:
-        result = self._collection.get(where=_scope_filter(scope), include=["documents", "metadatas", "embeddings"])
+        result = self._scope_rows(scope, ["documents", "metadatas", "embeddings"])
         return ScopeSnapshot(_records_of(result), np.asarray(result["embeddings"]), self._embedder.dim)
+
+    def _scope_rows(self, scope: Scope, include: list[str]) -> dict[str, list[Any]]:
+        """chromadb's `get` of every memory of `scope`: by the listed ids (strays skipped, and unlisted once
+        old enough), or without a list by scanning the collection's metadata."""
+        if self._ids is None:
+            return dict(self._collection.get(where=_scope_filter(scope), include=include))
+        listed = self._ids.of(scope)
+        found: dict[str, list[Any]] = {"ids": [], **{key: [] for key in include}}
+        for start in range(0, len(listed), MAINTENANCE_PAGE):
+            page = self._collection.get(
+                ids=listed[start : start + MAINTENANCE_PAGE], include=list({*include, "metadatas"})
+            )
+            for row, (memory_id, meta) in enumerate(zip(page["ids"], page["metadatas"])):
+                if _scope_of(meta) == scope:  # an id listed under two scopes (a move cut short) is read in one
+                    found["ids"].append(memory_id)
+                    for key in include:
+                        found[key].append(page[key][row])
+        if len(found["ids"]) < len(listed):
+            strays = sorted(set(listed) - set(found["ids"]))
+            self._ids.remove_strays(scope_pairs(scope, strays), listed_before=self._now() - STRAY_GRACE)
+        return found
+
+    def _every_id(self, scope: Scope) -> list[str]:
+        """The ids of every memory of `scope`, from chromadb itself: for the writes that must reach them all
+        (a forget, a move), which are rare, not from the list (a memory it missed would stay behind)."""
+        return list(self._collection.get(where=_scope_filter(scope), include=[])["ids"])
+
+    def _list(self, pairs: Sequence[tuple[Scope, str]]) -> None:
+        """List memories before they are written (see `scope_ids.py`)."""
+        if self._ids is not None:
+            self._ids.add(pairs, self._now())
+
+    def _unlist(self, pairs: Sequence[tuple[Scope, str]]) -> None:
+        """Unlist memories after they were deleted."""
+        if self._ids is not None:
+            self._ids.remove(pairs)
+
+    def _list_every_memory_once(self, ids: ScopeIds) -> None:
+        """List what the store holds, the first time it is opened with `ids` (or replaced by another store), and
+        again if fewer ids are listed than it holds (a version without the list wrote to it)."""
+        store_id = chroma_erasure.store_identity(self._collection)
+        if ids.complete_for(store_id) and ids.total() >= self._collection.count():
+            return
+        started = time.perf_counter()
+        log.info("listing the ids of every scope's memories (once, about 0.1 ms a memory)")
+        ids.start(store_id)
+        missing = self.check_ids()
+        ids.finish(store_id)
+        log.info("listed %d memories among their scope's ids in %.2fs", missing, time.perf_counter() - started)
 
     def _drop_snapshots(self, scopes: Iterable[Scope]) -> None:
         # Maintenance wrote to these scopes directly; reload them on next use.
@@ -507,6 +605,7 @@ class ChromaKnowledgeBase:
         policy_for = cache(self.policy_for)
         for start in range(0, len(records), MAINTENANCE_PAGE):
             batch = records[start : start + MAINTENANCE_PAGE]
+            self._list([(record.scope, record.id) for record in batch])
             self._collection.add(
                 ids=[record.id for record in batch],
                 documents=[record.content for record in batch],
@@ -558,11 +657,14 @@ class ChromaKnowledgeBase:
 
     def move_user(self, persona_id: str, old_user: str, new_user: str) -> int:
         """Give every memory of (persona, `old_user`) to (persona, `new_user`) as it is; returns how many moved."""
-        ids = self._collection.get(where=_scope_filter(Scope(persona_id, old_user)), include=[])["ids"]
+        old, new = Scope(persona_id, old_user), Scope(persona_id, new_user)
+        ids = self._every_id(old)
+        self._list(scope_pairs(new, ids))
         for start in range(0, len(ids), MAINTENANCE_PAGE):
             batch = ids[start : start + MAINTENANCE_PAGE]
             self._collection.update(ids=batch, metadatas=[{"user_id": new_user}] * len(batch))  # merged, not replaced
-        self._drop_snapshots([Scope(persona_id, old_user), Scope(persona_id, new_user)])
+        self._unlist(scope_pairs(old, ids))
+        self._drop_snapshots([old, new])
         return len(ids)
 
     def personas_of(self, user_id: str) -> set[str]:
@@ -596,6 +698,7 @@ class ChromaKnowledgeBase:
         for start in range(0, len(wanted), MAINTENANCE_PAGE):
             self._collection.delete(ids=[memory_id for _, memory_id in wanted[start : start + MAINTENANCE_PAGE]])
         self._deleted()
+        self._unlist(wanted)
         self._drop_snapshots(scope for scope, _ in wanted)
 
 
@@ -625,6 +728,15 @@ class _Serialized:
                 return getattr(self.collection, name)(*args, **kwargs)
 
         return locked
+
+
+def _scope_of(meta: dict[str, Any]) -> Scope:
+    return Scope(str(meta["persona_id"]), str(meta["user_id"]))
+
+
+def _scopes_of(metadatas: dict[str, Any]) -> dict[str, Scope | None]:
+    """The scope of each record by id, of its metadata (None stays None)."""
+    return {memory_id: None if meta is None else _scope_of(meta) for memory_id, meta in metadatas.items()}
 
 
 def _records_of(result: Any) -> list[MemoryRecord]:

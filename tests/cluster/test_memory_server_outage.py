@@ -53,6 +53,8 @@ async def test_replies_go_on_without_memories_and_a_memory_learned_meanwhile_is_
 
     assert await say("hello") == "Noted."
     await companion.tasks.drain()
+    # bob has a memory this process has not read: a search of his needs the server (an empty scope would not)
+    companion.knowledge.add(Scope("xiaoxiang", "cli:bob"), "Bob likes coffee", category="fact", source="user")
 
     caplog.set_level(logging.WARNING)
     stoppable_chroma.stop()

@@ -24,6 +24,7 @@ from bot.platforms.terminal import TerminalChat
 from core.companion import Companion
 from knowledge.forget.privacy_scan import scan_directory
 from knowledge.forget.target import ForgetTarget
+from knowledge.memory.scope_ids import ScopeIds
 from knowledge.records import MemoryRecord, Scope
 from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock
@@ -196,6 +197,20 @@ def assert_gone(app: App, alice: Scope) -> None:
     assert "vector index still holds" not in checked
     history = cli_run("memory", "history", "--persona", "xiaoxiang", "--user", "alice")
     assert "ZQX" not in history
+    assert_ids_in_step(app, alice)
+
+
+def assert_ids_in_step(app: App, alice: Scope) -> None:
+    """The scope's listed memory ids are those chromadb holds, and once none is left none of its rows is."""
+    ids = ScopeIds(app.settings.storage.data_dir / "companion.sqlite3")
+    try:
+        listed = {memory_id for scope, memory_id in ids.listed() if scope == alice}
+    finally:
+        ids.close()
+    assert listed == set(app.knowledge._every_id(alice))
+    if not listed:
+        rows = scan_directory(app.settings.storage.data_dir, alice.user_id).in_rows
+        assert not [place for place in rows if ": memory_ids." in place], rows
 
 
 @pytest.mark.parametrize("route", list(ROUTES))

@@ -7,6 +7,7 @@ tests find vectors in the raw bytes of every file, as an attacker with the disk 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from knowledge.memory.chroma_store import (
     open_chroma_client,
     retry_while_locked,
 )
+from knowledge.memory.scope_ids import ScopeIds
 from knowledge.memory.store_guard import MemoryStoreGuard
 from knowledge.records import MemoryChange, Scope
 from knowledge.search.embedding import Embedder
@@ -67,7 +69,9 @@ def chroma_dir(tmp_path: Path, embedder: Embedder) -> Path:
 
 
 def open_store(directory: Path, embedder: Embedder, clock: FakeClock) -> ChromaKnowledgeBase:
-    return ChromaKnowledgeBase(open_chroma_client(path=directory), embedder, now=clock.now, files=directory)
+    """The store as the app opens it: each scope's memory ids kept in the SQLite file beside it."""
+    ids = ScopeIds(directory.parent / "companion.sqlite3")
+    return ChromaKnowledgeBase(open_chroma_client(path=directory), embedder, now=clock.now, files=directory, ids=ids)
 
 
 def test_a_deleted_memorys_vector_leaves_every_file_at_the_next_compaction(
@@ -157,16 +161,19 @@ def test_writes_made_while_the_rebuild_copies_are_all_in_the_rebuilt_store(
     copy_page = chroma_erasure.Rebuild.take
     meanwhile: list[str] = []
 
-    def take_then_write(rebuild: chroma_erasure.Rebuild, ids: list[str]) -> None:
-        copy_page(rebuild, ids)
+    def take_then_write(rebuild: chroma_erasure.Rebuild, ids: list[str]) -> dict[str, Any]:
+        copied = copy_page(rebuild, ids)
         if not meanwhile:  # after the first page, as other calls would run between pages
             meanwhile.append(store.add(alice, "Alice adopted a second cat", category="fact", source="user").id)
             store.update(alice, memories[0].id, MemoryChange(content="Alice's note number 0: tonkotsu ramen"))
             store.delete(alice, [memories[1].id])
+        return copied
 
     monkeypatch.setattr(chroma_erasure.Rebuild, "take", take_then_write)
     assert store.compact()
     expected = {memory.id for memory in memories[2:]} | {memories[0].id, meanwhile[0]}
+    listed = ScopeIds(chroma_dir.parent / "companion.sqlite3").listed()
+    assert {memory_id for scope, memory_id in listed} == expected  # the ids kept in step through the rebuild
     for current in (store, open_store(chroma_dir, embedder, clock)):
         assert {record.id for record in current.memories(alice)} == expected
         assert current.get(alice, [memories[0].id])[0].content == "Alice's note number 0: tonkotsu ramen"
