@@ -4,9 +4,11 @@ The rule: docs/concepts/memory.md#nightly-consolidation.
 
 Once a night per active scope, code finds three kinds of candidate group among the scope's facts, and the
 model is asked only about those:
-- near-duplicates: facts close in meaning (cosine of their vectors) that share most of their words and
-  disagree on no number or date; only pairs with one fact learned or changed since the last pass are
-  compared, so a night costs the new facts times all, not all times all;
+- near-duplicates: facts close in meaning (cosine of their vectors) where one says nothing the other does
+  not (but for "my", "I", "我": "my locker code is 4711" and "Alice's locker code is 4711"), or very close in
+  meaning with most words in common, that disagree on no number or date ("Alice tried a pasta recipe" and
+  "... a curry recipe" each say something the other does not); only pairs with one fact learned or changed
+  since the last pass are compared, so a night costs the new facts times all, not all times all;
 - first-person facts ("my locker code is 4711", "我的储物柜密码是4711"), stored as the user said them, which a
   prompt cannot tell from the character speaking;
 - old, rarely used facts of one kind (close in meaning, learned where the others were) that are neither
@@ -36,8 +38,9 @@ from knowledge.records import MemoryRecord, Scope, derived_memory_id
 
 GroupKind = Literal["duplicates", "first_person", "compress"]
 
-DUPLICATE_SIMILARITY = 0.9  # cosine of two facts' vectors that may say the same thing
-DUPLICATE_OVERLAP = 0.5  # ... and the share of their words they must have in common (Dice)
+DUPLICATE_SIMILARITY = 0.9  # cosine of two facts' vectors that may say the same thing, if one adds to the other
+PARAPHRASE_SIMILARITY = 0.98  # ... or in other words, this close and with this share of words in common (Dice):
+PARAPHRASE_OVERLAP = 0.5
 KIND_SIMILARITY = 0.9  # cosine to a kind's first fact that puts a fact in that kind
 COMPRESS_AGE = timedelta(days=30)  # a fact this old (since learned or changed) may be compressed
 RARELY_USED = 1  # ... if it shaped no more replies than this
@@ -52,6 +55,7 @@ _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _NUMBER = re.compile(r"\d+")
 _FIRST_PERSON_EN = re.compile(r"\b(?:i|me|my|mine|myself|i'm|i've|i'd|i'll|im)\b", re.IGNORECASE)
 _FIRST_PERSON_ZH = re.compile(r"我")
+FIRST_PERSON_WORDS = frozenset({"i", "me", "my", "mine", "myself", "im", "m"})  # and any pair of characters with 我
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,13 +193,26 @@ def duplicate_groups(
             a, b = records[one], records[other]
             if (a.about, a.until) != (b.about, b.until) or not (said[one] <= said[other] or said[other] <= said[one]):
                 continue  # a different date or number: a different fact (or a changed one), not a duplicate
-            if overlap(words[one], words[other]) >= DUPLICATE_OVERLAP:
+            if _same_fact(words[one], words[other], float(vectors[one] @ vectors[other])):
                 parent[root(one)] = root(other)
     joined: dict[int, list[MemoryRecord]] = {}
     for index, record in enumerate(records):
         joined.setdefault(root(index), []).append(record)
     found = [sorted(group, key=lambda record: record.created_at) for group in joined.values() if len(group) > 1]
     return [CandidateGroup("duplicates", tuple(group[:MAX_GROUP])) for group in found]
+
+
+def _same_fact(a: frozenset[str], b: frozenset[str], similarity: float) -> bool:
+    """Whether two facts close in meaning may say the same thing: one adds to the other (but for the words that
+    speak as the user), or they are worded differently but nearly the same in meaning."""
+    a, b = _not_first_person(a), _not_first_person(b)
+    if not (a - b) or not (b - a):
+        return True
+    return similarity >= PARAPHRASE_SIMILARITY and overlap(a, b) >= PARAPHRASE_OVERLAP
+
+
+def _not_first_person(words: frozenset[str]) -> frozenset[str]:
+    return frozenset(word for word in words if word not in FIRST_PERSON_WORDS and "我" not in word)
 
 
 def first_person_groups(records: Sequence[MemoryRecord]) -> list[CandidateGroup]:
