@@ -175,7 +175,8 @@ class Consolidator:
             return None
         saved = checkpoint.get(Stage.CONSOLIDATION)
         if saved is None:
-            saved = {"groups": await asyncio.to_thread(self._groups, scope, last), "answers": {}}
+            groups = await asyncio.to_thread(self.candidates, scope, last)
+            saved = {"groups": [{"kind": group.kind, "ids": group.ids} for group in groups], "answers": {}}
             checkpoint.put(Stage.CONSOLIDATION, saved)
             checkpoint.reached("consolidation: groups found")
         report = ConsolidationReport(groups=len(saved["groups"]))
@@ -192,10 +193,10 @@ class Consolidator:
 
     # -- finding (sync) ----------------------------------------------------------------------------
 
-    def _groups(self, scope: Scope, last: datetime | None) -> list[dict[str, Any]]:
+    def candidates(self, scope: Scope, last: datetime | None) -> list[CandidateGroup]:
+        """The groups a night asks the model about, the last night done being `last` (sync, no model)."""
         records, vectors = self._knowledge.with_vectors(scope, ["fact"])
-        groups = candidate_groups(records, vectors, self._clock.now(), last)
-        return [{"kind": group.kind, "ids": group.ids} for group in groups]
+        return candidate_groups(records, vectors, self._clock.now(), last)
 
     def _user_name(self, scope: Scope) -> str | None:
         now = self._clock.now()
