@@ -362,7 +362,16 @@ class MemoryLifecycle:
         persona = self._persona(job.scope.persona_id)
         moment = datetime.fromisoformat(night.night)
         report = await self._consolidator.consolidate(persona, job.scope, moment, self.tasks.checkpoint(job))
-        if report is not None and report.changed_ids and self._profile_writer is not None:
+        if report is None:
+            return  # that night was done already (a restart, another process)
+        log.info(
+            "consolidation: %d groups asked about, %d facts merged away, %d rewritten, %d dead letters",
+            report.groups,
+            report.merged,
+            report.rewritten,
+            report.dead_letters,
+        )
+        if report.changed_ids and self._profile_writer is not None:  # the profile is written from facts
             await asyncio.to_thread(self._profile_writer.mark_changed, job.scope)
 
 
