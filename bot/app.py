@@ -32,6 +32,7 @@ from bot.startup import (
 from core.background.backlog import BacklogAlarm
 from core.background.chapter_writer import ChapterWriter
 from core.background.checkpoint import CrashPoint, no_crash
+from core.background.consolidation.consolidator import Consolidator
 from core.background.conversation_summarizer import ConversationSummarizer
 from core.background.knowledge_monitor import KnowledgeMonitor
 from core.background.lifecycle import MemoryLifecycle
@@ -194,6 +195,7 @@ class App:
         if schedule:
             await self.lifecycle.summarize_idle()
             await self.lifecycle.plan_chapters()  # the weeks and months that ended while it was down
+            await self.lifecycle.plan_consolidation()  # the night missed while it was down
             self.scheduler = self._scheduler()
             # A clean stop summarises the conversations already idle; ones active until just now keep
             # their window, so a quick restart continues them (the idle pass at the next start closes them).
@@ -215,6 +217,8 @@ class App:
             idle_check=min(self.lifecycle.idle_timeout / 2, timedelta(minutes=5)),
         )
         scheduler.add_profiles(self.lifecycle.write_profiles)
+        if self.settings.memory.consolidation:
+            scheduler.add_consolidation(self.lifecycle.plan_consolidation, hour=self.settings.memory.consolidation_hour)
         checkins = self.settings.checkins
         if checkins.enabled:
             # at once, then every few minutes: a check-in due at start-up goes out within a minute
@@ -603,6 +607,20 @@ def build_lifecycle(
         enabled=enabled,
         keep_open=checkins.awaiting_answer,
         profile_writer=ProfileWriter(llm, knowledge, journal.profiles, clock, policy_for, use_model=use_model),
+        consolidator=None
+        if not settings.memory.consolidation
+        else Consolidator(
+            llm,
+            knowledge,
+            journal.changes,
+            journal.jobs,
+            stores.working_memory.log,
+            clock,
+            last_pass=stores.passes.last,
+            claim=stores.passes.claim,
+            hour=settings.memory.consolidation_hour,
+            use_model=use_model,
+        ),
     )
 
 

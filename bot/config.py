@@ -242,6 +242,20 @@ class MemorySettings(BaseModel):
         description="when the memory decay pass runs (crontab, UTC)",
         json_schema_extra=env("COMPANION_DECAY_CRON"),
     )
+    consolidation: bool = Field(
+        True,
+        description="each night, near-duplicate facts are merged, first-person facts rewritten about the user and old "
+        "rarely used facts of one kind compressed (a model call per group found); false: never",
+        json_schema_extra=env("COMPANION_CONSOLIDATION"),
+    )
+    consolidation_hour: int = Field(
+        3,
+        ge=0,
+        le=23,
+        description="the hour (UTC) the nightly consolidation starts; a night missed while stopped runs at the next "
+        "start",
+        json_schema_extra=env("COMPANION_CONSOLIDATION_HOUR"),
+    )
     monitor_max_ops: int = Field(
         10, ge=1, description="memory operations applied per turn", json_schema_extra=env("COMPANION_MONITOR_MAX_OPS")
     )

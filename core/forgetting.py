@@ -10,7 +10,8 @@ What a forget reaches, in this order:
 1. under the scope's forget fence (background work that began before cannot write it back):
    memories (chromadb and the scope's search snapshot), the messages that carry the text or that a
    forgotten fact was learned from, with their history index entries; the episodes and chapters written
-   from any of those (a chapter records its sources), and the chapters written from them; the change log keeps that a
+   from any of those (a chapter records its sources), and the chapters written from them; the facts a nightly
+   consolidation merged or compressed from any of those (they record their sources); the change log keeps that a
    memory changed and loses what it said; dead letters quoting the text are deleted and pending jobs
    keep a placeholder instead of it (finished jobs keep no text at all: `JobQueue`); the profile, if it was
    written from a forgotten memory or carries the text, is cleared and written again later from what remains;
@@ -44,6 +45,7 @@ from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.memory.lookup import DEFAULT_FORGET_SIMILARITY, memories_about, messages_about
 from knowledge.memory.memory_file import erase_memory_files
 from knowledge.records import Category, MemoryRecord, Scope, StoredMessage
+from knowledge.rules.consolidation import written_from_memories
 
 log = logging.getLogger(__name__)
 
@@ -250,9 +252,9 @@ class Forgetting:
             records += _derived_from(everything, {record.id for record in records} | messages)
             forgotten = self._editor.forget(scope, [record.id for record in records], actor=actor)
             deleted = self._history.forget_messages(scope, messages)
-            journal_rows = self._journal.erase(
-                scope, {record.id for record in records}, target, at=self._now(), message_ids=messages | set(keep)
-            )
+            # a merged fact's sources are gone already; their rows in the change log hold its text too
+            erased = {record.id for record in records} | _sources(records)
+            journal_rows = self._journal.erase(scope, erased, target, at=self._now(), message_ids=messages | set(keep))
         self._forget_echoes(scope, _groups(stored), target, actor)
         files = self._erase_files(scope, target)
         log.info("forgot %d memories and %d messages of one scope", forgotten, deleted)
@@ -322,10 +324,15 @@ def _groups(messages: Iterable[StoredMessage]) -> set[str]:
 
 
 def _derived_from(records: Iterable[MemoryRecord], gone: set[str]) -> list[MemoryRecord]:
-    """The episodes and chapters written from anything in `gone` (message and memory ids), and the chapters
-    written from those, up to the year's: each carries some of what goes, so each goes too (the daily
-    chapter pass writes a chapter again from what is left of its window)."""
-    derived = [record for record in records if record.category in DERIVED and record.id not in gone]
+    """The episodes, chapters and merged or compressed facts written from anything in `gone` (message and memory
+    ids), and what was written from those, up to the year's chapter: each carries some of what goes, so each goes
+    too (the daily chapter pass writes a chapter again from what is left of its window; a merged fact's other
+    sources are gone with it, since it took their place)."""
+    derived = [
+        record
+        for record in records
+        if (record.category in DERIVED or written_from_memories(record)) and record.id not in gone
+    ]
     gone = set(gone)
     found: list[MemoryRecord] = []
     while more := [record for record in derived if record.id not in gone and gone.intersection(record.message_ids)]:

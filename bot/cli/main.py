@@ -228,17 +228,20 @@ def _platforms(settings: Settings, shards: Shards | None = None) -> list[Callabl
 @cli.command()
 @click.pass_context
 def maintenance(ctx: click.Context) -> None:
-    """Run the memory maintenance once (decay, idle summaries, reviews, pruning), for deployments using system cron."""
+    """Run the memory maintenance once (decay, idle summaries, reviews, the night's consolidation, pruning), for
+    deployments using system cron."""
     settings = cli_settings(ctx)
 
     async def run(app: App) -> None:
         report = await app.lifecycle.run_decay()
         idle = await app.lifecycle.summarize_idle()
+        consolidated = await app.lifecycle.plan_consolidation()
         await app.tasks.drain()
         compacted = await app.compact_vectors()
         click.echo(
             f"decay: {report.scanned} due, {report.deleted} deleted, {len(report.reviews)} reviewed, "
-            f"{report.rescheduled} rescheduled; {idle} idle conversations summarised"
+            f"{report.rescheduled} rescheduled; {idle} idle conversations summarised; "
+            f"{consolidated} users consolidated"
             + ("; vector index rebuilt without deleted vectors" if compacted else "")
         )
 

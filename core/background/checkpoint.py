@@ -31,6 +31,7 @@ class Stage(StrEnum):
     VERDICT = "verdict"  # a review: the model's verdict and its writes
     CHECKIN_TEXT = "text"  # a check-in: the message, written before it is sent
     PROFILE = "profile"  # a profile rewrite: the model's text and the memories it was written from
+    CONSOLIDATION = "consolidation"  # a night's consolidation: the groups found, and what each became
 
 
 class Checkpoint:

@@ -1,9 +1,9 @@
 """MemoryLifecycle: the background half of the companion.
 
 It turns events of the reply path (a message arriving, its turn ending, a closed conversation) and of the scheduler
-(daily decay, idle conversations, profiles and chapters due) into durable jobs, and runs each job with the right
-role: KnowledgeMonitor, ConversationSummarizer, ChapterWriter, MemoryReviewer or ProfileWriter. Nothing here runs
-on the reply path.
+(daily decay, idle conversations, profiles and chapters due, the nightly consolidation) into durable jobs, and runs
+each job with the right role: KnowledgeMonitor, ConversationSummarizer, ChapterWriter, MemoryReviewer, ProfileWriter
+or Consolidator. Nothing here runs on the reply path.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from core.background.chapter_writer import ChapterWriter
+from core.background.consolidation.consolidator import Consolidator
 from core.background.conversation_summarizer import ConversationSummarizer
 from core.background.knowledge_monitor import KnowledgeMonitor, MonitorReport, Turn
 from core.background.memory_reviewer import MemoryReviewer
@@ -104,6 +105,14 @@ class ProfileJob(FlatPayload):
     requested_at: str
 
 
+@dataclass(frozen=True)
+class ConsolidationJob(FlatPayload):
+    """One scope's nightly consolidation, for the night that starts at `night` (ISO)."""
+
+    KIND: ClassVar[str] = "consolidate"
+    night: str
+
+
 class MemoryLifecycle:
     """Schedules and runs the monitor, summarizer and reviewer; owns the decay and idle passes."""
 
@@ -125,14 +134,17 @@ class MemoryLifecycle:
         enabled: bool = True,
         keep_open: Callable[[], set[tuple[str, str]]] = set,
         profile_writer: ProfileWriter | None = None,
+        consolidator: Consolidator | None = None,
     ) -> None:
         """`enabled=False` turns the background off: events submit no job (for measuring what it costs).
         `dead_letter_retention`: how long a dead letter keeps the text of the work that failed.
         `keep_open`: (persona, conversation) pairs the idle pass leaves open however quiet (a check-in
         waiting for its answer, which must continue the conversation). `profile_writer`: writes each user's
-        profile when their facts changed (None: no profiles)."""
+        profile when their facts changed (None: no profiles). `consolidator`: consolidates each active scope's
+        facts nightly (None: never)."""
         self._keep_open = keep_open
         self._profile_writer = profile_writer
+        self._consolidator = consolidator
         self.tasks = tasks
         self.enabled = enabled
         self._history = history
@@ -151,6 +163,7 @@ class MemoryLifecycle:
         tasks.register(ReviewJob, self._run_reviewer)
         tasks.register(ProfileJob, self._run_profile)
         tasks.register(ChapterJob, self._run_chapter)
+        tasks.register(ConsolidationJob, self._run_consolidation)
 
     # -- events ------------------------------------------------------------------------------
 
@@ -255,6 +268,18 @@ class MemoryLifecycle:
             log.info("profile pass: %d profiles to rewrite", len(due))
         return len(due)
 
+    async def plan_consolidation(self) -> int:
+        """A consolidation job for each active scope whose latest night is not done; returns how many. Nightly,
+        and at start: after downtime it catches up the night missed (one pass does every missed night's work)."""
+        if not self.enabled or self._consolidator is None:
+            return 0
+        due = await asyncio.to_thread(self._consolidator.due)
+        for scope, night in due:
+            self.tasks.submit(scope, ConsolidationJob(night.isoformat()))
+        if due:
+            log.info("consolidation: %d scopes to consolidate", len(due))
+        return len(due)
+
     async def prune_finished_work(self) -> int:
         """Delete finished jobs and the dead letters past their retention; returns how many rows went."""
         before = self._clock.now() - self.dead_letter_retention
@@ -330,6 +355,24 @@ class MemoryLifecycle:
         persona = self._persona(job.scope.persona_id)
         requested_at = datetime.fromisoformat(profile.requested_at)
         await self._profile_writer.rewrite(persona, job.scope, requested_at, self.tasks.checkpoint(job))
+
+    async def _run_consolidation(self, job: Job, night: ConsolidationJob) -> None:
+        if self._consolidator is None:
+            return  # consolidation was switched off after the job was queued
+        persona = self._persona(job.scope.persona_id)
+        moment = datetime.fromisoformat(night.night)
+        report = await self._consolidator.consolidate(persona, job.scope, moment, self.tasks.checkpoint(job))
+        if report is None:
+            return  # that night was done already (a restart, another process)
+        log.info(
+            "consolidation: %d groups asked about, %d facts merged away, %d rewritten, %d dead letters",
+            report.groups,
+            report.merged,
+            report.rewritten,
+            report.dead_letters,
+        )
+        if report.changed_ids and self._profile_writer is not None:  # the profile is written from facts
+            await asyncio.to_thread(self._profile_writer.mark_changed, job.scope)
 
 
 def _facts_changed(report: MonitorReport) -> bool:

@@ -25,6 +25,7 @@ PRUNE_JOB = "prune:hourly"
 CHECKINS_JOB = "checkins:plan"
 PROFILES_JOB = "profiles:hourly"  # profiles due (facts changed, a day since the last) are rewritten
 PROFILES_INTERVAL = timedelta(hours=1)
+CONSOLIDATION_JOB = "consolidation:nightly"  # each active scope's facts consolidated
 PRUNE_INTERVAL = timedelta(hours=1)
 COMPACT_JOB = "compact:vectors"
 # How soon a forgotten memory's vector leaves the vector index's files (docs/concepts/forgetting.md#the-vector-index).
@@ -136,6 +137,10 @@ class Scheduler:
         """The profile pass, hourly (once per slot across processes): each profile is rewritten at most daily."""
         every = IntervalTrigger(seconds=PROFILES_INTERVAL.total_seconds(), timezone=UTC)
         self.add(PROFILES_JOB, every, write, slot=PROFILES_INTERVAL)
+
+    def add_consolidation(self, plan: Job, *, hour: int) -> None:
+        """The nightly consolidation pass, at `hour` UTC (once across processes; each scope's night once)."""
+        self.add(CONSOLIDATION_JOB, CronTrigger(hour=hour, minute=0, timezone=UTC), plan)
 
     def add_checkins(self, plan: Job, *, every: timedelta) -> None:
         """The check-in planning pass, every `every` (once per slot across processes)."""

@@ -390,6 +390,18 @@ class ChromaKnowledgeBase:
             stored = self._fetch(where=_scope_filter(scope, categories))
         return sorted(self._current(stored), key=lambda record: (-record.importance, record.created_at))
 
+    def with_vectors(self, scope: Scope, categories: Iterable[Category]) -> tuple[list[MemoryRecord], np.ndarray]:
+        """The memories of `scope` in these categories and their unit vectors, row for row (background passes
+        that compare memories to each other)."""
+        if self._cache is not None:
+            stored, vectors = self._cache.get(scope).with_vectors(categories)
+        else:
+            result = self._collection.get(
+                where=_scope_filter(scope, categories), include=["documents", "metadatas", "embeddings"]
+            )
+            stored, vectors = _records_of(result), np.asarray(result["embeddings"], dtype=np.float32)
+        return self._current(stored), vectors.reshape(len(stored), self._embedder.dim)
+
     def update(self, scope: Scope, memory_id: str, change: MemoryChange) -> MemoryRecord | None:
         """Change one memory of `scope` as `change` says; returns the new record, or None if `scope` has no such id.
 

@@ -9,6 +9,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Protocol
 
+import numpy as np
+
 from knowledge.dates.windows import TimeWindow
 from knowledge.forget.target import ForgetTarget
 from knowledge.records import Category, MemoryChange, MemoryRecord, Scope, ScoredMemory, Source
@@ -54,6 +56,8 @@ class KnowledgeBase(Protocol):
     def get(self, scope: Scope, ids: Iterable[str]) -> list[MemoryRecord]: ...
 
     def memories(self, scope: Scope, *, categories: Iterable[Category] | None = None) -> list[MemoryRecord]: ...
+
+    def with_vectors(self, scope: Scope, categories: Iterable[Category]) -> tuple[list[MemoryRecord], np.ndarray]: ...
 
     def update(self, scope: Scope, memory_id: str, change: MemoryChange) -> MemoryRecord | None: ...
 

@@ -58,6 +58,14 @@ class ScopeSnapshot:
         with self._lock:
             return [record for record in map(self._records.get, ids) if record is not None]
 
+    def with_vectors(self, categories: Iterable[Category]) -> tuple[list[MemoryRecord], np.ndarray]:
+        """The records of some categories and their vectors, row for row (a copy)."""
+        wanted = set(categories)
+        with self._lock:
+            found = [record for record in self._records.values() if record.category in wanted]
+            rows = self._index.rows([record.id for record in found])
+            return found, self._index.vectors[rows].copy()
+
     def search(
         self,
         query: Query,

@@ -38,6 +38,11 @@ class ScheduledPasses:
             )
             return claimed.rowcount == 1
 
+    def last(self, name: str) -> datetime | None:
+        """The start of the last slot the pass `name` was claimed for; None if it never was."""
+        rows = self._db.query("SELECT last_slot FROM scheduled_passes WHERE name = ?", (name,))
+        return datetime.fromisoformat(rows[0]["last_slot"]) if rows else None
+
     def close(self) -> None:
         """Close the database connection."""
         self._db.close()

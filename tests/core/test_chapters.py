@@ -8,25 +8,18 @@ The rules: docs/concepts/memory.md#chapters.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
-import chromadb
 import pytest
-from pydantic import SecretStr
 
-from bot.app import App, build_app
-from bot.config import Settings
+from bot.app import App
 from core.companion import Companion
 from knowledge.forget.privacy_scan import scan_directory
-from knowledge.memory.chroma_store import COLLECTION
 from knowledge.records import MemoryRecord, Scope
 from knowledge.rules.chapters import chapter_label
-from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.scenario import CHAT, MONITOR, SUMMARIZER, Body, Person, prompt_text, system_message
-from tests.servers import ChromaServer
 
 ALICE = Scope("xiaoxiang", "cli:alice")
 GROUP = "discord:channel:42"
@@ -56,33 +49,6 @@ def models(fake_openai: FakeOpenAIServer) -> None:
     fake_openai.set_default(CHAT, "嗯嗯")
     fake_openai.set_default(MONITOR, "[SKIP]")
     fake_openai.set_default(SUMMARIZER, summarizer)
-
-
-def _clear(chroma: ChromaServer) -> None:
-    """The Chroma server of this test run without anyone's memories (other tests expect it empty)."""
-    client = chromadb.HttpClient(host="127.0.0.1", port=chroma.port)
-    if COLLECTION in {getattr(found, "name", found) for found in client.list_collections()}:
-        client.delete_collection(COLLECTION)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def any_app(
-    request: pytest.FixtureRequest, settings: Settings, clock: FakeClock, embedder: Embedder
-) -> AsyncIterator[App]:
-    """The app on its embedded stores, then in server mode (PostgreSQL and a Chroma server)."""
-    if request.param == "sqlite":
-        async with await build_app(settings, clock=clock, embedder=embedder, backoff=(0.01, 0.01)) as app:
-            yield app
-        return
-    chroma: ChromaServer = request.getfixturevalue("chroma_server")
-    url = SecretStr(request.getfixturevalue("database_url"))
-    server = settings.changed(storage={"database_url": url, "chroma_host": "127.0.0.1", "chroma_port": chroma.port})
-    _clear(chroma)
-    try:
-        async with await build_app(server, clock=clock, embedder=embedder, backoff=(0.01, 0.01)) as app:
-            yield app
-    finally:
-        _clear(chroma)
 
 
 def chapter_calls(fake_openai: FakeOpenAIServer) -> list[list[str]]:

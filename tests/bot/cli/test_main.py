@@ -232,6 +232,7 @@ def test_maintenance_runs_the_decay_pass_once(runner: CliRunner) -> None:
     result = runner.invoke(cli, ["maintenance"])
     assert result.exit_code == 0, result.output
     assert "decay: 1 due, 1 deleted, 0 reviewed, 0 rescheduled; 0 idle conversations summarised" in result.output
+    assert "0 users consolidated" in result.output  # nobody wrote a message: no active user
 
 
 def test_inspection_leaves_pending_background_work_alone(runner: CliRunner, fake_openai: FakeOpenAIServer) -> None:

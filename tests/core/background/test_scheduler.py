@@ -6,7 +6,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from core.background.scheduler import COMPACT_JOB, DECAY_JOB, IDLE_JOB, PRUNE_JOB, Scheduler, decay_trigger, next_run
+from core.background.scheduler import (
+    COMPACT_JOB,
+    CONSOLIDATION_JOB,
+    DECAY_JOB,
+    IDLE_JOB,
+    PRUNE_JOB,
+    Scheduler,
+    decay_trigger,
+    next_run,
+)
 
 
 async def nothing() -> None:
@@ -35,3 +44,11 @@ def test_the_decay_schedule_is_configurable() -> None:
     assert next_run(trigger, now) == datetime(2026, 1, 4, 2, 30, tzinfo=UTC)
     with pytest.raises(ValueError, match="invalid decay cron"):
         decay_trigger("every day")
+
+
+def test_the_consolidation_runs_nightly_at_its_hour() -> None:
+    scheduler = Scheduler()
+    scheduler.add_consolidation(nothing, hour=5)
+    trigger = scheduler.jobs()[CONSOLIDATION_JOB]
+    assert next_run(trigger, datetime(2026, 1, 3, 18, 0, tzinfo=UTC)) == datetime(2026, 1, 4, 5, 0, tzinfo=UTC)
+    assert next_run(trigger, datetime(2026, 1, 4, 5, 0, 1, tzinfo=UTC)) == datetime(2026, 1, 5, 5, 0, tzinfo=UTC)

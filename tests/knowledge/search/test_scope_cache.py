@@ -147,3 +147,21 @@ def test_removing_rows_keeps_the_others_searchable(clock: FakeClock, alice: Scop
         snapshot.put(MemoryRecord(f"new_{i}", alice, "x", "episode", 1.0, clock.now(), clock.now(), "user"), vectors[0])
     found = snapshot.search(Query("", vectors[3], ("m3",)), limit=1, categories=["fact"])
     assert [hit.record.id for hit in found] == ["mem_3"]
+
+
+def test_memories_with_their_vectors_read_the_same_from_a_snapshot_and_from_chromadb(
+    stores, alice: Scope, bob: Scope
+) -> None:  # type: ignore[no-untyped-def]
+    cached, direct = stores
+    for fact in FACTS:
+        cached.add(alice, fact, category="fact", source="user")
+    cached.add(alice, "[2027-01-04 10:00] Alice talked about ramen", category="episode", source="background_ai")
+    cached.add(bob, "Bob likes tea", category="fact", source="user")
+    read = [store.with_vectors(alice, ["fact"]) for store in (cached, direct)]
+    for records, vectors in read:
+        assert sorted(record.content for record in records) == sorted(FACTS)  # the scope's facts only
+        assert vectors.shape == (len(FACTS), cached.queries.passage_vector("x").shape[0])
+        np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    (first, first_vectors), (second, second_vectors) = read
+    order = {record.id: row for row, record in enumerate(second)}
+    np.testing.assert_allclose(first_vectors, second_vectors[[order[record.id] for record in first]], atol=1e-5)
