@@ -46,9 +46,11 @@ from knowledge.conversations.message_log import MessageLog
 from knowledge.conversations.working_memory import WorkingMemory
 from knowledge.journal.journal import Journal
 from knowledge.memory.chroma_store import ChromaKnowledgeBase, open_chroma_client
+from knowledge.memory.scope_ids import ScopeIds
 from knowledge.records import MemoryRecord, Scope
 from knowledge.rules.consolidation import pass_name
 from knowledge.sql.scheduled_passes import ScheduledPasses
+from knowledge.sql.sqlite import SQLiteDatabase
 from personas.loader import PersonaRegistry
 from tests.fakes.clock import FakeClock
 
@@ -183,7 +185,8 @@ async def run(memories: int, scopes: int) -> dict[str, Any]:
     clock = FakeClock(NOW)
     with tempfile.TemporaryDirectory(prefix="companion-bench-consolidation-") as tmp:
         files = Path(tmp)
-        store = ChromaKnowledgeBase(open_chroma_client(path=files / "chroma"), KindEmbedder(), now=clock.now)
+        ids = ScopeIds(SQLiteDatabase(files / "companion.sqlite3"))  # each scope's memory ids, as the app keeps them
+        store = ChromaKnowledgeBase(open_chroma_client(path=files / "chroma"), KindEmbedder(), now=clock.now, ids=ids)
         journal, talk = Journal(files / "journal.sqlite3"), WorkingMemory(MessageLog(files / "messages.sqlite3"))
         passes = ScheduledPasses(files / "passes.sqlite3")
         records = make_facts(memories, scopes, random.Random(SEED))
@@ -218,6 +221,7 @@ async def run(memories: int, scopes: int) -> dict[str, Any]:
         journal.close()
         talk.close()
         passes.close()
+        ids.close()
     return {
         "cpu": cpu_model(),
         "memories": memories,
