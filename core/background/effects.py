@@ -101,10 +101,17 @@ class MemoryWriter:
 
     def apply(self, scope: Scope, effects: Sequence[Effect], checkpoint: Checkpoint, *, stage: Stage) -> None:
         """Apply the effects of `stage` that no earlier run of the job finished (sync: run in a worker thread)."""
-        for index in range(checkpoint.applied(stage), len(effects)):
-            self._apply(scope, effects[index])
-            checkpoint.reached(f"{stage}: effect {index + 1} of {len(effects)} written")
-            checkpoint.count_applied(stage, index + 1)
+        index = checkpoint.applied(stage)
+        while index < len(effects):
+            deletes = _deletes_from(effects, index)
+            if deletes:  # a run of deletes is one call to the store: each call costs as much as a batch
+                self._changes.record_changes([(scope, effect.logged) for effect in deletes if effect.logged])
+                self._knowledge.delete(scope, [effect.memory_id for effect in deletes])
+            else:
+                self._apply(scope, effects[index])
+            index += max(len(deletes), 1)
+            checkpoint.reached(f"{stage}: effect {index} of {len(effects)} written")
+            checkpoint.count_applied(stage, index)
 
     def _apply(self, scope: Scope, effect: Effect) -> None:
         match effect:
@@ -126,9 +133,6 @@ class MemoryWriter:
             case ChangeMemory():
                 self._log(scope, effect.logged)  # first: a change that then fails keeps the old content
                 self._knowledge.update(scope, effect.memory_id, effect.change)
-            case DeleteMemory():
-                self._log(scope, effect.logged)
-                self._knowledge.delete(scope, [effect.memory_id])
             case OpenThread() if self._threads is not None:
                 self._threads.open(
                     scope,
@@ -154,6 +158,16 @@ class MemoryWriter:
     def _log(self, scope: Scope, change: LoggedChange | None) -> None:
         if change is not None:
             self._changes.record_changes([(scope, change)])
+
+
+def _deletes_from(effects: Sequence[Effect], start: int) -> list[DeleteMemory]:
+    """The deletes that follow one another from `start` (none if `effects[start]` is not one)."""
+    deletes: list[DeleteMemory] = []
+    for effect in effects[start:]:
+        if not isinstance(effect, DeleteMemory):
+            break
+        deletes.append(effect)
+    return deletes
 
 
 # -- saving plans in a checkpoint (JSON) ---------------------------------------------------------

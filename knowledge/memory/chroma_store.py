@@ -376,7 +376,7 @@ class ChromaKnowledgeBase:
             return []
         if self._cache is not None:  # the monitor's reads of what a turn showed: chromadb's grow with the scope
             return self._current(self._cache.get(scope).records_with(wanted))
-        return self._current(self._fetch(ids=wanted, where=_scope_filter(scope)))
+        return self._current(self._owned(scope, wanted))
 
     def memories(self, scope: Scope, *, categories: Iterable[Category] | None = None) -> list[MemoryRecord]:
         """Every memory of `scope`, most important first."""
@@ -406,7 +406,7 @@ class ChromaKnowledgeBase:
         """Change one memory of `scope` as `change` says; returns the new record, or None if `scope` has no such id.
 
         New content is dated from now unless the change says when (`changed_at`)."""
-        found = self._fetch(ids=[memory_id], where=_scope_filter(scope))
+        found = self._owned(scope, [memory_id])
         if not found:
             return None
         if change.content is not KEEP:
@@ -436,7 +436,7 @@ class ChromaKnowledgeBase:
         if not wanted:
             return 0
         # Stored records suffice: which ids this scope owns does not depend on their decayed importance.
-        owned = [record.id for record in self._fetch(ids=wanted, where=_scope_filter(scope))]
+        owned = [record.id for record in self._owned(scope, wanted)]
         if owned:
             self._collection.delete(ids=owned)
             self._deleted()
@@ -609,6 +609,11 @@ class ChromaKnowledgeBase:
     def _fetch(self, **query: Any) -> list[MemoryRecord]:
         """Records as stored (importance = base), for the reads above to bring up to date."""
         return _records_of(self._collection.get(include=["documents", "metadatas"], **query))
+
+    def _owned(self, scope: Scope, ids: list[str]) -> list[MemoryRecord]:
+        """The records with these ids that belong to `scope`, as stored. Checked here, not by a `where`: chromadb
+        evaluates a filter over the whole collection even when ids are given (7 ms against 0.9 at 10,000)."""
+        return [record for record in self._fetch(ids=ids) if record.scope == scope]
 
     # -- maintenance: passes over every scope, never used for a chat turn -------------------------
 
