@@ -86,7 +86,7 @@ import numpy as np
 from bench import templates
 from bench.stats import summarize
 from bot.app import App, build_app
-from bot.config import Settings
+from bot.config import MemorySettings, Settings
 from core.llm.client import MESSAGE_OVERHEAD_TOKENS, count_tokens
 from core.types import ConversationRef, IncomingMessage, UserRef
 from knowledge.records import Scope
@@ -602,7 +602,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     started = time.perf_counter()
-    embedder = load_embedder(Settings.model_fields["embedder"].default)
+    embedder = load_embedder(MemorySettings.model_fields["embedder"].default)
     embedder.embed_queries(["warm-up"])  # the first inference of a session is slow: keep it out of OFF
     embedder.embed_passages(["warm-up"])
     runs = asyncio.run(run(args, embedder))

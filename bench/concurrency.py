@@ -85,7 +85,7 @@ from bench.background import MODELS, Roles, role_settings, script
 from bench.cpu_account import CPUAccount, per_turn_ms, print_account
 from bench.stats import cpu_model, load_average, summarize
 from bot.app import build_app
-from bot.config import Settings
+from bot.config import MemorySettings
 from bot.platforms.telegram.adapter import build_telegram_application
 from knowledge.search.embedding import Embedder, load_embedder
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -394,7 +394,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.json:
             print(json.dumps({"benchmark": "concurrency", "mode": "server", "cpu": cpu_model(), "runs": results}))
         return
-    embedder = load_embedder(Settings.model_fields["embedder"].default)
+    embedder = load_embedder(MemorySettings.model_fields["embedder"].default)
     embedder.embed_queries(["warm-up"])
     account = CPUAccount(embedder.cpu)
     with account.instrumented():

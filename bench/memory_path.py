@@ -75,7 +75,7 @@ from bench.cpu_account import CPUAccount, per_turn_ms, print_account
 from bench.stats import cpu_model, summarize
 from bench.templates import slots
 from bot.app import App, build_app, build_llm
-from bot.config import Settings
+from bot.config import MemorySettings, Settings
 from core.llm.client import LLMClient, ModelSettings, count_tokens
 from core.types import ChatMessage, ConversationRef, IncomingMessage, Role, ToolCall, Tools, UserRef
 from knowledge.dates.windows import find_window
@@ -599,7 +599,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     started = time.perf_counter()
-    inner = load_embedder(Settings.model_fields["embedder"].default)
+    inner = load_embedder(MemorySettings.model_fields["embedder"].default)
     embedder = TimedEmbedder(inner)
     account = CPUAccount(inner.cpu)
     with FakeOpenAIServer() as fake, account.instrumented():

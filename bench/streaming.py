@@ -42,7 +42,7 @@ from typing import Any
 from bench.background import MODELS, role_settings
 from bench.stats import cpu_model, summarize
 from bot.app import App, build_app
-from bot.config import Settings
+from bot.config import MemorySettings
 from bot.platforms.telegram.adapter import build_telegram_application
 from knowledge.search.embedding import Embedder, load_embedder
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -213,7 +213,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    embedder = load_embedder(Settings.model_fields["embedder"].default)
+    embedder = load_embedder(MemorySettings.model_fields["embedder"].default)
     embedder.embed_queries(["warm-up"])
     results = asyncio.run(run(args, embedder))
     print_report(args, results)
