@@ -20,6 +20,9 @@ POOL_SIZE = 256  # connections at most, as PTB's own request keeps
 CONNECT_TIMEOUT = 5.0  # seconds, PTB's defaults
 READ_TIMEOUT = 5.0
 POOL_TIMEOUT = 1.0  # waiting for a free connection
+# A call whose connection could not be had in time was not sent, so it is tried again: on an event loop hundreds of
+# chats keep busy, a new connection's setup waited its turn past the timeout, and the reply it carried was lost.
+CONNECT_ATTEMPTS = 3
 
 
 class AiohttpRequest(BaseRequest):
@@ -61,15 +64,20 @@ class AiohttpRequest(BaseRequest):
             connect=None if connect is None else connect + (_given(pool_timeout, POOL_TIMEOUT) or 0.0),
             sock_read=_given(read_timeout, READ_TIMEOUT),
         )
-        try:
-            async with self._session.request(
-                method, url, data=_body(request_data), headers={"User-Agent": self.USER_AGENT}, timeout=timeout
-            ) as response:
-                return response.status, await response.read()
-        except TimeoutError as error:  # aiohttp.ServerTimeoutError too
-            raise TimedOut from error
-        except aiohttp.ClientError as error:
-            raise NetworkError(f"aiohttp.{type(error).__name__}: {error}") from error
+        for attempt in range(CONNECT_ATTEMPTS):
+            try:
+                async with self._session.request(
+                    method, url, data=_body(request_data), headers={"User-Agent": self.USER_AGENT}, timeout=timeout
+                ) as response:
+                    return response.status, await response.read()
+            except aiohttp.ConnectionTimeoutError as error:  # nothing was sent: trying again sends nothing twice
+                if attempt + 1 == CONNECT_ATTEMPTS:
+                    raise TimedOut from error
+            except TimeoutError as error:  # aiohttp.ServerTimeoutError too
+                raise TimedOut from error
+            except aiohttp.ClientError as error:
+                raise NetworkError(f"aiohttp.{type(error).__name__}: {error}") from error
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _given(value: ODVInput[float], default: float) -> float | None:

@@ -50,7 +50,7 @@ async def _who_am_i(request: web.Request) -> web.Response:
 
 
 @asynccontextmanager
-async def _bot_answered_by(method: str, handler: Handler) -> AsyncIterator[Bot]:
+async def _bot_answered_by(method: str, handler: Handler, *, pool_size: int = 256) -> AsyncIterator[Bot]:
     """A started bot on aiohttp whose Bot API is an aiohttp server answering `method` with `handler`."""
     app = web.Application()
     app.router.add_post("/bot{token}/getMe", _who_am_i)
@@ -60,7 +60,8 @@ async def _bot_answered_by(method: str, handler: Handler) -> AsyncIterator[Bot]:
     port = _unused_port()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     try:
-        async with Bot(TOKEN, base_url=f"http://127.0.0.1:{port}/bot", request=AiohttpRequest()) as bot:
+        request = AiohttpRequest(pool_size=pool_size)
+        async with Bot(TOKEN, base_url=f"http://127.0.0.1:{port}/bot", request=request) as bot:
             yield bot
     finally:
         await runner.cleanup()
@@ -91,3 +92,23 @@ async def test_a_file_goes_as_multipart_with_the_other_parameters() -> None:
     async with _bot_answered_by("sendDocument", upload) as bot:
         await bot.send_document(42, InputFile(b"my memories", filename="export.json"), caption="yours")
     assert received == {"chat_id": "42", "caption": "yours", "name": "export.json", "content": b"my memories"}
+
+
+async def test_a_call_that_could_not_have_a_connection_in_time_is_tried_again_then_timed_out() -> None:
+    async def slow(request: web.Request) -> web.Response:
+        await asyncio.sleep(float((await request.post())["chat_id"]) / 1000)
+        return web.json_response({"ok": True, "result": True})
+
+    quick = {"connect_timeout": 0.05, "pool_timeout": 0.05}
+    async with _bot_answered_by("sendChatAction", slow, pool_size=1) as bot:
+        # the one connection is busy for 150 ms: the second call waits past its timeout once or twice, then goes
+        busy = asyncio.create_task(bot.send_chat_action(150, "typing"))
+        await asyncio.sleep(0.02)
+        assert await bot.send_chat_action(1, "typing", **quick)
+        await busy
+        # busy for a second: three tries of 100 ms, then the call is not sent
+        busy = asyncio.create_task(bot.send_chat_action(1000, "typing"))
+        await asyncio.sleep(0.02)
+        with pytest.raises(TimedOut):
+            await bot.send_chat_action(1, "typing", **quick)
+        await busy
