@@ -44,10 +44,11 @@ Reported:
   "other threads".
 
 What bounds it: each answered message costs CPU for its embeddings (a query on the reply path, the
-message and the reply as passages in the background, and a new fact now and then: about 70 ms for
-these 40-token messages with e5 on ONNX Runtime) and for the event loop (PTB and openai HTTP clients,
-SSE parsing; about 25 ms), so a saturated run measures how many of those the machine does per second,
-not the LLM delay; the CPU account says which.
+message and the reply as passages in the background, and a new fact now and then: 30-34 ms for
+these messages with e5 on ONNX Runtime) and for the event loop (the Bot API and LLM calls on aiohttp,
+SSE parsing; 11-15 ms), so a saturated run measures how many of those the machine does per second,
+not the LLM delay; the CPU account says which (docs/performance/benchmarks.md). ``--no-account`` leaves
+the seams untimed: each takes the thread's CPU time, a system call made holding the GIL.
 
 Run from the repository root::
 
