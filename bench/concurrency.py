@@ -44,10 +44,11 @@ Reported:
   "other threads".
 
 What bounds it: each answered message costs CPU for its embeddings (a query on the reply path, the
-message and the reply as passages in the background, and a new fact now and then: about 70 ms for
-these 40-token messages with e5 on ONNX Runtime) and for the event loop (PTB and openai HTTP clients,
-SSE parsing; about 25 ms), so a saturated run measures how many of those the machine does per second,
-not the LLM delay; the CPU account says which.
+message and the reply as passages in the background, and a new fact now and then: 30-34 ms for
+these messages with e5 on ONNX Runtime) and for the event loop (the Bot API and LLM calls on aiohttp,
+SSE parsing; 11-15 ms), so a saturated run measures how many of those the machine does per second,
+not the LLM delay; the CPU account says which (docs/performance/benchmarks.md). ``--no-account`` leaves
+the seams untimed: each takes the thread's CPU time, a system call made holding the GIL.
 
 Run from the repository root::
 
@@ -66,6 +67,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -332,7 +334,8 @@ def print_report(args: argparse.Namespace, figures: dict[str, Any], embedder: Em
         f"per core       {figures['answered_per_s_per_core']:.2f} answered/s per core ({figures['cores']} cores), "
         f"{figures['answered_per_cpu_s']:.2f} answered per CPU-second of the process"
     )
-    print_account("CPU ms per answered message, background included:", figures["cpu_ms_per_message"])
+    seams = "" if args.account else " (--no-account: SQLite, search, prompt and chromadb in the thread that ran them)"
+    print_account(f"CPU ms per answered message, background included{seams}:", figures["cpu_ms_per_message"])
 
 
 def print_cluster(args: argparse.Namespace, results: Sequence[dict[str, Any]]) -> None:
@@ -367,6 +370,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--reply-tokens", type=int, default=0, help="pad chat replies to about this many tokens")
     parser.add_argument("--reply-timeout", type=float, default=120.0, help="seconds a user waits for a reply")
     parser.add_argument("--no-background", dest="background", action="store_false", help="no monitor jobs")
+    parser.add_argument(
+        "--no-account",
+        dest="account",
+        action="store_false",
+        help="no timing at the seams (each takes the thread's CPU time, a system call on the event loop): "
+        "only the embeddings, the event loop and the other threads (fakes included) are told apart",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line with every figure at the end")
     parser.add_argument(
         "--processes", help="server mode with this many bot processes, comma-separated to compare (1,2,4)"
@@ -397,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     embedder = load_embedder(MemorySettings.model_fields["embedder"].default)
     embedder.embed_queries(["warm-up"])
     account = CPUAccount(embedder.cpu)
-    with account.instrumented():
+    with account.instrumented() if args.account else contextlib.nullcontext(account):
         figures = asyncio.run(run(args, embedder, account))
     print_report(args, figures, embedder)
     print(f"total runtime {time.perf_counter() - started:.1f} s")
@@ -415,6 +425,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "cpu": cpu_model(),
                     "load_average": load_average(),
                     "background": args.background,
+                    "account": args.account,
                     "embedder": embedder.name,
                     "python": platform.python_version(),
                     "machine": platform.machine(),

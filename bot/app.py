@@ -546,7 +546,7 @@ def open_tasks(
         stores.journal.jobs,
         basics.clock,
         backoff=backoff,
-        concurrency=basics.settings.memory.background_workers,
+        concurrency=basics.settings.background_concurrency,
         fence=fence,
         crash_point=crash_point,
         cluster=storage.cluster,

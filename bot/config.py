@@ -43,6 +43,10 @@ from knowledge.rules.checkins import CheckinPolicy
 CONFIG_ENV = "COMPANION_CONFIG"
 DEFAULT_CONFIG_FILE = Path("companion.toml")
 PREFIX = "COMPANION_"
+# Background jobs at once by default: a model endpoint serves many calls side by side, and a monitor job spends
+# most of its time waiting for one; the embedded model answers one call at a time, on this machine's cores.
+ENDPOINT_BACKGROUND_WORKERS = 64
+LOCAL_BACKGROUND_WORKERS = 4
 
 
 def env(name: str, *, formerly: str | None = None, also: str | None = None) -> JsonDict:
@@ -259,10 +263,13 @@ class MemorySettings(BaseModel):
     monitor_max_ops: int = Field(
         10, ge=1, description="memory operations applied per turn", json_schema_extra=env("COMPANION_MONITOR_MAX_OPS")
     )
-    background_workers: int = Field(
-        4,
+    background_workers: int | None = Field(
+        None,
         ge=1,
-        description="background memory jobs (monitor, summaries, reviews) run at once; one scope's jobs stay in order",
+        description="background memory jobs (monitor, summaries, reviews) run at once; one scope's jobs stay in order "
+        f"(default: {ENDPOINT_BACKGROUND_WORKERS} with a model endpoint, which answers many calls at once and sets "
+        f"the pace; {LOCAL_BACKGROUND_WORKERS} with the embedded model; lower it for a server that answers one call "
+        "at a time, whose replies would wait behind the background's calls)",
         json_schema_extra=env("COMPANION_BACKGROUND_WORKERS"),
     )
     backlog_warning_minutes: float = Field(
@@ -532,6 +539,14 @@ class Settings(BaseSettings):
     def own_persona_dir(self) -> Path:
         """The operator's persona files: searched before the bundled ones, where imports go."""
         return self.persona_dir or self.storage.data_dir / "personas"
+
+    @property
+    def background_concurrency(self) -> int:
+        """Background jobs run at once: as set, else sized by the endpoint. Each monitor job waits most of its time
+        for the model: at a second a call, 64 keep pace with 64 messages a second."""
+        if self.memory.background_workers is not None:
+            return self.memory.background_workers
+        return LOCAL_BACKGROUND_WORKERS if self.llm.uses_embedded_model else ENDPOINT_BACKGROUND_WORKERS
 
     @property
     def background_uses_model(self) -> bool:

@@ -9,7 +9,14 @@ import pytest
 from click.testing import CliRunner
 
 from bot.cli.main import cli
-from bot.config import ConfigError, load_settings, renamed_settings, settings_table
+from bot.config import (
+    ENDPOINT_BACKGROUND_WORKERS,
+    LOCAL_BACKGROUND_WORKERS,
+    ConfigError,
+    load_settings,
+    renamed_settings,
+    settings_table,
+)
 
 OLD_NAMES = {
     "TELEGRAM_TOKEN": "COMPANION_TELEGRAM_TOKEN",
@@ -138,3 +145,11 @@ def test_an_invalid_value_names_its_environment_variable(monkeypatch: pytest.Mon
     monkeypatch.setenv("COMPANION_LLM_TIMEOUT", "soon")
     with pytest.raises(ConfigError, match=r"llm\.timeout \(COMPANION_LLM_TIMEOUT\): Input should be a valid number"):
         load_settings()
+
+
+def test_background_jobs_at_once_are_sized_by_the_endpoint_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().background_concurrency == LOCAL_BACKGROUND_WORKERS  # the embedded model
+    monkeypatch.setenv("COMPANION_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    assert load_settings().background_concurrency == ENDPOINT_BACKGROUND_WORKERS
+    monkeypatch.setenv("COMPANION_BACKGROUND_WORKERS", "3")
+    assert load_settings().background_concurrency == 3

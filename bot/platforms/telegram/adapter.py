@@ -59,6 +59,7 @@ from bot.platforms.commands import (
 )
 from bot.platforms.pipeline import Arrival, MessagePipeline, PlatformContext
 from bot.platforms.streaming import MonotonicTimer, Timer
+from bot.platforms.telegram.aiohttp_request import AiohttpRequest
 from bot.platforms.telegram.flood_control import FloodControl
 from bot.platforms.telegram.places import PLATFORM, is_group, place_of, source_of, user_of
 from bot.platforms.telegram.reply import TelegramChat, send_here, send_to
@@ -97,6 +98,7 @@ def build_telegram_application(
         .token(token)
         .base_url(f"{base_url}/bot")
         .base_file_url(f"{base_url}/file/bot")
+        .request(AiohttpRequest())  # the bot's calls; long polling keeps PTB's own client, one connection
         # many chats at once, each one in order (across processes too, in server mode)
         .concurrent_updates(PerChatUpdateProcessor(order=context.order))
         .rate_limiter(FloodControl())
