@@ -8,6 +8,8 @@ Nothing a stranger can fetch shows user data; every page is escaped and forbids 
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import socket
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -39,8 +41,15 @@ if TYPE_CHECKING:
     from bot.app import App
 
 COOKIE = "companion_console"
+# The pages' one stylesheet, inline: the policy allows exactly it by its hash (no file to fetch before logging in).
+STYLESHEET = (Path(__file__).parent / "templates" / "console.css").read_text(encoding="utf-8")
+STYLE_HASH = base64.b64encode(hashlib.sha256(STYLESHEET.encode()).digest()).decode()
+POLICY = (
+    f"default-src 'self'; style-src 'sha256-{STYLE_HASH}'; script-src 'none'; frame-ancestors 'none'; "
+    "form-action 'self'"
+)
 HEADERS = [
-    (b"content-security-policy", b"default-src 'self'; script-src 'none'; frame-ancestors 'none'; form-action 'self'"),
+    (b"content-security-policy", POLICY.encode()),
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),
     (b"cache-control", b"no-store"),  # pages show what users said: no copy in caches
@@ -93,7 +102,8 @@ def console_app(app: App, access: Access) -> Starlette:
     def render(request: Request, name: str, status: int = 200, **context: Any) -> Response:
         found = operator(request)
         csrf = found.session.csrf if found and found.session else ""
-        return templates.TemplateResponse(request, name, {"csrf": csrf, **context}, status_code=status)
+        context = {"csrf": csrf, "stylesheet": STYLESHEET, **context}
+        return templates.TemplateResponse(request, name, context, status_code=status)
 
     def scope_of(params: FormData | Any) -> Scope:
         persona_id, user_id = params.get("persona"), params.get("user")

@@ -103,6 +103,8 @@ async def test_an_operator_finds_a_user_edits_and_forgets_and_a_stranger_sees_no
     dialogs: list[str] = []
     page.on("dialog", lambda dialog: dialogs.append(dialog.message))  # an alert would mean a script ran
     await log_in(page, url)
+    # the stylesheet the policy allows by its hash is applied (a blocked one leaves the browser's defaults)
+    assert await page.evaluate("getComputedStyle(document.body).maxWidth") == "1120px"
     await page.get_by_label("Find a user").fill("ALI")
     await page.get_by_role("button", name="Find").click()
     await expect(page.get_by_role("link", name="cli:bob")).to_have_count(0)
