@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from bot.app import App
 from bot.config import Settings
 from core.companion import Companion
 from knowledge.memory.chroma_store import ChromaKnowledgeBase
@@ -337,8 +338,9 @@ async def test_a_state_that_lasts_today_is_gone_from_the_prompt_tomorrow_in_the_
     ids=["en", "zh"],
 )
 async def test_a_state_that_lasts_this_week_ends_with_sunday_and_an_ongoing_one_stays(
-    companion: Companion, clock: FakeClock, fake_openai: FakeOpenAIServer, said: str, op: str, asked: str
+    any_app: App, clock: FakeClock, fake_openai: FakeOpenAIServer, said: str, op: str, asked: str
 ) -> None:
+    companion = any_app.companion  # on the embedded stores and in server mode: the end is kept by both
     here = ZoneInfo("Asia/Shanghai")
     me = await living_in(companion, clock, "Asia/Shanghai")
     lasting = "[ADD lasts=ongoing] " + ("Alice plays the cello" if said.startswith("I") else "主人会拉大提琴")
