@@ -76,6 +76,8 @@ HELP_TEXT = help_text("Talk to me in a private chat, or mention me (or reply to 
 MENU = tuple(BotCommand(command.name, command.summary) for command in COMMANDS)
 SENT_PRIVATELY = "I've answered you in a private message."
 NEEDS_PRIVATE_CHAT = "I can't message you privately yet: open a private chat with me, press Start, and ask there."
+# At a stop during a database outage, how long the updates still waiting may take to be held (each takes moments).
+OUTAGE_SETTLE_SECONDS = 3.0
 Handler = Callable[[Update, ContextTypes.DEFAULT_TYPE], Coroutine[Any, Any, None]]
 
 
@@ -146,8 +148,13 @@ async def run_telegram(
         finally:
             context.companion.stop_checkins_through(outbox)
             await application.updater.stop()
-            if isinstance(application.update_processor, PerChatUpdateProcessor):
-                abandoned = application.update_processor.abandon()  # their messages are stored already
+            processor = application.update_processor
+            if isinstance(processor, PerChatUpdateProcessor):
+                if context.held is not None and context.held.outage:
+                    # each update still waiting its turn is only held now, in moments, and kept for the next
+                    # start; cancelled before it reached the pipeline, its message would be lost
+                    await processor.settle(OUTAGE_SETTLE_SECONDS)
+                abandoned = processor.abandon()  # their messages are stored already
                 if abandoned:
                     log.warning("stopping: abandoned %d updates in progress", abandoned)
             await application.stop()

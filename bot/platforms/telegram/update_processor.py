@@ -53,6 +53,11 @@ class PerChatUpdateProcessor(BaseUpdateProcessor):
         """How many chats have an update running or waiting."""
         return len(self._order)
 
+    async def settle(self, within: float) -> None:
+        """Wait up to `within` seconds for the updates running or waiting to end."""
+        if self._in_progress:
+            await asyncio.wait(set(self._in_progress), timeout=within)
+
     def abandon(self) -> int:
         """Cancel every update running or waiting (at shutdown: a hung model must not hold the process).
 
