@@ -382,12 +382,10 @@ class ChromaKnowledgeBase:
         """Every memory of `scope`, most important first."""
         if self._cache is not None:
             stored = self._cache.get(scope).records(categories)
-        elif self._ids is not None:
+        else:
             wanted = None if categories is None else set(_known(categories))
             found = _records_of(self._scope_rows(scope, ["documents", "metadatas"]))
             stored = [record for record in found if wanted is None or record.category in wanted]
-        else:
-            stored = self._fetch(where=_scope_filter(scope, categories))
         return sorted(self._current(stored), key=lambda record: (-record.importance, record.created_at))
 
     def with_vectors(self, scope: Scope, categories: Iterable[Category]) -> tuple[list[MemoryRecord], np.ndarray]:
@@ -395,11 +393,13 @@ class ChromaKnowledgeBase:
         that compare memories to each other)."""
         if self._cache is not None:
             stored, vectors = self._cache.get(scope).with_vectors(categories)
-        else:
-            result = self._collection.get(
-                where=_scope_filter(scope, categories), include=["documents", "metadatas", "embeddings"]
-            )
-            stored, vectors = _records_of(result), np.asarray(result["embeddings"], dtype=np.float32)
+        else:  # read as a snapshot is: by the listed ids where there is a list
+            wanted = set(_known(categories))
+            result = self._scope_rows(scope, ["documents", "metadatas", "embeddings"])
+            records = _records_of(result)
+            rows = [row for row, record in enumerate(records) if record.category in wanted]
+            stored = [records[row] for row in rows]
+            vectors = np.asarray(result["embeddings"], dtype=np.float32).reshape(-1, self._embedder.dim)[rows]
         return self._current(stored), vectors.reshape(len(stored), self._embedder.dim)
 
     def update(self, scope: Scope, memory_id: str, change: MemoryChange) -> MemoryRecord | None:
