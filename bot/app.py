@@ -186,7 +186,7 @@ class App:
 
         A long-running process first summarises the conversations that went quiet while it was down.
         """
-        self.companion.store_spooled_messages()  # held through a database outage at the last stop
+        self.companion.store_spooled_messages()  # kept at the last stop before they were stored
         self.tasks.resume()
         await self.lifecycle.prune_finished_work()
         await self.compact_vectors()  # what a forget left for a compaction the last run did not get to

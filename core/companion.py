@@ -170,10 +170,10 @@ class Companion:
         return Scope(self.persona(persona_id).id, self.links.person_of(str(user)))
 
     def keep_for_next_start(self, message: IncomingMessage, *, group: bool) -> None:
-        """At a stop during a database outage: keep a held message in the spool file, to store at the next start
-        (its image, if any, is not kept: its caption is)."""
+        """At a stop: keep a message received but not stored (held through a database outage, or still waiting for
+        its turn) in the spool file, to store at the next start (its image, if any, is not kept: its caption is)."""
         if self._spool is None:
-            log.error("stopping during a database outage: a held message is lost (no spool file)")
+            log.error("stopping: a message not yet stored is lost (no spool file)")
             return
         persona_id = message.persona_id or self.default_persona
         self._spool.add(
@@ -212,7 +212,7 @@ class Companion:
                     raise
         self._spool.remove_first(len(spooled))
         if spooled:
-            log.warning("stored %d messages held through a database outage at the last stop", len(spooled))
+            log.warning("stored %d messages the last stop kept before they were answered", len(spooled))
         return len(spooled)
 
     async def already_received(self, source_id: str) -> bool:

@@ -18,7 +18,7 @@ What a forget reaches, in this order:
    ongoing threads learned from a forgotten message or carrying the text are deleted;
 2. in the groups the user spoke in, what the companion repeated of it to others (`_forget_echoes`);
 3. memory files of the scope that the companion wrote into the data directory (exports, `.bak`), and the
-   scope's messages held in its spool file at a stop during a database outage (`conversations/spool.py`);
+   scope's messages a stop kept in its spool file (`conversations/spool.py`);
 4. what the stores' files keep after a delete: chromadb's write-ahead queue, full-text index and free
    pages (`chroma_erasure.py`); SQLite frees with `secure_delete` and the WAL is truncated.
 Token usage holds counts per day, role and model, never text, so there is nothing to erase there.

@@ -7,13 +7,17 @@ the platform delivered twice (stored, answered and learned from once), the `Inco
 turn, the reply as it grows, and what the person is told when something fails. A platform says only
 how it receives (an `Arrival`) and how it sends, edits and shows that it is typing (a `Chat`). While the
 database is out of reach, messages wait in `outage.HeldMessages` and are answered, in order, once it is back.
+At a stop, a message still waiting for its turn is not answered but kept for the next start (`keep_waiting`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -29,6 +33,18 @@ from core.types import Image, IncomingMessage, UserRef
 from knowledge.errors import first_line, storage_problem
 
 log = logging.getLogger(__name__)
+
+_STOPPING: ContextVar[bool] = ContextVar("stopping", default=False)
+
+
+@contextlib.contextmanager
+def stopping() -> Iterator[None]:
+    """Within this, a message received is kept for the next start, not answered: the process is stopping."""
+    token = _STOPPING.set(True)
+    try:
+        yield
+    finally:
+        _STOPPING.reset(token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +115,7 @@ class MessagePipeline:
         self.order = order
         self._timer = timer or MonotonicTimer()
         self.held = held if held is not None else HeldMessages(order or TurnOrder())
+        self._waiting: set[asyncio.Task[object]] = set()  # receiving a message, not yet in its turn
 
     async def receive(self, arrival: Arrival, chat: Chat) -> None:
         """Answer `arrival` if it is for the companion; the person is told when it cannot be answered."""
@@ -115,15 +132,45 @@ class MessagePipeline:
         if arrival.unreadable:
             await chat.send(phrasebook.NOT_TEXT)
             return
+        if _STOPPING.get():
+            self._keep(arrival)
+            return
         number = self.held.number()  # its place in line, should it have to wait out an outage
         if self.held.outage:  # the messages held before it come first
             await self._hold(number, arrival, chat, "messages are held")
             return
-        in_turn = self.order.turn(place.conversation) if self.order is not None else contextlib.nullcontext()
-        async with in_turn:
-            away = await self._turn(arrival, chat)
+        away = await self._in_turn(arrival, chat)
         if away is not None:
             await self._hold(number, arrival, chat, away)
+
+    async def _in_turn(self, arrival: Arrival, chat: Chat) -> str | None:
+        """`_turn` once the conversation's earlier messages are answered; cancelled before that (a stop), the
+        message is kept for the next start."""
+        if self.order is None:  # the platform hands messages over in order
+            return await self._turn(arrival, chat)
+        task = asyncio.current_task()
+        assert task is not None
+        self._waiting.add(task)
+        try:
+            async with self.order.turn(arrival.place.conversation):
+                self._waiting.discard(task)
+                return await self._turn(arrival, chat)
+        except asyncio.CancelledError:
+            if task in self._waiting:
+                self._keep(arrival)
+            raise
+        finally:
+            self._waiting.discard(task)
+
+    async def keep_waiting(self) -> int:
+        """At a stop: the messages still waiting for their turn are kept for the next start instead of answered
+        (they would wait behind a turn the stop abandons). Returns how many."""
+        waiting = set(self._waiting)
+        for task in waiting:
+            task.cancel()
+        if waiting:
+            await asyncio.wait(waiting)  # each keeps its message as it is cancelled: moments
+        return len(waiting)
 
     async def _turn(self, arrival: Arrival, chat: Chat) -> str | None:
         """Answer `arrival` in its turn; what keeps the database out of reach if it is (the message is not
@@ -153,16 +200,17 @@ class MessagePipeline:
             async with self.held.order.turn(arrival.place.conversation, retry=True):
                 return await self._turn(arrival, chat) is None
 
-        def keep() -> None:
-            incoming = self._incoming(arrival, self._persona_at_stop(arrival))
-            self._companion.keep_for_next_start(incoming, group=not arrival.place.private)
-
-        place = arrival.place
+        place, keep = arrival.place, functools.partial(self._keep, arrival)
         if self.held.hold(Held(number, place.conversation, arrival.user, answer, keep), cause=cause):
             try:
                 await chat.send(phrasebook.HELD_UNTIL_BACK)
             except Exception:
                 log.exception("could not tell the user their message is held")
+
+    def _keep(self, arrival: Arrival) -> None:
+        """Keep `arrival` in the spool file, stored at the next start (the process stops before answering it)."""
+        incoming = self._incoming(arrival, self._persona_at_stop(arrival))
+        self._companion.keep_for_next_start(incoming, group=not arrival.place.private)
 
     def _persona_at_stop(self, arrival: Arrival) -> str:
         """The persona of the place, or the configured one while the database with the `/persona` choices is away."""

@@ -1,6 +1,7 @@
-"""Messages kept in a local file while the database was out of reach at a stop, stored at the next start.
+"""Messages a stop kept in a local file before they were stored, stored at the next start.
 
-A bot stopped during a database outage still holds messages it could not store: it writes them here, in
+A bot that stops may hold messages it has received but not stored: those still waiting for their turn behind
+a reply being written, and during a database outage those it could not store. It writes them here, in
 the order they arrived, one JSON line each, in a file only its owner may read (it holds what people said).
 The next start stores them before anything else and empties the file. A forget of a scope removes that
 scope's lines. A crash during an outage writes nothing: what was held in memory then is lost.

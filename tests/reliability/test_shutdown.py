@@ -7,6 +7,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from knowledge.conversations.spool import SPOOL_FILE
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.telegram_server import FakeBotAPI
 from tests.fakes.telegram_updates import person, text_update
@@ -20,6 +21,15 @@ def wait_for_request(fake_openai: FakeOpenAIServer, model: str, count: int = 1, 
     deadline = time.monotonic() + timeout
     while len(fake_openai.requests_for(model)) < count:
         assert time.monotonic() < deadline, f"no request for {model}"
+        time.sleep(0.05)
+
+
+def wait_fetched(fake_telegram: FakeBotAPI, update: dict[str, object], timeout: float = 30) -> None:
+    """Until the bot has taken `update` (it asked for the updates after it)."""
+    deadline = time.monotonic() + timeout
+    after = int(str(update["update_id"]))
+    while not any(int(call.params.get("offset") or 0) > after for call in fake_telegram.calls_to("getUpdates")):
+        assert time.monotonic() < deadline, "the update was not fetched"
         time.sleep(0.05)
 
 
@@ -40,6 +50,8 @@ def test_sigterm_returns_promptly_while_the_models_hang_and_pending_work_resumes
     fake_openai.hang("chat-model")
     fake_telegram.push_update(text_update("and my dog is called Rex", user=ALICE))
     wait_for_request(fake_openai, "chat-model", count=2)  # the second reply hangs too
+    waiting = fake_telegram.push_update(text_update("and my bird is called Kiwi", user=ALICE))
+    wait_fetched(fake_telegram, waiting)  # taken from Telegram, waiting behind the hung turn: never delivered again
 
     took = bot.stop(signal.SIGTERM)
     assert took < PROMPT_SHUTDOWN, bot.output()
@@ -49,6 +61,8 @@ def test_sigterm_returns_promptly_while_the_models_hang_and_pending_work_resumes
     pending = "SELECT kind FROM jobs WHERE state = 'pending'"
     # kept for the next start: the first turn's job, and the abandoned second turn's, which runs without a reply
     assert stored(data_dir, pending) == [("monitor",), ("monitor",)]
+    # the message still waiting for its turn is kept for the next start, not lost with the abandoned turn
+    assert "and my bird is called Kiwi" in (data_dir / SPOOL_FILE).read_text(encoding="utf-8")
 
     fake_openai.set_default("monitor-model", "[ADD] Alice's cat is called Mochi")
     fake_openai.set_default("chat-model", "back")
@@ -58,3 +72,5 @@ def test_sigterm_returns_promptly_while_the_models_hang_and_pending_work_resumes
         assert time.monotonic() < deadline, "the pending monitor job did not resume"
         time.sleep(0.1)
     assert bot.stop(signal.SIGTERM) < PROMPT_SHUTDOWN
+    said = [row[0] for row in stored(data_dir, "SELECT content FROM messages WHERE role = 'user' ORDER BY seq")]
+    assert said == ["my cat is called Mochi", "and my dog is called Rex", "and my bird is called Kiwi"]

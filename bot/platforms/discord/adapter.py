@@ -123,6 +123,13 @@ class CompanionBot(commands.Bot):
     async def on_message(self, message: discord.Message) -> None:
         """No text commands to process: the cog answers messages."""
 
+    async def close(self) -> None:
+        """Stop: the messages still waiting for their turn are kept for the next start, then disconnect."""
+        kept = await self._cog.pipeline.keep_waiting()
+        if kept:
+            log.warning("stopping: %d messages waiting for their turn are kept for the next start", kept)
+        await super().close()
+
     async def setup_hook(self) -> None:
         await self.add_cog(self._cog)
         self.add_dynamic_items(ForgetButton)  # a forget question's buttons answer after a restart too

@@ -76,7 +76,9 @@ HELP_TEXT = help_text("Talk to me in a private chat, or mention me (or reply to 
 MENU = tuple(BotCommand(command.name, command.summary) for command in COMMANDS)
 SENT_PRIVATELY = "I've answered you in a private message."
 NEEDS_PRIVATE_CHAT = "I can't message you privately yet: open a private chat with me, press Start, and ask there."
-# At a stop during a database outage, how long the updates still waiting may take to be held (each takes moments).
+# At a stop, how long the updates still waiting for their turn may take to be kept for the next start, and during a
+# database outage how long those running may take to be held (each takes moments).
+KEEP_SECONDS = 3.0
 OUTAGE_SETTLE_SECONDS = 3.0
 Handler = Callable[[Update, ContextTypes.DEFAULT_TYPE], Coroutine[Any, Any, None]]
 
@@ -150,9 +152,12 @@ async def run_telegram(
             await application.updater.stop()
             processor = application.update_processor
             if isinstance(processor, PerChatUpdateProcessor):
+                kept = await processor.keep_waiting(KEEP_SECONDS)
+                if kept:
+                    log.warning("stopping: %d updates waiting for their turn are kept for the next start", kept)
                 if context.held is not None and context.held.outage:
-                    # each update still waiting its turn is only held now, in moments, and kept for the next
-                    # start; cancelled before it reached the pipeline, its message would be lost
+                    # a turn running now finds the database away and holds its message, in moments, which the stop
+                    # keeps for the next start; abandoned before that, its message would be lost
                     await processor.settle(OUTAGE_SETTLE_SECONDS)
                 abandoned = processor.abandon()  # their messages are stored already
                 if abandoned:

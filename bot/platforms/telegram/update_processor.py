@@ -6,11 +6,15 @@ waits for every earlier one. This processor runs the updates of different chats 
 conversation's messages are stored and answered in the order they were sent. A button press (callback
 query) belongs to the chat of the message carrying the buttons, so it queues behind that chat's
 messages. Updates without a chat (inline queries, polls) have no order to keep.
+
+At a stop, the updates still waiting for their chat's turn are handled at once in the pipeline's `stopping`
+mode: their messages are kept for the next start instead of answered (Telegram will not deliver them again).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable
 from typing import Any
 
@@ -18,6 +22,7 @@ from telegram import Update
 from telegram.ext import BaseUpdateProcessor
 
 from bot.ordering import TurnOrder
+from bot.platforms.pipeline import stopping
 from bot.platforms.telegram.places import chat_conversation
 
 # PTB's bot keeps 256 Bot API connections and gives up on a request that waits a second for one; a
@@ -47,11 +52,24 @@ class PerChatUpdateProcessor(BaseUpdateProcessor):
         self._running = asyncio.Semaphore(max_running)
         self._order = TurnOrder() if order is None else order  # only chats with a turn running or waiting
         self._in_progress: set[asyncio.Task[Any]] = set()
+        self._waiting: set[asyncio.Task[Any]] = set()  # not yet in their chat's turn
+        self._stopping = False
 
     @property
     def busy_chats(self) -> int:
         """How many chats have an update running or waiting."""
         return len(self._order)
+
+    async def keep_waiting(self, within: float) -> int:
+        """At a stop: handle the updates still waiting for their turn (and any arriving from now on) in `stopping`
+        mode, which keeps their messages for the next start; wait up to `within` seconds for that. Returns how many."""
+        self._stopping = True
+        waiting = set(self._waiting)
+        for task in waiting:
+            task.cancel()
+        if waiting:
+            await asyncio.wait(waiting, timeout=within)
+        return len(waiting)
 
     async def settle(self, within: float) -> None:
         """Wait up to `within` seconds for the updates running or waiting to end."""
@@ -73,19 +91,31 @@ class PerChatUpdateProcessor(BaseUpdateProcessor):
         assert task is not None
         self._in_progress.add(task)
         try:
-            await self._process_in_order(update, coroutine)
+            await self._process_in_order(task, update, coroutine)
         finally:
             self._in_progress.discard(task)
 
-    async def _process_in_order(self, update: object, coroutine: Awaitable[Any]) -> None:
-        chat_id = chat_of(update)
-        if chat_id is None:
-            async with self._running:
+    async def _process_in_order(self, task: asyncio.Task[Any], update: object, coroutine: Awaitable[Any]) -> None:
+        if self._stopping:
+            with stopping():
                 await coroutine
             return
+        chat_id = chat_of(update)
         # Turns are taken in the order PTB started the updates' tasks: the order they arrived.
-        async with self._order.turn(chat_conversation(chat_id)), self._running:
-            await coroutine
+        in_turn = self._order.turn(chat_conversation(chat_id)) if chat_id is not None else contextlib.nullcontext()
+        self._waiting.add(task)
+        try:
+            async with in_turn, self._running:
+                self._waiting.discard(task)
+                await coroutine
+        except asyncio.CancelledError:
+            if task not in self._waiting:
+                raise
+            task.uncancel()  # cancelled by `keep_waiting` before its turn: kept, not answered
+            with stopping():
+                await coroutine
+        finally:
+            self._waiting.discard(task)
 
     async def initialize(self) -> None:
         """Nothing to set up."""

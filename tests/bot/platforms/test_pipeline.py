@@ -3,6 +3,8 @@ why not, what is answered once, and what a person hears when something fails."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from datetime import UTC, datetime
 
@@ -16,6 +18,7 @@ from bot.routing import Place, PlaceRules, Router
 from core import phrasebook
 from core.errors import UserFacingError
 from core.types import ConversationRef, Image, UserRef
+from knowledge.conversations.spool import MessageSpool
 from tests.fakes.clock import FakeTimer
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -134,3 +137,27 @@ async def test_a_failure_is_told_in_words_safe_to_show(
     assert chat.calls == [("send", "That image is too large."), ("send", phrasebook.SOMETHING_BROKE)]
     assert "answering a message failed" in caplog.text  # the operator sees the cause; the person does not
     assert fake_openai.requests_for("chat-model") == []
+
+
+async def test_at_a_stop_a_message_waiting_behind_a_hung_turn_is_kept_for_the_next_start(
+    pipeline: MessagePipeline, app: App, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.hang("chat-model")
+    hung = asyncio.create_task(pipeline.receive(arrival("first, answered by a model that hangs"), RecordingChat()))
+    while not fake_openai.requests_for("chat-model"):
+        await asyncio.sleep(0.01)
+    waiting = asyncio.create_task(pipeline.receive(arrival("second, waiting for its turn"), RecordingChat()))
+    await asyncio.sleep(0.05)
+
+    assert await pipeline.keep_waiting() == 1
+    assert waiting.cancelled()
+    spool = MessageSpool(app.settings.storage.data_dir)
+    assert [kept.text for kept in spool.messages()] == ["second, waiting for its turn"]
+    hung.cancel()  # what the stop does to the turn in progress: its message is stored already
+    with contextlib.suppress(asyncio.CancelledError):
+        await hung
+    assert await pipeline.keep_waiting() == 0
+
+    assert app.companion.store_spooled_messages() == 1
+    said = [message.content for message in app.working_memory.window("xiaoxiang", "chat:dm:101")]
+    assert said == ["first, answered by a model that hangs", "second, waiting for its turn"]

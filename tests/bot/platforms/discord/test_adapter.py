@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from bot.routing import PersonaChoices, PlaceRules
 from core import phrasebook
 from core.errors import UserFacingError
 from core.phrasebook import NOT_ALLOWED
+from knowledge.conversations.spool import MessageSpool
 from knowledge.records import Scope
 from knowledge.search.embedding import Embedder
 from tests.fakes.clock import FakeClock, FakeTimer
@@ -338,6 +341,21 @@ async def test_messages_of_one_channel_are_answered_in_order_even_when_they_arri
     second_prompt = [message["content"] for message in fake_openai.requests_for("chat-model")[1].messages]
     assert "First!" in second_prompt  # the second turn was built after the first was answered
     assert cog.pipeline.order is not None and len(cog.pipeline.order) == 0  # nothing kept once the channel is quiet
+
+
+async def test_at_a_stop_a_message_waiting_behind_a_hung_turn_is_kept_for_the_next_start(
+    discord_bot: commands.Bot, app: App, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.hang("chat-model")
+    for text in ("one, answered by a model that hangs", "two, waiting for its turn"):
+        dpytest.back.make_message(f"{mention(discord_bot)} {text}", member(0), channel())
+    while not fake_openai.requests_for("chat-model"):
+        await asyncio.sleep(0.01)
+
+    with contextlib.suppress(AttributeError):  # dpytest's bot has no gateway socket for close() to shut
+        await discord_bot.close()
+    kept = MessageSpool(app.settings.storage.data_dir).messages()
+    assert [message.text for message in kept] == ["two, waiting for its turn"]
 
 
 async def test_share_is_ephemeral_and_lets_one_memory_come_up_in_the_server(
