@@ -377,13 +377,14 @@ def print_table(report: dict[str, object], quirks: Counter[str]) -> None:
 
 
 def print_halves(halves: dict[str, dict[str, Any]]) -> None:
-    """Recall@10 overall and per category, and MRR, of the conversations held out and of the others."""
-    names = list(next(iter(halves.values()))["categories"])
-    print("\nrecall@10" + " " * 15 + "".join(f"{name:>15}" for name in ["overall (1-4)", "MRR", *names]))
-    for half, values in halves.items():
-        cells = [values["overall"]["recall@10"], values["overall"]["mrr"]]
-        cells += [values["categories"][name]["recall@10"] for name in names]
-        print(f"{half:<24}" + "".join(f"{cell:>15.3f}" for cell in cells))
+    """Recall@10 and MRR, overall and per category, of the conversations held out and of the others (a category
+    one half has no question of shows as -)."""
+    names = sorted({name for values in halves.values() for name in values["categories"]})
+    for metric in ("recall@10", "mrr"):
+        print(f"\n{metric:<24}" + "".join(f"{name:>15}" for name in ["overall (1-4)", *names]))
+        for half, values in halves.items():
+            cells = [values["overall"], *(values["categories"].get(name) for name in names)]
+            print(f"{half:<24}" + "".join(f"{cell[metric]:>15.3f}" if cell else f"{'-':>15}" for cell in cells))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

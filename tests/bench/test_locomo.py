@@ -122,3 +122,21 @@ def test_an_unknown_conversation_held_out_is_a_clear_error(tmp_path: Path, capsy
     with pytest.raises(SystemExit):
         main(["--data", str(path), "--held-out", "toy-1,conv-99"])
     assert "no conversation conv-99 in" in capsys.readouterr().err
+
+
+def test_the_halves_show_recall_and_mrr_by_category(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.locomo import main
+
+    path = tmp_path / "toy.json"
+    path.write_text(json.dumps(TOY), encoding="utf-8")
+    main(["--data", str(path), "--held-out", "toy-1"])
+    printed = capsys.readouterr().out.splitlines()
+    tables = {line.split()[0]: index for index, line in enumerate(printed) if line.startswith(("recall@10 ", "mrr "))}
+    assert set(tables) == {"recall@10", "mrr"}
+    for start in tables.values():
+        header, chosen, held = printed[start : start + 3]
+        assert header.endswith("1 multi-hop     2 temporal   4 single-hop")  # the categories asked, in order
+        assert chosen.startswith("chosen on") and chosen.split()[-3:] == ["-", "-", "-"]  # no question there
+        assert held.startswith("held out") and "-" not in held.split()
+    single_hop_mrr = printed[tables["mrr"] + 2].split()[-1]
+    assert single_hop_mrr == "1.000"  # as the report's own figure (the pet is found first)
