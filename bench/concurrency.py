@@ -253,9 +253,11 @@ async def run(args: argparse.Namespace, embedder: Embedder, account: CPUAccount)
                 deliver = partial(push, telegram)
                 await asyncio.gather(*(converse(deliver, traffic, user, said, args) for user, said in texts.items()))
                 wall = time.perf_counter() - started
-            drain_started = time.perf_counter()
+            waiting = app.journal.jobs.backlog().pending
+            drain_started, drain_cpu = time.perf_counter(), time.process_time()
             await app.companion.tasks.drain()
             drain = time.perf_counter() - drain_started
+            drain_cpu = time.process_time() - drain_cpu
             cpu = (cpu_before, account.snapshot())
             dead_letters = len(app.journal.jobs.dead_letters())
             spared = sum(usage.calls for usage in app.journal.usage.totals() if usage.model == SPARED)
@@ -264,7 +266,12 @@ async def run(args: argparse.Namespace, embedder: Embedder, account: CPUAccount)
         monitor_calls = len(llm.requests_for(MODELS["monitor"]))
     figures = report(args, traffic, wall, drain, monitor_calls, dead_letters)
     small_talk = sum(text.split(_MARK)[0] in SMALL_TALK for said in texts.values() for text in said)
-    figures |= {"small_talk_sent": small_talk, "monitor_spared": spared}
+    figures |= {
+        "small_talk_sent": small_talk,
+        "monitor_spared": spared,
+        "jobs_waiting_at_last_reply": waiting,
+        "drain_cpu_s": round(drain_cpu, 1),
+    }
     return {**figures, **cpu_figures(*cpu, answered=figures["answered"], wall=wall)}
 
 
@@ -349,6 +356,11 @@ def print_report(args: argparse.Namespace, figures: dict[str, Any], embedder: Em
             "(small talk); "
             f"backlog drained {figures['background_drain_s']:.1f} s after the last reply; "
             f"{figures['dead_letters']} dead letters"
+        )
+        waiting = figures["jobs_waiting_at_last_reply"]
+        print(
+            f"drain          {waiting} jobs waited at the last reply; their drain took {figures['drain_cpu_s']:.1f} "
+            f"CPU-s of the process ({1000 * figures['drain_cpu_s'] / max(waiting, 1):.1f} ms a job)"
         )
     print(
         f"per core       {figures['answered_per_s_per_core']:.2f} answered/s per core ({figures['cores']} cores), "
