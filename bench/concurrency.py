@@ -253,7 +253,7 @@ async def run(args: argparse.Namespace, embedder: Embedder, account: CPUAccount)
                 deliver = partial(push, telegram)
                 await asyncio.gather(*(converse(deliver, traffic, user, said, args) for user, said in texts.items()))
                 wall = time.perf_counter() - started
-            waiting = app.journal.jobs.backlog().pending
+            waiting, scopes_waiting = app.journal.jobs.backlog().pending, len(app.journal.jobs.scopes_with_work())
             drain_started, drain_cpu = time.perf_counter(), time.process_time()
             await app.companion.tasks.drain()
             drain = time.perf_counter() - drain_started
@@ -270,6 +270,7 @@ async def run(args: argparse.Namespace, embedder: Embedder, account: CPUAccount)
         "small_talk_sent": small_talk,
         "monitor_spared": spared,
         "jobs_waiting_at_last_reply": waiting,
+        "users_waiting_at_last_reply": scopes_waiting,
         "drain_cpu_s": round(drain_cpu, 1),
     }
     return {**figures, **cpu_figures(*cpu, answered=figures["answered"], wall=wall)}
@@ -357,10 +358,11 @@ def print_report(args: argparse.Namespace, figures: dict[str, Any], embedder: Em
             f"backlog drained {figures['background_drain_s']:.1f} s after the last reply; "
             f"{figures['dead_letters']} dead letters"
         )
-        waiting = figures["jobs_waiting_at_last_reply"]
+        waiting, users = figures["jobs_waiting_at_last_reply"], figures["users_waiting_at_last_reply"]
         print(
-            f"drain          {waiting} jobs waited at the last reply; their drain took {figures['drain_cpu_s']:.1f} "
-            f"CPU-s of the process ({1000 * figures['drain_cpu_s'] / max(waiting, 1):.1f} ms a job)"
+            f"drain          {waiting} jobs of {users} users waited at the last reply; "
+            f"their drain took {figures['drain_cpu_s']:.1f} CPU-s of the process "
+            f"({1000 * figures['drain_cpu_s'] / max(waiting, 1):.1f} ms a job)"
         )
     print(
         f"per core       {figures['answered_per_s_per_core']:.2f} answered/s per core ({figures['cores']} cores), "
