@@ -9,9 +9,10 @@ the holder, which looks for more once it lets go. Different scopes run side by s
 a worker waits for one of the slots before it takes its scope's lock, so a backlog of many scopes
 holds as many locks (in server mode, database connections) as there are slots, not one per scope.
 A job that raises is retried with backoff (its scope kept, its slot given back while it waits); when
-it runs out of attempts it becomes a visible dead letter. A job may be held (written, not started) until what it waits for is over; a process that
-dies first leaves it held by a worker that is gone, and `resume` (at the next start, or in another
-process: `watch`) releases and runs it. A re-run continues from the job's checkpoint.
+it runs out of attempts it becomes a visible dead letter. A job may be held (written, not started)
+until what it waits for is over; a process that dies first leaves it held by a worker that is gone,
+and `resume` (at the next start, or in another process: `watch`) releases and runs it. A re-run
+continues from the job's checkpoint.
 
 Each job is read again from the queue right before it runs, and runs with a forget-fence ticket: a
 forget that erased it (or the text it carried) meanwhile wins, and a job whose scope is forgotten
