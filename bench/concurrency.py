@@ -254,7 +254,7 @@ async def run(args: argparse.Namespace, embedder: Embedder, account: CPUAccount)
                 await asyncio.gather(*(converse(deliver, traffic, user, said, args) for user, said in texts.items()))
                 wall = time.perf_counter() - started
             waiting, scopes_waiting = app.journal.jobs.backlog().pending, len(app.journal.jobs.scopes_with_work())
-            drain_started, drain_cpu = time.perf_counter(), time.process_time()
+            drain_started, drain_cpu, drain_account = time.perf_counter(), time.process_time(), account.snapshot()
             await app.companion.tasks.drain()
             drain = time.perf_counter() - drain_started
             drain_cpu = time.process_time() - drain_cpu
@@ -272,6 +272,7 @@ async def run(args: argparse.Namespace, embedder: Embedder, account: CPUAccount)
         "jobs_waiting_at_last_reply": waiting,
         "users_waiting_at_last_reply": scopes_waiting,
         "drain_cpu_s": round(drain_cpu, 1),
+        "drain_cpu_ms_per_job": per_turn_ms(drain_account, cpu[1], max(waiting, 1)),
     }
     return {**figures, **cpu_figures(*cpu, answered=figures["answered"], wall=wall)}
 
@@ -370,6 +371,8 @@ def print_report(args: argparse.Namespace, figures: dict[str, Any], embedder: Em
     )
     seams = "" if args.account else " (--no-account: SQLite, search, prompt and chromadb in the thread that ran them)"
     print_account(f"CPU ms per answered message, background included{seams}:", figures["cpu_ms_per_message"])
+    if args.background:
+        print_account(f"CPU ms per job of the drain after the last reply{seams}:", figures["drain_cpu_ms_per_job"])
 
 
 def print_cluster(args: argparse.Namespace, results: Sequence[dict[str, Any]]) -> None:
