@@ -61,7 +61,7 @@ _CONFIRMING_EMOJI = set("👍👌✅✔☑")
 _ASKS_OR_OFFERS = re.compile(
     r"[?？]|吗|呢|么|吧|要不要|好不好|是不是|对不对|可不可以|能不能|一起|我们|提醒"
     r"|\b(?:let'?s|let us|shall|should|how about|what about|want|wanna|would|could|can|do you|did you|are you"
-    r"|will you|remind|right|huh|eh)\b|\bok(?:ay)?\W*$",
+    r"|will you|remind|we|then|right|huh|eh)\b|\bok(?:ay)?\W*$",
     re.IGNORECASE,
 )
 _ABOUT_THE_USER = re.compile(r"\b(?:you|your|you're|yours|u|ur)\b|你|您|主人", re.IGNORECASE)
