@@ -354,9 +354,8 @@ def print_report(args: argparse.Namespace, figures: dict[str, Any], embedder: Em
     print(f"small talk     {figures['small_talk_sent']} of the messages sent ({args.small_talk:.0%} asked)")
     if args.background:
         print(
-            f"background     {figures['monitor_calls']} monitor calls, {figures['monitor_spared']} spared "
-            "(small talk); "
-            f"backlog drained {figures['background_drain_s']:.1f} s after the last reply; "
+            f"background     {figures['monitor_calls']} monitor calls, {figures['monitor_spared']} spared (small "
+            f"talk); backlog drained {figures['background_drain_s']:.1f} s after the last reply; "
             f"{figures['dead_letters']} dead letters"
         )
         waiting, users = figures["jobs_waiting_at_last_reply"], figures["users_waiting_at_last_reply"]
