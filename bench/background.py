@@ -228,6 +228,10 @@ TEMPLATES: list[tuple[str, str]] = [
     ),
 ]
 
+# Small talk people send between the lines above: acknowledgements, laughs, thanks (nothing to remember, unless
+# they answer what the companion asked; the monitor is spared those that do not: `knowledge/rules/small_talk.py`).
+SMALL_TALK = ["ok", "haha", "thanks!", "lol", "ok thanks", "👍", "好的", "嗯嗯", "哈哈哈", "谢谢～", "晚安", "😂"]
+
 CHAT_REPLIES_ZH = [
     "听起来今天真的不容易呢～主人先喝口水歇一歇，小祥一直在这里陪着你。想多说一点吗？",
     "哇，这个好棒！小祥替主人开心～之后一定要告诉我后续哦！",
@@ -262,11 +266,16 @@ class Line:
     fact: str
 
 
-def script(user_index: int, turns: int) -> list[Line]:
-    """The user's `turns` messages, deterministic for a given user."""
+def script(user_index: int, turns: int, small_talk: float = 0.0) -> list[Line]:
+    """The user's `turns` messages, deterministic for a given user; each is small talk (`SMALL_TALK`, no fact) with
+    the chance `small_talk`."""
     rng = random.Random(SEED + user_index)
+    talk = random.Random(SEED - user_index)  # its own draws: the scripted lines come in the same order either way
     lines = []
     for _ in range(turns):
+        if talk.random() < small_talk:
+            lines.append(Line(talk.choice(SMALL_TALK), ""))
+            continue
         message, fact = rng.choice(TEMPLATES)
         slots = templates.slots(rng)
         lines.append(Line(message.format(**slots), fact.format(**slots)))

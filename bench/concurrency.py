@@ -16,8 +16,11 @@ fake Bot API (a user waits for the answer) and ``--think`` seconds more. With no
 all users start together and the bot is never idle: the hardest case. People take seconds to read and
 type; with a think time, users start evenly spread over one think time, like people already in
 conversation, rather than in one burst. Messages are the scripted lines of ``bench.background``
-(English, Chinese, code-mixed), each tagged with its user and number; the chat model's reply repeats
-the tag, so every reply is matched to the message it answers.
+(English, Chinese, code-mixed), each stating something about the user, and small talk between them
+(``--small-talk``, default 20% of the messages: "ok", "haha", "好的", "👍"; people send such turns too, and the
+monitor is spared those that answer nothing the companion asked). Each message is tagged with its user and
+number in invisible characters; the chat model's reply repeats the tag, so every reply is matched to the
+message it answers.
 
 Background work is ON, as in production: after every turn the KnowledgeMonitor calls the same fake
 (``bench.background``'s scripted monitor: ADD of the stated fact for about half of the turns, some
@@ -83,12 +86,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.background import MODELS, Roles, role_settings, script
+from bench.background import MODELS, SMALL_TALK, Roles, role_settings, script
 from bench.cpu_account import CPUAccount, per_turn_ms, print_account
 from bench.stats import cpu_model, load_average, summarize
 from bot.app import build_app
 from bot.config import MemorySettings
 from bot.platforms.telegram.adapter import build_telegram_application
+from knowledge.journal.token_usage import SPARED
 from knowledge.search.embedding import Embedder, load_embedder
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.telegram_server import TOKEN, Call, FakeBotAPI, polling
@@ -97,18 +101,28 @@ from tests.fakes.telegram_updates import person, text_update
 TARGET_EFFICIENCY = 0.95
 CHUNK_CHARS = FakeOpenAIServer.chunk_size  # a streamed token
 FIRST_USER_ID = 10_000  # Telegram user ids of the simulated users, one private chat each
-_TAG = re.compile(r"\(#(\d+)\.(\d+)\)")
+# A message's tag is written in invisible characters (Unicode format characters, which a reader and the small-talk
+# rule pass over), so that "ok" tagged is still small talk: a digit each, between two marks, user and number apart.
+_DIGITS = "\u200b\u200c\u200d\u2060\u2061\u2062\u2066\u2067\u2068\u2069"
+_MARK, _APART = "\u2063", "\u2064"
+_TAG = re.compile(f"{_MARK}([{_DIGITS}]+){_APART}([{_DIGITS}]+){_MARK}")
 
 Tag = tuple[int, int]  # (user index, message index)
 
 
 def _tag(user: int, number: int) -> str:
-    return f"(#{user}.{number})"
+    def invisible(value: int) -> str:
+        return "".join(_DIGITS[int(digit)] for digit in str(value))
+
+    return f"{_MARK}{invisible(user)}{_APART}{invisible(number)}{_MARK}"
 
 
 def _tag_in(text: str) -> Tag | None:
     found = _TAG.search(text)
-    return (int(found[1]), int(found[2])) if found else None
+    if found is None:
+        return None
+    user, number = ("".join(str(_DIGITS.index(char)) for char in part) for part in found.groups())
+    return int(user), int(number)
 
 
 @dataclass
@@ -177,9 +191,9 @@ async def converse(
 
 def conversations(args: argparse.Namespace) -> tuple[dict[int, list[str]], Roles]:
     """Each simulated user's tagged messages, and the fake LLM's roles that answer them."""
-    lines = {user: script(user, args.messages) for user in range(args.users)}
+    lines = {user: script(user, args.messages, args.small_talk) for user in range(args.users)}
     texts = {
-        user: [f"{line.text} {_tag(user, number)}" for number, line in enumerate(said)] for user, said in lines.items()
+        user: [f"{line.text}{_tag(user, number)}" for number, line in enumerate(said)] for user, said in lines.items()
     }
     facts = {text: line.fact for user, said in lines.items() for text, line in zip(texts[user], said)}
     return texts, Roles(facts)
@@ -199,7 +213,7 @@ def tagged_chat(roles: Roles, traffic: Traffic, args: argparse.Namespace) -> Any
         text = roles.chat(body)
         while len(text) < args.reply_tokens * CHUNK_CHARS:
             text += " " + _FILLER
-        text = f"{text} {_tag(*tag) if tag else ''}".strip()
+        text = f"{text}{_tag(*tag) if tag else ''}"
         if tag is not None:
             traffic.model_s[tag] = model_seconds(text, args)
         return text
@@ -239,15 +253,27 @@ async def run(args: argparse.Namespace, embedder: Embedder, account: CPUAccount)
                 deliver = partial(push, telegram)
                 await asyncio.gather(*(converse(deliver, traffic, user, said, args) for user, said in texts.items()))
                 wall = time.perf_counter() - started
-            drain_started = time.perf_counter()
+            waiting, scopes_waiting = app.journal.jobs.backlog().pending, len(app.journal.jobs.scopes_with_work())
+            drain_started, drain_cpu, drain_account = time.perf_counter(), time.process_time(), account.snapshot()
             await app.companion.tasks.drain()
             drain = time.perf_counter() - drain_started
+            drain_cpu = time.process_time() - drain_cpu
             cpu = (cpu_before, account.snapshot())
             dead_letters = len(app.journal.jobs.dead_letters())
+            spared = sum(usage.calls for usage in app.journal.usage.totals() if usage.model == SPARED)
         finally:
             await app.aclose()
         monitor_calls = len(llm.requests_for(MODELS["monitor"]))
     figures = report(args, traffic, wall, drain, monitor_calls, dead_letters)
+    small_talk = sum(text.split(_MARK)[0] in SMALL_TALK for said in texts.values() for text in said)
+    figures |= {
+        "small_talk_sent": small_talk,
+        "monitor_spared": spared,
+        "jobs_waiting_at_last_reply": waiting,
+        "users_waiting_at_last_reply": scopes_waiting,
+        "drain_cpu_s": round(drain_cpu, 1),
+        "drain_cpu_ms_per_job": per_turn_ms(drain_account, cpu[1], max(waiting, 1)),
+    }
     return {**figures, **cpu_figures(*cpu, answered=figures["answered"], wall=wall)}
 
 
@@ -325,10 +351,18 @@ def print_report(args: argparse.Namespace, figures: dict[str, Any], embedder: Em
         f"duplicated {figures['duplicated']}, in a wrong chat {figures['misplaced']}, "
         f"unmatched replies {figures['untagged']}   target 0 lost, 0 duplicated"
     )
+    print(f"small talk     {figures['small_talk_sent']} of the messages sent ({args.small_talk:.0%} asked)")
     if args.background:
         print(
-            f"background     {figures['monitor_calls']} monitor calls; backlog drained "
-            f"{figures['background_drain_s']:.1f} s after the last reply; {figures['dead_letters']} dead letters"
+            f"background     {figures['monitor_calls']} monitor calls, {figures['monitor_spared']} spared (small "
+            f"talk); backlog drained {figures['background_drain_s']:.1f} s after the last reply; "
+            f"{figures['dead_letters']} dead letters"
+        )
+        waiting, users = figures["jobs_waiting_at_last_reply"], figures["users_waiting_at_last_reply"]
+        print(
+            f"drain          {waiting} jobs of {users} users waited at the last reply; "
+            f"their drain took {figures['drain_cpu_s']:.1f} CPU-s of the process "
+            f"({1000 * figures['drain_cpu_s'] / max(waiting, 1):.1f} ms a job)"
         )
     print(
         f"per core       {figures['answered_per_s_per_core']:.2f} answered/s per core ({figures['cores']} cores), "
@@ -336,6 +370,8 @@ def print_report(args: argparse.Namespace, figures: dict[str, Any], embedder: Em
     )
     seams = "" if args.account else " (--no-account: SQLite, search, prompt and chromadb in the thread that ran them)"
     print_account(f"CPU ms per answered message, background included{seams}:", figures["cpu_ms_per_message"])
+    if args.background:
+        print_account(f"CPU ms per job of the drain after the last reply{seams}:", figures["drain_cpu_ms_per_job"])
 
 
 def print_cluster(args: argparse.Namespace, results: Sequence[dict[str, Any]]) -> None:
@@ -369,6 +405,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--reply-tokens", type=int, default=0, help="pad chat replies to about this many tokens")
     parser.add_argument("--reply-timeout", type=float, default=120.0, help="seconds a user waits for a reply")
+    parser.add_argument(
+        "--small-talk",
+        type=float,
+        default=0.2,
+        help="share of the messages that are small talk ('ok', 'haha', '好的', an emoji) instead of a scripted line "
+        "(default 0.2; 0: every message states something, as before)",
+    )
     parser.add_argument("--no-background", dest="background", action="store_false", help="no monitor jobs")
     parser.add_argument(
         "--no-account",
@@ -386,6 +429,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.processes = [int(count) for count in args.processes.split(",")]
     if args.users < 1 or args.messages < 1 or args.llm_delay <= 0 or args.reply_timeout <= 0 or args.think < 0:
         parser.error("users, messages, llm-delay and reply-timeout must be positive, think not negative")
+    if not 0 <= args.small_talk <= 1:
+        parser.error("small-talk is a share, from 0 to 1")
     if args.tokens_per_second < 0 or args.reply_tokens < 0:
         parser.error("tokens-per-second and reply-tokens must not be negative")
     return args

@@ -621,6 +621,8 @@ def build_lifecycle(
             hour=settings.memory.consolidation_hour,
             use_model=use_model,
         ),
+        spare_small_talk=use_model and settings.memory.spare_small_talk,  # without a model nothing is asked anyway
+        spared=lambda: journal.usage.spared("monitor", at=clock.now()),
     )
 
 

@@ -263,6 +263,13 @@ class MemorySettings(BaseModel):
     monitor_max_ops: int = Field(
         10, ge=1, description="memory operations applied per turn", json_schema_extra=env("COMPANION_MONITOR_MAX_OPS")
     )
+    spare_small_talk: bool = Field(
+        True,
+        description="a turn of small talk ('ok', 'haha', 'thanks', '好的', an emoji: no answer to a question or offer "
+        "of the companion, nothing else in it) is stored and searchable as any, but the monitor is not asked about it; "
+        "the calls spared are counted in the token usage as model '(spared)'",
+        json_schema_extra=env("COMPANION_SPARE_SMALL_TALK"),
+    )
     background_workers: int | None = Field(
         None,
         ge=1,

@@ -31,6 +31,7 @@ from knowledge.journal.job_queue import Job
 from knowledge.memory.decay_pass import DecayPass, DecayReport
 from knowledge.records import ReviewKind, Scope
 from knowledge.rules.chapters import ChapterWindow, Span
+from knowledge.rules.small_talk import nothing_to_learn
 from knowledge.search.embedding import background_lane
 from personas.loader import Persona
 
@@ -135,13 +136,19 @@ class MemoryLifecycle:
         keep_open: Callable[[], set[tuple[str, str]]] = set,
         profile_writer: ProfileWriter | None = None,
         consolidator: Consolidator | None = None,
+        spare_small_talk: bool = True,
+        spared: Callable[[], None] = lambda: None,
     ) -> None:
         """`enabled=False` turns the background off: events submit no job (for measuring what it costs).
         `dead_letter_retention`: how long a dead letter keeps the text of the work that failed.
         `keep_open`: (persona, conversation) pairs the idle pass leaves open however quiet (a check-in
         waiting for its answer, which must continue the conversation). `profile_writer`: writes each user's
         profile when their facts changed (None: no profiles). `consolidator`: consolidates each active scope's
-        facts nightly (None: never)."""
+        facts nightly (None: never). `spare_small_talk`: a turn of small talk ("ok", "haha", "好的") is stored and
+        indexed as any, but the monitor is not asked about it (`knowledge/rules/small_talk.py`); `spared` is told of
+        each turn spared."""
+        self.spare_small_talk = spare_small_talk
+        self._spared = spared
         self._keep_open = keep_open
         self._profile_writer = profile_writer
         self._consolidator = consolidator
@@ -302,6 +309,10 @@ class MemoryLifecycle:
         turn = await asyncio.to_thread(self._turn_of, persona, monitor)
         if turn is None:
             return  # the message is gone (forgotten or deleted) or was never stored: nothing to learn
+        if await asyncio.to_thread(self._small_talk, monitor, turn):
+            await asyncio.to_thread(self._spared)
+            log.debug("monitor job %s spared: its turn is small talk", job.id)
+            return
         report = await self._monitor.review_turn(persona, job.scope, turn, self.tasks.checkpoint(job))
         for memory_id, kind in report.reviews:
             self.review(job.scope, memory_id, kind)
@@ -310,6 +321,15 @@ class MemoryLifecycle:
             if deleted:
                 await asyncio.to_thread(self._profile_writer.sources_deleted, job.scope, deleted)
             await asyncio.to_thread(self._profile_writer.mark_changed, job.scope)
+
+    def _small_talk(self, monitor: MonitorJob, turn: Turn) -> bool:
+        """Whether the turn's message, after the companion's message before it, has nothing for the monitor."""
+        if not self.spare_small_talk or monitor.turn is not None:  # an old job carries no id to find what came before
+            return False
+        if not nothing_to_learn(turn.user_text, None):
+            return False  # most turns: no need to read what came before
+        before = self._working_memory.log.reply_before(monitor.message_id)
+        return nothing_to_learn(turn.user_text, None if before is None else before.content)
 
     def _turn_of(self, persona: Persona, monitor: MonitorJob) -> Turn | None:
         """The turn a monitor job names, as its messages read now."""

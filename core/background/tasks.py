@@ -5,11 +5,14 @@ run one at a time in the order they were written (two turns of one user never ap
 operations concurrently), even where several processes share the queue: a worker takes the scope's
 cluster-wide lock (`ClusterLocks`; nothing to wait for with one process) and runs its oldest job,
 then the next, reading each from the queue. A process that finds the scope taken leaves the job to
-the holder, which looks for more once it lets go. Different scopes run side by side up to a limit.
-A job that raises is retried with backoff; when it runs out of attempts it becomes a visible dead
-letter. A job may be held (written, not started) until what it waits for is over; a process that
-dies first leaves it held by a worker that is gone, and `resume` (at the next start, or in another
-process: `watch`) releases and runs it. A re-run continues from the job's checkpoint.
+the holder, which looks for more once it lets go. Different scopes run side by side up to a limit:
+a worker waits for one of the slots before it takes its scope's lock, so a backlog of many scopes
+holds as many locks (in server mode, database connections) as there are slots, not one per scope.
+A job that raises is retried with backoff (its scope kept, its slot given back while it waits); when
+it runs out of attempts it becomes a visible dead letter. A job may be held (written, not started)
+until what it waits for is over; a process that dies first leaves it held by a worker that is gone,
+and `resume` (at the next start, or in another process: `watch`) releases and runs it. A re-run
+continues from the job's checkpoint.
 
 Each job is read again from the queue right before it runs, and runs with a forget-fence ticket: a
 forget that erased it (or the text it carried) meanwhile wins, and a job whose scope is forgotten
@@ -235,7 +238,7 @@ class BackgroundTasks:
 
     async def _work_through(self, scope: Scope) -> None:
         while True:
-            async with self._cluster.try_acquire(f"jobs:{scope}") as ours:
+            async with self._slots, self._cluster.try_acquire(f"jobs:{scope}") as ours:
                 if not ours:
                     return  # another process runs the scope's jobs, and looks for more once it lets go
                 while (job := self._jobs.next_job(scope)) is not None:
@@ -253,8 +256,7 @@ class BackgroundTasks:
             try:
                 if handler is None:
                     raise LookupError(f"no handler registered for {job.kind!r} jobs")
-                async with self._slots:
-                    await self._admitted(handler, current)
+                await self._admitted(handler, current)
             except asyncio.CancelledError:
                 raise
             except ScopeForgottenError:
@@ -288,5 +290,9 @@ class BackgroundTasks:
         delay = self._backoff[attempts - 1]
         log.warning("%s job %s failed (%s); retrying in %.0fs", job.kind, job.id, reason, delay)
         self._jobs.retry_later(job.id, error=reason, not_before=now + timedelta(seconds=delay))
-        await asyncio.sleep(delay)
+        self._slots.release()  # other scopes' jobs may run meanwhile; this scope's next jobs wait behind it
+        try:
+            await asyncio.sleep(delay)
+        finally:
+            await self._slots.acquire()
         return True

@@ -89,6 +89,17 @@ class MessageLog:
         )
         return _message(rows[0]) if rows else None
 
+    def reply_before(self, message_id: str) -> StoredMessage | None:
+        """The persona's latest message in the conversation of `message_id` stored before it (None: none)."""
+        columns = ", ".join(f"reply.{column}" for column in _COLUMNS.split(", "))
+        rows = self.db.query(
+            f"SELECT {columns} FROM messages AS said JOIN messages AS reply ON reply.persona_id = said.persona_id"
+            " AND reply.conversation_id = said.conversation_id AND reply.seq < said.seq"
+            " WHERE said.id = ? AND reply.role = 'assistant' ORDER BY reply.seq DESC LIMIT 1",
+            (message_id,),
+        )
+        return _message(rows[0]) if rows else None
+
     def rewrite(self, message_id: str, content: str) -> StoredMessage | None:
         """Replace a stored message's words (a photo's description, known after it was stored); None if unknown."""
         with self.db.transaction() as db:

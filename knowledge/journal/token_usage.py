@@ -1,4 +1,7 @@
-"""Token usage: the tokens each role's model calls spent, summed per day, role and model."""
+"""Token usage: the tokens each role's model calls spent, summed per day, role and model.
+
+A call spared in code (the monitor's, for a turn of small talk) is counted too, under the model `SPARED`, with no
+tokens: what the gate saves is seen beside what the calls cost."""
 
 from __future__ import annotations
 
@@ -6,6 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from knowledge.sql.database import Database, iso
+
+SPARED = "(spared)"  # the model of the calls a rule in code made unnecessary
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS token_usage (
@@ -48,6 +53,10 @@ class TokenUsageLog:
                 " completion_tokens = token_usage.completion_tokens + excluded.completion_tokens",
                 (iso(at)[:10], role, model, prompt_tokens, completion_tokens),
             )
+
+    def spared(self, role: str, *, at: datetime) -> None:
+        """Count one call of `role` spared in code: the day's `SPARED` calls, with no tokens."""
+        self.record(role, SPARED, 0, 0, at=at)
 
     def totals(self) -> list[TokenUsage]:
         """Tokens spent per role and model since the data directory was created."""

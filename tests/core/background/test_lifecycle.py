@@ -12,6 +12,7 @@ from bot.config import Settings
 from core.background.knowledge_monitor import Turn
 from core.background.lifecycle import MonitorJob, ReviewJob, SummarizeJob
 from core.types import StoredTurn
+from knowledge.journal.token_usage import SPARED
 from knowledge.memory.chroma_store import ChromaKnowledgeBase
 from knowledge.records import Scope
 from knowledge.search.embedding import Embedder
@@ -172,3 +173,48 @@ async def test_review_requests_are_jobs_with_the_memory_and_the_kind(app: App, a
     app.lifecycle.review(alice, "mem_1", "promote")
     assert pending(app) == [(ReviewJob.KIND, alice, {"memory_id": "mem_1", "kind": "promote"})]
     await app.companion.tasks.drain()  # the memory is gone: the review ends without a model call
+
+
+async def talk(app: App, text: str) -> None:
+    await (await app.companion.handle(make_message(text))).text()
+    await app.companion.tasks.drain()
+
+
+def monitor_asked_about(fake_openai: FakeOpenAIServer) -> list[str]:
+    """The user's words of each turn the monitor was asked about."""
+    asked = fake_openai.requests_for("monitor-model")
+    turns = [request.messages[1]["content"].split("<<<TURN", 1)[1] for request in asked]
+    return [block.split("\n")[1].split(": ", 1)[1] for block in turns]
+
+
+async def test_a_turn_of_small_talk_is_stored_and_searchable_but_spares_the_monitor_and_is_counted(
+    app: App, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    fake_openai.set_default("monitor-model", "[SKIP]")
+    fake_openai.set_default("chat-model", "That is lovely news.")
+    await talk(app, "I adopted a cat")
+    await talk(app, "haha ok 😂")
+    assert monitor_asked_about(fake_openai) == ["I adopted a cat"]
+    assert "haha ok 😂" in [message.content for message in app.working_memory.log.messages_of(alice)]
+    assert app.companion.history.indexed_count(alice) == 4  # both turns' messages, in the history index
+    assert pending(app) == []
+    [spared] = [usage for usage in app.journal.usage.totals() if usage.model == SPARED]
+    assert (spared.role, spared.calls, spared.prompt_tokens) == ("monitor", 1, 0)
+
+
+async def test_small_talk_that_answers_the_companion_question_is_seen_by_the_monitor(
+    app: App, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.set_default("monitor-model", "[SKIP]")
+    fake_openai.script("chat-model", "Are you moving to Berlin?", "Okay!")
+    await talk(app, "big news today")
+    await talk(app, "yes")
+    assert monitor_asked_about(fake_openai) == ["big news today", "yes"]
+    assert not [usage for usage in app.journal.usage.totals() if usage.model == SPARED]
+
+
+async def test_with_the_gate_off_the_monitor_sees_small_talk_too(app: App, fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.set_default("monitor-model", "[SKIP]")
+    app.lifecycle.spare_small_talk = False
+    await talk(app, "ok")
+    assert monitor_asked_about(fake_openai) == ["ok"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -15,6 +17,7 @@ from knowledge.forget.target import REDACTED, ForgetTarget
 from knowledge.journal.job_queue import Job
 from knowledge.journal.journal import Journal
 from knowledge.records import Scope
+from knowledge.sql.cluster import SingleProcess
 from tests.fakes.clock import FakeClock
 
 
@@ -226,3 +229,56 @@ async def test_a_job_whose_scope_is_forgotten_while_it_runs_writes_nothing_it_re
     assert seen == ["my PIN is 4471", REDACTED]  # run again, from what the forget left of the job
     assert [change.new_content for change in journal.changes.changes(alice)] == [REDACTED]
     assert journal.jobs.pending_jobs() == []
+
+
+class CountedLocks(SingleProcess):
+    """One process's locks, counting the scope locks held at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held = self.most = 0
+
+    @asynccontextmanager
+    async def try_acquire(self, name: str) -> AsyncIterator[bool]:
+        self.held += 1
+        self.most = max(self.most, self.held)
+        try:
+            yield True
+        finally:
+            self.held -= 1
+
+
+async def test_a_scope_waiting_for_a_slot_holds_no_lock(journal: Journal, clock: FakeClock) -> None:
+    done: list[str] = []
+
+    async def slow(job: Job, work: Work) -> None:
+        await asyncio.sleep(0.01)
+        done.append(job.scope.user_id)
+
+    locks = CountedLocks()
+    tasks = runner(journal, clock, concurrency=2, cluster=locks)
+    tasks.register(Work, slow)
+    for user in range(10):
+        tasks.submit(Scope("xiaoxiang", f"cli:{user}"), Work())
+    await tasks.drain()
+    assert sorted(done) == sorted(f"cli:{user}" for user in range(10))
+    assert locks.most == 2  # in server mode each is a database connection: as many as slots, not one per scope
+
+
+async def test_a_job_waiting_to_be_retried_gives_its_slot_to_other_scopes_but_keeps_its_own_in_order(
+    journal: Journal, clock: FakeClock, alice: Scope, bob: Scope
+) -> None:
+    events: list[str] = []
+
+    async def flaky(job: Job, work: Work) -> None:
+        events.append(f"{job.scope.user_id} {work.n}")
+        if work.n == 0 and events.count(f"{job.scope.user_id} 0") == 1 and job.scope == alice:
+            raise RuntimeError("the model is away for a moment")
+
+    tasks = runner(journal, clock, concurrency=1, backoff=(0.2,))
+    tasks.register(Work, flaky)
+    tasks.submit(alice, Work(0))
+    tasks.submit(alice, Work(1))
+    tasks.submit(bob, Work(0))
+    await tasks.drain()
+    assert events == ["cli:alice 0", "cli:bob 0", "cli:alice 0", "cli:alice 1"]

@@ -125,3 +125,16 @@ def test_a_database_from_before_platform_ids_is_migrated_without_losing_messages
     memory.append("p", "c1", role="user", user_id="u1", speaker_name="A", content="new", sent_at=AT, source_id="m9")
     assert memory.log.edit("m9", "newer") is not None
     assert [m.content for m in memory.window("p", "c1")] == ["from before", "newer"]
+
+
+def test_the_reply_before_a_message_is_the_personas_last_one_in_its_conversation_before_it(backend: Backend) -> None:
+    memory = WorkingMemory(MessageLog(backend.open()))
+    first = say(memory, "hi")
+    say(memory, "How was your day?", role="assistant")
+    say(memory, "Are you moving?", role="assistant")
+    say(memory, "Shall I remind you?", role="assistant", conversation="c2")  # another conversation
+    said = say(memory, "yes")
+    say(memory, "Great!", role="assistant")  # after it
+    assert memory.log.reply_before(first.id) is None
+    before = memory.log.reply_before(said.id)
+    assert before is not None and (before.content, before.conversation_id) == ("Are you moving?", "c1")
