@@ -234,7 +234,7 @@ async def run(args: argparse.Namespace, embedder: Embedder, account: CPUAccount)
         try:
             async with polling(build_telegram_application(app.platform("telegram"), TOKEN, telegram.url)):
                 print(f"{args.users} users x {args.messages} messages...", file=sys.stderr)
-                cpu_before = account.snapshot()
+                cpu_before, embedded_before = account.snapshot(), embedder.cpu.calls()
                 started = time.perf_counter()
                 deliver = partial(push, telegram)
                 await asyncio.gather(*(converse(deliver, traffic, user, said, args) for user, said in texts.items()))
@@ -243,12 +243,17 @@ async def run(args: argparse.Namespace, embedder: Embedder, account: CPUAccount)
             await app.companion.tasks.drain()
             drain = time.perf_counter() - drain_started
             cpu = (cpu_before, account.snapshot())
+            texts_embedded, embedding_calls = (now - then for now, then in zip(embedder.cpu.calls(), embedded_before))
             dead_letters = len(app.journal.jobs.dead_letters())
         finally:
             await app.aclose()
         monitor_calls = len(llm.requests_for(MODELS["monitor"]))
     figures = report(args, traffic, wall, drain, monitor_calls, dead_letters)
-    return {**figures, **cpu_figures(*cpu, answered=figures["answered"], wall=wall)}
+    embedding = {
+        "texts_embedded_per_message": round(texts_embedded / max(figures["answered"], 1), 2),
+        "texts_per_embedding_call": round(texts_embedded / max(embedding_calls, 1), 2),
+    }
+    return {**figures, **cpu_figures(*cpu, answered=figures["answered"], wall=wall), **embedding}
 
 
 def cpu_figures(before: dict[str, float], after: dict[str, float], *, answered: int, wall: float) -> dict[str, Any]:
@@ -336,6 +341,10 @@ def print_report(args: argparse.Namespace, figures: dict[str, Any], embedder: Em
     )
     seams = "" if args.account else " (--no-account: SQLite, search, prompt and chromadb in the thread that ran them)"
     print_account(f"CPU ms per answered message, background included{seams}:", figures["cpu_ms_per_message"])
+    print(
+        f"embeddings     {figures['texts_embedded_per_message']:.2f} texts a message, "
+        f"{figures['texts_per_embedding_call']:.2f} texts a call of the engine (a lane gathers what waits)"
+    )
 
 
 def print_cluster(args: argparse.Namespace, results: Sequence[dict[str, Any]]) -> None:

@@ -48,21 +48,17 @@ def background_lane() -> Iterator[None]:
 
 
 class CPUMeter:
-    """CPU seconds spent embedding, by kind of text, counted in the thread that did the work."""
+    """CPU seconds spent embedding, by kind of text, counted in the thread that did the work, and how many
+    texts in how many calls of the engine."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._seconds: dict[TextKind, float] = {"query": 0.0, "passage": 0.0}
+        self._calls = self._texts = 0
 
     def timed(self, kind: TextKind, work: Callable[[list[str]], np.ndarray], texts: list[str]) -> np.ndarray:
         """`work(texts)`, its thread CPU time added to `kind`."""
-        started = time.thread_time()
-        try:
-            return work(texts)
-        finally:
-            spent = time.thread_time() - started
-            with self._lock:
-                self._seconds[kind] += spent
+        return self.timed_batch(lambda items: work([text for _, text in items]), [(kind, text) for text in texts])
 
     def timed_batch(self, work: Encode, items: list[tuple[TextKind, str]]) -> np.ndarray:
         """`work(items)`, its thread CPU time shared out between the kinds by their characters (a text's
@@ -78,11 +74,18 @@ class CPUMeter:
             with self._lock:
                 for kind, weight in weights.items():
                     self._seconds[kind] += spent * weight / max(sum(weights.values()), 1)
+                self._calls += 1
+                self._texts += len(items)
 
     def seconds(self) -> dict[TextKind, float]:
         """CPU seconds so far, by kind."""
         with self._lock:
             return dict(self._seconds)
+
+    def calls(self) -> tuple[int, int]:
+        """Texts embedded so far, and in how many calls of the engine."""
+        with self._lock:
+            return self._texts, self._calls
 
 
 class Embedder(Protocol):

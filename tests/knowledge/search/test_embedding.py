@@ -99,9 +99,11 @@ class _HeldEngine:
         return np.array([[float(text), 1.0 if kind == "query" else 0.0] for kind, text in items], np.float32)
 
 
-def _queued_behind_a_first_call(engine: _HeldEngine, requests: list[tuple[embedding.TextKind, list[str]]]) -> list:
+def _queued_behind_a_first_call(
+    engine: _HeldEngine, requests: list[tuple[embedding.TextKind, list[str]]], meter: embedding.CPUMeter | None = None
+) -> list:
     """Each request's answer (or error), asked from its own thread while the lane's first call runs."""
-    lane = embedding._BatchingLane("test", engine, embedding.CPUMeter())
+    lane = embedding._BatchingLane("test", engine, meter or embedding.CPUMeter())
     with ThreadPoolExecutor(len(requests) + 1) as pool:
         first = pool.submit(lane.embed, "query", ["0"])
         assert engine.started.wait(10)
@@ -116,12 +118,14 @@ def _queued_behind_a_first_call(engine: _HeldEngine, requests: list[tuple[embedd
 
 
 def test_requests_waiting_for_a_lane_are_embedded_in_one_call_each_getting_its_own_vectors() -> None:
-    engine = _HeldEngine()
+    engine, meter = _HeldEngine(), embedding.CPUMeter()
     answers = _queued_behind_a_first_call(
-        engine, [("query", ["1"]), ("passage", ["2", "3"]), ("query", ["4"]), ("passage", ["5"])]
+        engine, [("query", ["1"]), ("passage", ["2", "3"]), ("query", ["4"]), ("passage", ["5"])], meter
     )
     assert answers == [[[1.0, 1.0]], [[2.0, 0.0], [3.0, 0.0]], [[4.0, 1.0]], [[5.0, 0.0]]]
     assert engine.calls[1:] == [[("query", "1"), ("passage", "2"), ("passage", "3"), ("query", "4"), ("passage", "5")]]
+    assert meter.calls() == (6, 2)  # texts, calls
+    assert meter.seconds()["query"] > 0 and meter.seconds()["passage"] > 0  # a shared call's CPU is shared out
 
 
 def test_a_failing_text_fails_only_its_own_request_and_no_request_is_lost() -> None:
