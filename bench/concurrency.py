@@ -41,7 +41,9 @@ Reported:
   search, prompt, SQLite, chromadb, event loop, other threads), from the first message until the
   background is drained, so background included; and **throughput per core**: messages answered per
   second per core of the machine, and per CPU-second the process used. The fakes' threads are among
-  "other threads".
+  "other threads";
+* **embeddings**: texts embedded per answered message, and texts per call of the engine (each embedding lane
+  embeds what waited for it in one call, so under load a call holds more than one).
 
 What bounds it: each answered message costs CPU for its embeddings (a query on the reply path, the
 message and the reply as passages in the background, and a new fact now and then: 30-34 ms for

