@@ -44,7 +44,9 @@ Reported:
   search, prompt, SQLite, chromadb, event loop, other threads), from the first message until the
   background is drained, so background included; and **throughput per core**: messages answered per
   second per core of the machine, and per CPU-second the process used. The fakes' threads are among
-  "other threads".
+  "other threads";
+* **embeddings**: texts embedded per answered message, and texts per call of the engine (each embedding lane
+  embeds what waited for it in one call, so under load a call holds more than one).
 
 What bounds it: each answered message costs CPU for its embeddings (a query on the reply path, the
 message and the reply as passages in the background, and a new fact now and then: 30-34 ms for
@@ -248,7 +250,7 @@ async def run(args: argparse.Namespace, embedder: Embedder, account: CPUAccount)
         try:
             async with polling(build_telegram_application(app.platform("telegram"), TOKEN, telegram.url)):
                 print(f"{args.users} users x {args.messages} messages...", file=sys.stderr)
-                cpu_before = account.snapshot()
+                cpu_before, embedded_before = account.snapshot(), embedder.cpu.calls()
                 started = time.perf_counter()
                 deliver = partial(push, telegram)
                 await asyncio.gather(*(converse(deliver, traffic, user, said, args) for user, said in texts.items()))
@@ -259,6 +261,7 @@ async def run(args: argparse.Namespace, embedder: Embedder, account: CPUAccount)
             drain = time.perf_counter() - drain_started
             drain_cpu = time.process_time() - drain_cpu
             cpu = (cpu_before, account.snapshot())
+            texts_embedded, embedding_calls = (now - then for now, then in zip(embedder.cpu.calls(), embedded_before))
             dead_letters = len(app.journal.jobs.dead_letters())
             spared = sum(usage.calls for usage in app.journal.usage.totals() if usage.model == SPARED)
         finally:
@@ -273,6 +276,8 @@ async def run(args: argparse.Namespace, embedder: Embedder, account: CPUAccount)
         "users_waiting_at_last_reply": scopes_waiting,
         "drain_cpu_s": round(drain_cpu, 1),
         "drain_cpu_ms_per_job": per_turn_ms(drain_account, cpu[1], max(waiting, 1)),
+        "texts_embedded_per_message": round(texts_embedded / max(figures["answered"], 1), 2),
+        "texts_per_embedding_call": round(texts_embedded / max(embedding_calls, 1), 2),
     }
     return {**figures, **cpu_figures(*cpu, answered=figures["answered"], wall=wall)}
 
@@ -372,6 +377,10 @@ def print_report(args: argparse.Namespace, figures: dict[str, Any], embedder: Em
     print_account(f"CPU ms per answered message, background included{seams}:", figures["cpu_ms_per_message"])
     if args.background:
         print_account(f"CPU ms per job of the drain after the last reply{seams}:", figures["drain_cpu_ms_per_job"])
+    print(
+        f"embeddings     {figures['texts_embedded_per_message']:.2f} texts a message, "
+        f"{figures['texts_per_embedding_call']:.2f} texts a call of the engine (a lane gathers what waits)"
+    )
 
 
 def print_cluster(args: argparse.Namespace, results: Sequence[dict[str, Any]]) -> None:

