@@ -18,6 +18,7 @@ import logging
 import os
 import tempfile
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -66,13 +67,14 @@ class MessageSpool:
         with self._lock:
             return [line for line in self._read() if isinstance(line, SpooledMessage)]
 
-    def remove_first(self, count: int) -> None:
-        """Drop the first `count` messages (stored now); lines that cannot be read stay."""
+    def remove(self, stored: Iterable[SpooledMessage]) -> None:
+        """Drop these messages (stored now); the others, and lines that cannot be read, stay in their order."""
         with self._lock:
-            left, dropped = [], 0
+            gone = Counter(stored)
+            left = []
             for line in self._read():
-                if isinstance(line, SpooledMessage) and dropped < count:
-                    dropped += 1
+                if isinstance(line, SpooledMessage) and gone[line] > 0:
+                    gone[line] -= 1
                 else:
                     left.append(line)
             self._write(left)

@@ -161,3 +161,17 @@ async def test_at_a_stop_a_message_waiting_behind_a_hung_turn_is_kept_for_the_ne
     assert app.companion.store_spooled_messages() == 1
     said = [message.content for message in app.working_memory.window("xiaoxiang", "chat:dm:101")]
     assert said == ["first, answered by a model that hangs", "second, waiting for its turn"]
+
+
+async def test_a_kept_message_whose_persona_is_gone_waits_for_it_and_stops_no_start(app: App) -> None:
+    spool = MessageSpool(app.settings.storage.data_dir)
+    for persona_id, text in [("renamed", "said to a persona since removed"), ("xiaoxiang", "said to this one")]:
+        app.companion.keep_for_next_start(MessagePipeline._incoming(arrival(text), persona_id), group=False)
+
+    assert app.companion.store_spooled_messages() == 1  # the start goes on
+
+    said = [message.content for message in app.working_memory.window("xiaoxiang", "chat:dm:101")]
+    assert said == ["said to this one"]  # not under another persona than the one it was said to
+    assert [(kept.persona_id, kept.text) for kept in spool.messages()] == [
+        ("renamed", "said to a persona since removed")
+    ]

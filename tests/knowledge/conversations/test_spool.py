@@ -42,7 +42,7 @@ def test_the_lines_that_can_be_read_are_stored_and_the_others_stay_for_the_opera
     spool = spool_with_damage(tmp_path)
 
     assert [kept.text for kept in spool.messages()] == ["first", "second"]
-    spool.remove_first(2)  # both stored at the start
+    spool.remove(spool.messages())  # both stored at the start
 
     assert spool.messages() == []
     assert spool.path.read_bytes() == "\n".join(DAMAGED).encode() + b"\n\xff\xfe not utf-8\n"
