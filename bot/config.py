@@ -677,8 +677,15 @@ def _has(values: Any, path: tuple[str, ...]) -> bool:
 
 
 def config_path() -> Path:
-    """The config file: the one `COMPANION_CONFIG` names, or ./companion.toml."""
-    return Path(os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_FILE)
+    """The config file: the one `COMPANION_CONFIG` names (which must exist: ignored, a misspelt name would drop every
+    rule written there, allow-lists among them, without a word), or ./companion.toml if there is one."""
+    named = os.environ.get(CONFIG_ENV)
+    if not named:
+        return Path(DEFAULT_CONFIG_FILE)
+    path = Path(named)
+    if not path.exists():
+        raise ConfigError(f"{CONFIG_ENV} names {path.absolute()}, which does not exist; fix the name or unset it")
+    return path
 
 
 def read_environment(environ: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:

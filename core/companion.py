@@ -190,11 +190,13 @@ class Companion:
         )
 
     def store_spooled_messages(self) -> int:
-        """At start: store the messages the last run kept in its spool file, in order; returns how many."""
+        """At start: store the messages the last run kept in its spool file, in order; returns how many. One whose
+        persona is gone stays there, said in the log, until its persona file is back: stored under another persona,
+        it would reach a memory it was not said to."""
         if self._spool is None:
             return 0
-        spooled = self._spool.messages()
-        for done, kept in enumerate(spooled):
+        stored: list[SpooledMessage] = []
+        for kept in self._spool.messages():
             message = IncomingMessage(
                 conversation=ConversationRef.parse(kept.conversation_id),
                 user=UserRef.parse(kept.user_id),
@@ -204,16 +206,26 @@ class Companion:
                 persona_id=kept.persona_id,
                 source_id=kept.source_id,
             )
+            try:
+                scope = self.scope(kept.persona_id, message.user)
+            except UnknownPersonaError:
+                log.error(
+                    "%s keeps a message for persona %r, which is gone: restore its file",
+                    self._spool.path,
+                    kept.persona_id,
+                )
+                continue
             if kept.source_id is None or self.history.by_source(kept.source_id) is None:
                 try:
-                    self._store_held(kept.persona_id, self.scope(kept.persona_id, message.user), message, kept.group)
+                    self._store_held(kept.persona_id, scope, message, kept.group)
                 except Exception:
-                    self._spool.remove_first(done)
+                    self._spool.remove(stored)
                     raise
-        self._spool.remove_first(len(spooled))
-        if spooled:
-            log.warning("stored %d messages the last stop kept before they were answered", len(spooled))
-        return len(spooled)
+            stored.append(kept)
+        self._spool.remove(stored)
+        if stored:
+            log.warning("stored %d messages the last stop kept before they were answered", len(stored))
+        return len(stored)
 
     async def already_received(self, source_id: str) -> bool:
         """Whether the platform message `source_id` is stored already. A platform may deliver one message

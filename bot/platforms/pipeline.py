@@ -8,12 +8,15 @@ turn, the reply as it grows, and what the person is told when something fails. A
 how it receives (an `Arrival`) and how it sends, edits and shows that it is typing (a `Chat`). While the
 database is out of reach, messages wait in `outage.HeldMessages` and are answered, in order, once it is back.
 At a stop, a message still waiting for its turn is not answered but kept for the next start (`keep_waiting`).
+A message deleted or edited on its platform while it waits for its turn is withdrawn or takes its new words
+(`changed`): nothing is stored yet for the companion's own edit and delete to reach.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterator
@@ -116,6 +119,8 @@ class MessagePipeline:
         self._timer = timer or MonotonicTimer()
         self.held = held if held is not None else HeldMessages(order or TurnOrder())
         self._waiting: set[asyncio.Task[object]] = set()  # receiving a message, not yet in its turn
+        self._waiting_ids: dict[str, int] = {}  # the platform ids of the messages waiting for their turn
+        self._changes: dict[str, str | None] = {}  # their new words, or None: deleted
 
     async def receive(self, arrival: Arrival, chat: Chat) -> None:
         """Answer `arrival` if it is for the companion; the person is told when it cannot be answered."""
@@ -152,15 +157,46 @@ class MessagePipeline:
         assert task is not None
         self._waiting.add(task)
         try:
-            async with self.order.turn(arrival.place.conversation):
-                self._waiting.discard(task)
-                return await self._turn(arrival, chat)
-        except asyncio.CancelledError:
-            if task in self._waiting:
-                self._keep(arrival)
-            raise
+            with self._changeable(arrival.source_id):
+                try:
+                    async with self.order.turn(arrival.place.conversation):
+                        self._waiting.discard(task)
+                        current = self._as_changed(arrival)  # deleted while it waited: neither stored nor answered
+                        return None if current is None else await self._turn(current, chat)
+                except asyncio.CancelledError:
+                    if task in self._waiting and (kept := self._as_changed(arrival)) is not None:
+                        self._keep(kept)
+                    raise
         finally:
             self._waiting.discard(task)
+
+    def changed(self, source_id: str, text: str | None) -> None:
+        """A message was edited (`text`, its new words) or deleted (None) on its platform: if it is still waiting for
+        its turn, it is answered with its new words or withdrawn (stored already, the companion changes it)."""
+        if source_id in self._waiting_ids:
+            self._changes[source_id] = text
+
+    @contextlib.contextmanager
+    def _changeable(self, source_id: str | None) -> Iterator[None]:
+        """While a message waits for its turn, an edit or delete of it is noted for when it gets there."""
+        if source_id is None:
+            yield
+            return
+        self._waiting_ids[source_id] = self._waiting_ids.get(source_id, 0) + 1
+        try:
+            yield
+        finally:
+            self._waiting_ids[source_id] -= 1
+            if not self._waiting_ids[source_id]:
+                del self._waiting_ids[source_id]
+                self._changes.pop(source_id, None)
+
+    def _as_changed(self, arrival: Arrival) -> Arrival | None:
+        """`arrival` as it stands now: None if deleted while it waited, with its new words if edited."""
+        if arrival.source_id is None or arrival.source_id not in self._changes:
+            return arrival
+        text = self._changes[arrival.source_id]
+        return None if text is None else dataclasses.replace(arrival, text=text)
 
     async def keep_waiting(self) -> int:
         """At a stop: the messages still waiting for their turn are kept for the next start instead of answered

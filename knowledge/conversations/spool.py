@@ -5,19 +5,28 @@ a reply being written, and during a database outage those it could not store. It
 the order they arrived, one JSON line each, in a file only its owner may read (it holds what people said).
 The next start stores them before anything else and empties the file. A forget of a scope removes that
 scope's lines. A crash during an outage writes nothing: what was held in memory then is lost.
+
+A line that cannot be read (damaged on disk, edited by hand, written by another version) blocks nothing: the
+others are stored, it stays in the file for the operator to mend (its number is logged, never its text), and a
+forget removes it, since nothing shows it belongs to another scope (one of a text, when it holds the text).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from pathlib import Path
 
 from knowledge.records import Scope
+
+log = logging.getLogger(__name__)
 
 SPOOL_FILE = "held-messages.jsonl"
 OWNER_ONLY = 0o600
@@ -54,41 +63,69 @@ class MessageSpool:
             self._write([*self._read(), message])
 
     def messages(self) -> list[SpooledMessage]:
-        """The messages kept, in the order they arrived."""
+        """The messages kept that can be read, in the order they arrived."""
         with self._lock:
-            return self._read()
+            return [line for line in self._read() if isinstance(line, SpooledMessage)]
 
-    def remove_first(self, count: int) -> None:
-        """Drop the first `count` messages (stored now)."""
+    def remove(self, stored: Iterable[SpooledMessage]) -> None:
+        """Drop these messages (stored now); the others, and lines that cannot be read, stay in their order."""
         with self._lock:
-            self._write(self._read()[count:])
+            gone = Counter(stored)
+            left = []
+            for line in self._read():
+                if isinstance(line, SpooledMessage) and gone[line] > 0:
+                    gone[line] -= 1
+                else:
+                    left.append(line)
+            self._write(left)
 
     def forget(self, scope: Scope, said: Callable[[str], bool] | None = None) -> int:
-        """Drop the messages of `scope` (given `said`, those whose text it matches); returns how many went."""
+        """Drop the messages of `scope` (given `said`, those whose text it matches), and the lines that cannot be
+        read (given `said`, those it matches); returns how many went."""
         with self._lock:
             kept = self._read()
-            left = [
-                message for message in kept if message.scope != scope or (said is not None and not said(message.text))
-            ]
+            left = [line for line in kept if not _forgotten(line, scope, said)]
             if len(left) != len(kept):
                 self._write(left)
             return len(kept) - len(left)
 
-    def _read(self) -> list[SpooledMessage]:
+    def _read(self) -> list[SpooledMessage | str]:
+        """The file's lines: a message each, or the raw line where it cannot be read."""
         try:
-            lines = self.path.read_text(encoding="utf-8").splitlines()
+            lines = self.path.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
         except FileNotFoundError:
             return []
-        return [SpooledMessage(**json.loads(line)) for line in lines if line.strip()]
+        read = [_message(line) for line in lines if line.strip()]
+        unreadable = [number for number, line in enumerate(read, start=1) if isinstance(line, str)]
+        if unreadable:
+            log.error("%s: lines %s cannot be read; they stay until mended or forgotten", self.path, unreadable)
+        return read
 
-    def _write(self, messages: Iterable[SpooledMessage]) -> None:
-        lines = [json.dumps(asdict(message), ensure_ascii=False) for message in messages]
-        if not lines:
+    def _write(self, lines: Iterable[SpooledMessage | str]) -> None:
+        text = [line if isinstance(line, str) else json.dumps(asdict(line), ensure_ascii=False) for line in lines]
+        if not text:
             self.path.unlink(missing_ok=True)
             return
         # Written whole, then renamed over the old file: a stop mid-write never leaves half a line.
         handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".held-")
         os.fchmod(handle, OWNER_ONLY)
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write("\n".join(lines) + "\n")
+        with os.fdopen(handle, "w", encoding="utf-8", errors="surrogateescape") as file:
+            file.write("\n".join(text) + "\n")
         os.replace(temporary, self.path)
+
+
+def _message(line: str) -> SpooledMessage | str:
+    """The message a line keeps, or the line itself when it cannot be read."""
+    try:
+        line.encode("utf-8")  # bytes that are not UTF-8 (kept as they were read) raise here
+        message = SpooledMessage(**json.loads(line))
+        datetime.fromisoformat(message.sent_at)
+    except (ValueError, TypeError):  # not UTF-8, not JSON, not an object, fields missing or unknown, no date
+        return line
+    return message
+
+
+def _forgotten(line: SpooledMessage | str, scope: Scope, said: Callable[[str], bool] | None) -> bool:
+    if isinstance(line, str):
+        return said is None or said(line)
+    return line.scope == scope and (said is None or said(line.text))

@@ -141,6 +141,22 @@ def test_a_secret_in_the_config_file_is_refused_under_any_name(config: Path, tex
         load_settings()
 
 
+def test_a_config_file_named_but_missing_is_refused_not_ignored(config: Path) -> None:
+    # ignored, it would drop every rule the operator wrote there (allow-lists among them) without a word
+    with pytest.raises(ConfigError, match=f"COMPANION_CONFIG names {config}, which does not exist"):
+        load_settings()
+    config.write_text('[llm]\nchat_model = "from-file"\n', encoding="utf-8")
+    assert load_settings().llm.chat_model == "from-file"
+
+
+def test_without_a_config_file_named_a_missing_companion_toml_is_no_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("COMPANION_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert load_settings().llm.chat_model == "gpt-4o-mini"
+
+
 def test_an_invalid_value_names_its_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COMPANION_LLM_TIMEOUT", "soon")
     with pytest.raises(ConfigError, match=r"llm\.timeout \(COMPANION_LLM_TIMEOUT\): Input should be a valid number"):

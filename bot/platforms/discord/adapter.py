@@ -218,11 +218,15 @@ class CompanionCog(commands.Cog):
         """An edited message changes what the conversation remembers; it is not answered again."""
         if "content" not in payload.data or payload.message.author.bot:
             return  # embeds resolving, pins and the like change no words
-        await self.companion.message_edited(source_of(payload.message_id), self._text_of(payload.message))
+        source_id, text = source_of(payload.message_id), self._text_of(payload.message)
+        self.pipeline.changed(source_id, text)  # if it still waits for its turn, it is stored with its new words
+        await self.companion.message_edited(source_id, text)
 
     @commands.Cog.listener()
     async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
-        await self.companion.message_deleted(source_of(payload.message_id))
+        source_id = source_of(payload.message_id)
+        self.pipeline.changed(source_id, None)  # if it still waits for its turn, it is withdrawn
+        await self.companion.message_deleted(source_id)
 
     def _addressed(self, message: discord.Message) -> bool:
         """Whether a server message is meant for the bot: it mentions it or replies to it."""

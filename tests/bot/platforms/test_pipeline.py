@@ -161,3 +161,37 @@ async def test_at_a_stop_a_message_waiting_behind_a_hung_turn_is_kept_for_the_ne
     assert app.companion.store_spooled_messages() == 1
     said = [message.content for message in app.working_memory.window("xiaoxiang", "chat:dm:101")]
     assert said == ["first, answered by a model that hangs", "second, waiting for its turn"]
+
+
+async def test_at_a_stop_a_message_deleted_while_it_waited_is_not_kept_and_an_edited_one_is_kept_as_edited(
+    pipeline: MessagePipeline, app: App, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.hang("chat-model")
+    hung = asyncio.create_task(pipeline.receive(arrival("first, answered by a model that hangs"), RecordingChat()))
+    while not fake_openai.requests_for("chat-model"):
+        await asyncio.sleep(0.01)
+    for text, source_id in [("my pin is 1234", "chat:2"), ("meet at 5?", "chat:3")]:
+        asyncio.create_task(pipeline.receive(arrival(text, source_id=source_id), RecordingChat()))
+    await asyncio.sleep(0.05)
+    pipeline.changed("chat:2", None)
+    pipeline.changed("chat:3", "meet at 6?")
+
+    assert await pipeline.keep_waiting() == 2
+    assert [kept.text for kept in MessageSpool(app.settings.storage.data_dir).messages()] == ["meet at 6?"]
+    hung.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await hung
+
+
+async def test_a_kept_message_whose_persona_is_gone_waits_for_it_and_stops_no_start(app: App) -> None:
+    spool = MessageSpool(app.settings.storage.data_dir)
+    for persona_id, text in [("renamed", "said to a persona since removed"), ("xiaoxiang", "said to this one")]:
+        app.companion.keep_for_next_start(MessagePipeline._incoming(arrival(text), persona_id), group=False)
+
+    assert app.companion.store_spooled_messages() == 1  # the start goes on
+
+    said = [message.content for message in app.working_memory.window("xiaoxiang", "chat:dm:101")]
+    assert said == ["said to this one"]  # not under another persona than the one it was said to
+    assert [(kept.persona_id, kept.text) for kept in spool.messages()] == [
+        ("renamed", "said to a persona since removed")
+    ]

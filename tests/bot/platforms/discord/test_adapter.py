@@ -358,6 +358,33 @@ async def test_at_a_stop_a_message_waiting_behind_a_hung_turn_is_kept_for_the_ne
     assert [message.text for message in kept] == ["two, waiting for its turn"]
 
 
+async def test_a_message_deleted_or_edited_while_it_waits_for_its_turn_is_withdrawn_or_stored_as_edited(
+    discord_bot: commands.Bot, app: App, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.set_default("chat-model", "Okay!")
+    fake_openai.set_delay("chat-model", 0.3)  # each reply takes a while (under the tests' timeout): the others wait
+    for text in ("one, answered slowly", "my pin is 1234", "meet at 5?"):
+        dpytest.back.make_message(f"{mention(discord_bot)} {text}", member(0), channel())
+    while not fake_openai.requests_for("chat-model"):
+        await asyncio.sleep(0.01)
+    pin, meeting = (
+        next(message for message in discord_bot.cached_messages if message.content.endswith(ending))
+        for ending in ("1234", "meet at 5?")
+    )
+    dpytest.back.delete_message(pin)
+    await edit(meeting, f"{mention(discord_bot)} meet at 6?")
+    await dpytest.run_all_events()
+    while len(fake_openai.requests_for("chat-model")) < 2:
+        await asyncio.sleep(0.01)
+    assert await asyncio.to_thread(fake_openai.requests_for("chat-model")[1].finished.wait, 10)
+    await dpytest.run_all_events()
+
+    conversation = f"discord:channel:{channel().id}"
+    said = [row.content for row in app.working_memory.window("xiaoxiang", conversation) if row.role == "user"]
+    assert said == ["one, answered slowly", "meet at 6?"]
+    assert all("1234" not in str(request.messages) for request in fake_openai.requests_for("chat-model"))
+
+
 async def test_share_is_ephemeral_and_lets_one_memory_come_up_in_the_server(
     discord_bot: commands.Bot, cog: CompanionCog, kb: Any, fake_openai: FakeOpenAIServer
 ) -> None:
