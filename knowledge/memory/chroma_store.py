@@ -194,6 +194,18 @@ def _metadata(record: MemoryRecord, policy: MemoryPolicy) -> dict[str, Any]:
     }
 
 
+def _changed(record: MemoryRecord, change: MemoryChange, now: datetime) -> MemoryRecord:
+    """`record` as `change` leaves it: its content trimmed and dated from `now` if new (unless the change says
+    when), its importance as chromadb keeps it."""
+    if change.content is not KEEP:
+        change = replace(change, content=change.content.strip())
+        if change.content != record.content and change.changed_at is KEEP:
+            change = replace(change, changed_at=now)
+    if change.importance is not KEEP:
+        change = replace(change, importance=_storable(change.importance))
+    return change.applied_to(record)
+
+
 def _record(memory_id: str, content: str, meta: dict[str, Any]) -> MemoryRecord:
     """The record as stored: its `importance` is the base, not yet decayed to any moment."""
     return MemoryRecord(
@@ -409,15 +421,9 @@ class ChromaKnowledgeBase:
         found = self._owned(scope, [memory_id])
         if not found:
             return None
-        if change.content is not KEEP:
-            change = replace(change, content=change.content.strip())
-            if change.content != found[0].content and change.changed_at is KEEP:
-                change = replace(change, changed_at=self._now())
-        if change.importance is not KEEP:
-            change = replace(change, importance=_storable(change.importance))
-        record = change.applied_to(found[0])
+        record = _changed(found[0], change, self._now())
         metadata = _metadata(record, self.policy_for(scope.persona_id))
-        vector = None if change.content is KEEP else self.queries.passage_vector(record.content)[np.newaxis]
+        vector = None if record.content == found[0].content else self.queries.passage_vector(record.content)[np.newaxis]
         with fenced_write(scope):
             if vector is None:
                 # documents without embeddings would make chromadb embed them with its own (downloaded) model
@@ -429,6 +435,57 @@ class ChromaKnowledgeBase:
         if snapshot := self._written(scope):
             snapshot.put(record, None if vector is None else vector[0])
         return self._current([record])[0]
+
+    def write_many(
+        self,
+        scope: Scope,
+        *,
+        added: Sequence[MemoryRecord] = (),
+        changed: Sequence[tuple[str, MemoryChange]] = (),
+        deleted: Sequence[str] = (),
+    ) -> None:
+        """Many writes to `scope` at once, each kind one chromadb call (a call costs about as much as a batch, and
+        more the larger the collection): `added`, new memories of `scope` under the ids they were planned with,
+        stored as they are (written again, one replaces itself); `changed`, changes as `update` makes them;
+        `deleted`, memories deleted once the others are written. Ids `scope` does not hold are skipped."""
+        named = list(dict.fromkeys([*(memory_id for memory_id, _ in changed), *deleted]))
+        stored = {record.id: record for record in self._owned(scope, named)} if named else {}
+        now, policy = self._now(), self.policy_for(scope.persona_id)
+        changes: dict[str, MemoryRecord] = {}  # each changed memory as its changes leave it, in turn
+        for memory_id, change in changed:
+            if memory_id in stored:
+                changes[memory_id] = _changed(changes.get(memory_id, stored[memory_id]), change, now)
+        written = [
+            replace(record, importance=(base := _storable(base_of(record))), base_importance=base) for record in added
+        ]
+        written += [new for new in changes.values() if new.content != stored[new.id].content]  # new text, new vector
+        relabelled = [new for new in changes.values() if new.content == stored[new.id].content]
+        doomed = [memory_id for memory_id in dict.fromkeys(deleted) if memory_id in stored]
+        vectors = self._embedder.embed_passages([record.content for record in written]) if written else None
+        with fenced_write(scope):
+            self._list(scope_pairs(scope, [record.id for record in added]))
+            if written:
+                self._collection.upsert(
+                    ids=[record.id for record in written],
+                    documents=[record.content for record in written],
+                    metadatas=[_metadata(record, policy) for record in written],
+                    embeddings=vectors,
+                )
+            if relabelled:
+                self._collection.update(
+                    ids=[record.id for record in relabelled],
+                    metadatas=[_metadata(record, policy) for record in relabelled],
+                )
+            if doomed:
+                self._collection.delete(ids=doomed)
+                self._deleted()
+        if snapshot := self._written(scope):
+            for row, record in enumerate(written):
+                snapshot.put(record, None if vectors is None else vectors[row])
+            for record in relabelled:
+                snapshot.put(record, None)
+            snapshot.remove(doomed)
+        self._unlist(scope_pairs(scope, doomed))
 
     def delete(self, scope: Scope, ids: Iterable[str]) -> int:
         """Delete the memories of `scope` with these ids; returns how many were deleted."""

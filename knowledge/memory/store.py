@@ -61,6 +61,15 @@ class KnowledgeBase(Protocol):
 
     def update(self, scope: Scope, memory_id: str, change: MemoryChange) -> MemoryRecord | None: ...
 
+    def write_many(
+        self,
+        scope: Scope,
+        *,
+        added: Sequence[MemoryRecord] = (),
+        changed: Sequence[tuple[str, MemoryChange]] = (),
+        deleted: Sequence[str] = (),
+    ) -> None: ...
+
     def delete(self, scope: Scope, ids: Iterable[str]) -> int: ...
 
     def forget_all(self, scope: Scope) -> int: ...
