@@ -402,7 +402,8 @@ class ChromaKnowledgeBase:
 
     def with_vectors(self, scope: Scope, categories: Iterable[Category]) -> tuple[list[MemoryRecord], np.ndarray]:
         """The memories of `scope` in these categories and their unit vectors, row for row (background passes
-        that compare memories to each other)."""
+        that compare memories to each other), as stored: their importance is the base, not decayed to now (those
+        passes read no importance, and decaying every memory of a scope is most of the read's CPU)."""
         if self._cache is not None:
             stored, vectors = self._cache.get(scope).with_vectors(categories)
         else:  # read as a snapshot is: by the listed ids where there is a list
@@ -412,7 +413,7 @@ class ChromaKnowledgeBase:
             rows = [row for row, record in enumerate(records) if record.category in wanted]
             stored = [records[row] for row in rows]
             vectors = np.asarray(result["embeddings"], dtype=np.float32).reshape(-1, self._embedder.dim)[rows]
-        return self._current(stored), vectors.reshape(len(stored), self._embedder.dim)
+        return stored, vectors.reshape(len(stored), self._embedder.dim)
 
     def update(self, scope: Scope, memory_id: str, change: MemoryChange) -> MemoryRecord | None:
         """Change one memory of `scope` as `change` says; returns the new record, or None if `scope` has no such id.
