@@ -227,11 +227,17 @@ def effects_to_json(effects: Sequence[Effect]) -> list[dict[str, Any]]:
 
 
 def _fields(effect: Effect) -> dict[str, Any]:
-    fields = dataclasses.asdict(effect)
+    fields = _shallow(effect)  # not `dataclasses.asdict`, which deep-copies every value: a night plans thousands
+    if isinstance(effect, ChangeMemory | DeleteMemory) and effect.logged is not None:
+        fields["logged"] = _shallow(effect.logged)
     if isinstance(effect, ChangeMemory):
         del fields["change"]
         fields["values"] = effect.change.values()
     return fields
+
+
+def _shallow(item: Any) -> dict[str, Any]:
+    return {field.name: getattr(item, field.name) for field in dataclasses.fields(item)}
 
 
 def effects_from_json(saved: Sequence[dict[str, Any]]) -> list[Effect]:
