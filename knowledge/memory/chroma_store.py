@@ -445,10 +445,12 @@ class ChromaKnowledgeBase:
         changed: Sequence[tuple[str, MemoryChange]] = (),
         deleted: Sequence[str] = (),
     ) -> None:
-        """Many writes to `scope` at once, each kind one chromadb call (a call costs about as much as a batch, and
-        more the larger the collection): `added`, new memories of `scope` under the ids they were planned with,
-        stored as they are (written again, one replaces itself); `changed`, changes as `update` makes them;
+        """Many writes to `scope` at once, each kind one chromadb call (every call costs a few milliseconds besides its
+        records', more the larger the collection): `added`, new memories of `scope` under the ids they were planned
+        with, stored as they are (written again, one replaces itself); `changed`, changes as `update` makes them;
         `deleted`, memories deleted once the others are written. Ids `scope` does not hold are skipped."""
+        if any(record.scope != scope for record in added):
+            raise ValueError("a memory added to a scope must belong to it")
         named = list(dict.fromkeys([*(memory_id for memory_id, _ in changed), *deleted]))
         stored = {record.id: record for record in self._owned(scope, named)} if named else {}
         now, policy = self._now(), self.policy_for(scope.persona_id)
@@ -462,6 +464,8 @@ class ChromaKnowledgeBase:
         written += [new for new in changes.values() if new.content != stored[new.id].content]  # new text, new vector
         relabelled = [new for new in changes.values() if new.content == stored[new.id].content]
         doomed = [memory_id for memory_id in dict.fromkeys(deleted) if memory_id in stored]
+        if not (written or relabelled or doomed):
+            return
         vectors = self._embedder.embed_passages([record.content for record in written]) if written else None
         with fenced_write(scope):
             self._list(scope_pairs(scope, [record.id for record in added]))

@@ -347,3 +347,6 @@ def test_many_writes_at_once_add_change_and_delete_as_one_by_one_would(
     assert (played.record.hits, played.similarity) == (3, music)  # a metadata change keeps the vector
     assert store.search(alice, "dog's name", limit=1)[0].record.id == "mem_planned"
     assert store.get(bob, [bobs.id])[0].content == "Bob likes jazz"
+    with pytest.raises(ValueError, match="belong"):
+        store.write_many(alice, added=[MemoryRecord("mem_bobs", bob, "Bob's PIN", "fact", 1.0, later, later, "user")])
+    assert store.get(bob, ["mem_bobs"]) == []
