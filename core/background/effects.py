@@ -1,7 +1,8 @@
 """The writes a background job makes to memory, as data: planned first, saved with the job, then applied.
 
 A role decides everything a job will write before writing any of it (reads only), saves that plan in
-the job's checkpoint, and only then applies it, one effect at a time, counting the effects applied.
+the job's checkpoint, and only then applies it, one effect at a time, counting the effects applied, or
+all at once, a call to the store for each kind of write (`apply_at_once`, for a night's many writes).
 Every effect is idempotent: a new memory has the id it was planned with (applied twice, it is
 written once), a change sets values instead of adding to them, a deletion of what is gone does
 nothing, and a change-log row recorded twice is kept once. So a job that dies anywhere and runs again

@@ -265,9 +265,9 @@ class Consolidator:
     # -- applying (sync) ---------------------------------------------------------------------------
 
     def _apply(self, scope: Scope, saved: dict[str, Any], checkpoint: Checkpoint, report: ConsolidationReport) -> None:
-        """Apply the steps of the groups no earlier run finished, all at once (a store call per kind of write: each
-        costs about as much as a batch); a step whose sources are gone (and whose fact was not written yet) is left
-        alone: a forget deleted them meanwhile."""
+        """Apply the steps of the groups no earlier run finished, all at once (a store call per kind of write, not two
+        to four per fact); a step whose sources are gone (and whose fact was not written yet) is left alone: a forget
+        deleted them meanwhile."""
         first = checkpoint.applied(Stage.CONSOLIDATION)
         answers = [saved["answers"][str(index)] for index in range(first, len(saved["groups"]))]
         for answer in answers:
@@ -282,7 +282,10 @@ class Consolidator:
                 )
                 report.dead_letters += 1
         steps = [step for answer in answers for step in answer.get("steps", [])]
-        present = {record.id for record in self._knowledge.get(scope, [i for step in steps for i in _named(step)])}
+        present = {
+            record.id
+            for record in self._knowledge.get(scope, [memory_id for step in steps for memory_id in _named(step)])
+        }
         effects: list[Effect] = []
         for step in steps:
             if not set(step["sources"]) <= present and step["result"] not in present:
