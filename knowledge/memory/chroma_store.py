@@ -384,11 +384,7 @@ class ChromaKnowledgeBase:
     def get(self, scope: Scope, ids: Iterable[str]) -> list[MemoryRecord]:
         """The records with these ids that belong to `scope`; ids of other scopes are simply absent."""
         wanted = list(dict.fromkeys(ids))
-        if not wanted:
-            return []
-        if self._cache is not None:  # the monitor's reads of what a turn showed: chromadb's grow with the scope
-            return self._current(self._cache.get(scope).records_with(wanted))
-        return self._current(self._owned(scope, wanted))
+        return self._current(self._stored(scope, wanted)) if wanted else []
 
     def memories(self, scope: Scope, *, categories: Iterable[Category] | None = None) -> list[MemoryRecord]:
         """Every memory of `scope`, most important first."""
@@ -452,7 +448,7 @@ class ChromaKnowledgeBase:
         if any(record.scope != scope for record in added):
             raise ValueError("a memory added to a scope must belong to it")
         named = list(dict.fromkeys([*(memory_id for memory_id, _ in changed), *deleted]))
-        stored = {record.id: record for record in self._owned(scope, named)} if named else {}
+        stored = {record.id: record for record in self._stored(scope, named)} if named else {}
         now, policy = self._now(), self.policy_for(scope.persona_id)
         changes: dict[str, MemoryRecord] = {}  # each changed memory as its changes leave it, in turn
         for memory_id, change in changed:
@@ -671,6 +667,13 @@ class ChromaKnowledgeBase:
     def _fetch(self, **query: Any) -> list[MemoryRecord]:
         """Records as stored (importance = base), for the reads above to bring up to date."""
         return _records_of(self._collection.get(include=["documents", "metadatas"], **query))
+
+    def _stored(self, scope: Scope, ids: list[str]) -> list[MemoryRecord]:
+        """The records with these ids that belong to `scope`, as stored: from its snapshot where snapshots are kept
+        (the monitor's reads of what a turn showed, a night's writes: chromadb's reads grow with the collection)."""
+        if self._cache is not None:
+            return self._cache.get(scope).records_with(ids)
+        return self._owned(scope, ids)
 
     def _owned(self, scope: Scope, ids: list[str]) -> list[MemoryRecord]:
         """The records with these ids that belong to `scope`, as stored. Checked here, not by a `where`: chromadb
