@@ -12,8 +12,17 @@ What is measured:
   real model would take to embed 100k texts;
 * the model is an in-process fake that answers at once and sensibly (merges duplicates, rewrites first-person
   facts, folds a kind of 20 into 6), and the CPU its answers take is taken off: the figure is the pass's own;
-* two passes are timed: the first ever (every pair of a scope's facts compared, each scope's snapshot loaded
-  from chromadb first) and the next night's (1% of facts new since, compared with all).
+* two nights are timed: the first ever (every pair of a scope's facts compared) and the next one (1% of facts new
+  since, compared with all).
+
+What a night's figure counts: the CPU of the whole process (chromadb's own threads included) from the scopes due
+to the last night claimed: each scope's facts and vectors read, its candidate groups found, the prompts built,
+the answers read and checked, the effects planned and saved, and every write (the change log, the scope's
+memory ids, dead letters, chromadb's adds, updates and deletes, the night's claim). Not counted: the model's
+answers (the fake's own CPU is taken off); vectors come from the bench embedder, so embedding the merged and
+rewritten texts with the real model (`bench.embedding`) is not counted either. The snapshots are held, as a
+running bot holds its active users'; "finding cold" shows what reading every user's facts from chromadb first
+adds (after a restart).
 
 Run from the repository root::
 
@@ -242,6 +251,11 @@ def main() -> None:
         print(f"{args.memories} facts over {args.scopes} scopes (seeded in {figures['seed_seconds']} s)")
         for name in ("finding_cold", "finding_warm", "first_night", "next_finding_warm", "next_night"):
             print(f"{name.replace('_', ' ')}: {figures[name]}")
+        first, following = (figures[night]["cpu_seconds"] for night in ("first_night", "next_night"))
+        print(
+            f"the whole pass at {args.memories} memories, CPU besides the model's answers: first night {first} s, "
+            f"next night {following} s"
+        )
     print(json.dumps(figures))
 
 

@@ -8,7 +8,9 @@ each user asks about every month of the year ("what did we talk about in March?"
 
 Figures: items stored at the end (by kind), memory tokens per chat prompt (what the system prompt's memory
 sections hold), the share of a month's topics the prompt carries when asked about that month, and model
-calls per week per user (chapters, episodes).
+calls per week per user (chapters, episodes). The nightly consolidation pass at 100,000 memories, far more than a
+simulated year of a few users holds, is measured by `bench.consolidation` (its CPU for a whole night, writes
+included); this bench only points to it.
 
     .venv/bin/python -m bench.long_horizon [--users 2] [--per-week 3] [--weeks 52] [--json]
 
@@ -168,6 +170,7 @@ def main() -> None:
             f"model calls per week per user: chapters {figures['chapter_calls_per_week_per_user']} "
             f"({figures['chapter_calls']}), episodes {figures['episode_calls_per_week_per_user']}"
         )
+        print("the consolidation pass at 100,000 memories: python -m bench.consolidation")
     print(json.dumps(figures))
 
 

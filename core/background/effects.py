@@ -1,7 +1,8 @@
 """The writes a background job makes to memory, as data: planned first, saved with the job, then applied.
 
 A role decides everything a job will write before writing any of it (reads only), saves that plan in
-the job's checkpoint, and only then applies it, one effect at a time, counting the effects applied.
+the job's checkpoint, and only then applies it, one effect at a time, counting the effects applied, or
+all at once, a call to the store for each kind of write (`apply_at_once`, for a night's many writes).
 Every effect is idempotent: a new memory has the id it was planned with (applied twice, it is
 written once), a change sets values instead of adding to them, a deletion of what is gone does
 nothing, and a change-log row recorded twice is kept once. So a job that dies anywhere and runs again
@@ -20,7 +21,7 @@ from core.background.checkpoint import Checkpoint, Stage
 from knowledge.journal.change_log import ChangeLog, LoggedChange
 from knowledge.journal.ongoing_threads import OngoingThreads
 from knowledge.memory.store import KnowledgeBase
-from knowledge.records import Category, MemoryChange, Scope, Source
+from knowledge.records import Category, MemoryChange, MemoryRecord, Scope, Source
 
 __all__ = ["AddMemory", "ChangeMemory", "DeleteMemory", "Effect", "MemoryWriter", "OpenThread", "ThreadNews"]
 
@@ -113,6 +114,32 @@ class MemoryWriter:
             checkpoint.reached(f"{stage}: effect {index} of {len(effects)} written")
             checkpoint.count_applied(stage, index)
 
+    def apply_at_once(self, scope: Scope, effects: Sequence[Effect], now: datetime) -> None:
+        """Apply memory effects together, one store call per kind (sync): the change log's rows first, then the
+        new memories (each with the changes planned for it), the changes and, last, the deletes. Applied again (a
+        job re-run after a crash), they write nothing twice, as `apply`'s do. `now`: when the new ones are learned.
+        """
+        added: dict[str, MemoryRecord] = {}
+        changed: list[tuple[str, MemoryChange]] = []
+        deleted: list[str] = []
+        logged: list[tuple[Scope, LoggedChange]] = []
+        for effect in effects:
+            match effect:
+                case AddMemory():
+                    added[effect.memory_id] = _new_memory(scope, effect, now)
+                case ChangeMemory() if effect.memory_id in added:
+                    added[effect.memory_id] = effect.change.applied_to(added[effect.memory_id])
+                case ChangeMemory():
+                    changed.append((effect.memory_id, effect.change))
+                case DeleteMemory():
+                    deleted.append(effect.memory_id)
+                case _:
+                    raise TypeError(f"{type(effect).__name__} is not applied with memory effects")
+            if isinstance(effect, ChangeMemory | DeleteMemory) and effect.logged is not None:
+                logged.append((scope, effect.logged))
+        self._changes.record_changes(logged)
+        self._knowledge.write_many(scope, added=list(added.values()), changed=changed, deleted=deleted)
+
     def _apply(self, scope: Scope, effect: Effect) -> None:
         match effect:
             case AddMemory():
@@ -160,6 +187,28 @@ class MemoryWriter:
             self._changes.record_changes([(scope, change)])
 
 
+def _new_memory(scope: Scope, effect: AddMemory, now: datetime) -> MemoryRecord:
+    """The memory an `AddMemory` writes, learned at `now`."""
+    if not effect.content.strip():
+        raise ValueError("a memory needs some content")
+    return MemoryRecord(
+        id=effect.memory_id,
+        scope=scope,
+        content=effect.content.strip(),
+        category=effect.category,
+        importance=effect.importance,
+        created_at=now,
+        last_access=now,
+        source=effect.source,
+        verified=effect.verified,
+        conversation_id=effect.conversation_id,
+        message_ids=effect.message_ids,
+        learned_in=effect.learned_in,
+        about=effect.about,
+        until=effect.until,
+    )
+
+
 def _deletes_from(effects: Sequence[Effect], start: int) -> list[DeleteMemory]:
     """The deletes that follow one another from `start` (none if `effects[start]` is not one)."""
     deletes: list[DeleteMemory] = []
@@ -179,11 +228,17 @@ def effects_to_json(effects: Sequence[Effect]) -> list[dict[str, Any]]:
 
 
 def _fields(effect: Effect) -> dict[str, Any]:
-    fields = dataclasses.asdict(effect)
+    fields = _shallow(effect)  # not `dataclasses.asdict`, which deep-copies every value: a night plans thousands
+    if isinstance(effect, ChangeMemory | DeleteMemory) and effect.logged is not None:
+        fields["logged"] = _shallow(effect.logged)
     if isinstance(effect, ChangeMemory):
         del fields["change"]
         fields["values"] = effect.change.values()
     return fields
+
+
+def _shallow(item: Any) -> dict[str, Any]:
+    return {field.name: getattr(item, field.name) for field in dataclasses.fields(item)}
 
 
 def effects_from_json(saved: Sequence[dict[str, Any]]) -> list[Effect]:

@@ -194,6 +194,18 @@ def _metadata(record: MemoryRecord, policy: MemoryPolicy) -> dict[str, Any]:
     }
 
 
+def _changed(record: MemoryRecord, change: MemoryChange, now: datetime) -> MemoryRecord:
+    """`record` as `change` leaves it: its content trimmed and dated from `now` if new (unless the change says
+    when), its importance as chromadb keeps it."""
+    if change.content is not KEEP:
+        change = replace(change, content=change.content.strip())
+        if change.content != record.content and change.changed_at is KEEP:
+            change = replace(change, changed_at=now)
+    if change.importance is not KEEP:
+        change = replace(change, importance=_storable(change.importance))
+    return change.applied_to(record)
+
+
 def _record(memory_id: str, content: str, meta: dict[str, Any]) -> MemoryRecord:
     """The record as stored: its `importance` is the base, not yet decayed to any moment."""
     return MemoryRecord(
@@ -372,11 +384,7 @@ class ChromaKnowledgeBase:
     def get(self, scope: Scope, ids: Iterable[str]) -> list[MemoryRecord]:
         """The records with these ids that belong to `scope`; ids of other scopes are simply absent."""
         wanted = list(dict.fromkeys(ids))
-        if not wanted:
-            return []
-        if self._cache is not None:  # the monitor's reads of what a turn showed: chromadb's grow with the scope
-            return self._current(self._cache.get(scope).records_with(wanted))
-        return self._current(self._owned(scope, wanted))
+        return self._current(self._stored(scope, wanted)) if wanted else []
 
     def memories(self, scope: Scope, *, categories: Iterable[Category] | None = None) -> list[MemoryRecord]:
         """Every memory of `scope`, most important first."""
@@ -390,7 +398,8 @@ class ChromaKnowledgeBase:
 
     def with_vectors(self, scope: Scope, categories: Iterable[Category]) -> tuple[list[MemoryRecord], np.ndarray]:
         """The memories of `scope` in these categories and their unit vectors, row for row (background passes
-        that compare memories to each other)."""
+        that compare memories to each other), as stored: their importance is the base, not decayed to now (those
+        passes read no importance, and decaying every memory of a scope is most of the read's CPU)."""
         if self._cache is not None:
             stored, vectors = self._cache.get(scope).with_vectors(categories)
         else:  # read as a snapshot is: by the listed ids where there is a list
@@ -400,7 +409,7 @@ class ChromaKnowledgeBase:
             rows = [row for row, record in enumerate(records) if record.category in wanted]
             stored = [records[row] for row in rows]
             vectors = np.asarray(result["embeddings"], dtype=np.float32).reshape(-1, self._embedder.dim)[rows]
-        return self._current(stored), vectors.reshape(len(stored), self._embedder.dim)
+        return stored, vectors.reshape(len(stored), self._embedder.dim)
 
     def update(self, scope: Scope, memory_id: str, change: MemoryChange) -> MemoryRecord | None:
         """Change one memory of `scope` as `change` says; returns the new record, or None if `scope` has no such id.
@@ -409,15 +418,9 @@ class ChromaKnowledgeBase:
         found = self._owned(scope, [memory_id])
         if not found:
             return None
-        if change.content is not KEEP:
-            change = replace(change, content=change.content.strip())
-            if change.content != found[0].content and change.changed_at is KEEP:
-                change = replace(change, changed_at=self._now())
-        if change.importance is not KEEP:
-            change = replace(change, importance=_storable(change.importance))
-        record = change.applied_to(found[0])
+        record = _changed(found[0], change, self._now())
         metadata = _metadata(record, self.policy_for(scope.persona_id))
-        vector = None if change.content is KEEP else self.queries.passage_vector(record.content)[np.newaxis]
+        vector = None if record.content == found[0].content else self.queries.passage_vector(record.content)[np.newaxis]
         with fenced_write(scope):
             if vector is None:
                 # documents without embeddings would make chromadb embed them with its own (downloaded) model
@@ -429,6 +432,61 @@ class ChromaKnowledgeBase:
         if snapshot := self._written(scope):
             snapshot.put(record, None if vector is None else vector[0])
         return self._current([record])[0]
+
+    def write_many(
+        self,
+        scope: Scope,
+        *,
+        added: Sequence[MemoryRecord] = (),
+        changed: Sequence[tuple[str, MemoryChange]] = (),
+        deleted: Sequence[str] = (),
+    ) -> None:
+        """Many writes to `scope` at once, each kind one chromadb call (every call costs a few milliseconds besides its
+        records', more the larger the collection): `added`, new memories of `scope` under the ids they were planned
+        with, stored as they are (written again, one replaces itself); `changed`, changes as `update` makes them;
+        `deleted`, memories deleted once the others are written. Ids `scope` does not hold are skipped."""
+        if any(record.scope != scope for record in added):
+            raise ValueError("a memory added to a scope must belong to it")
+        named = list(dict.fromkeys([*(memory_id for memory_id, _ in changed), *deleted]))
+        stored = {record.id: record for record in self._stored(scope, named)} if named else {}
+        now, policy = self._now(), self.policy_for(scope.persona_id)
+        changes: dict[str, MemoryRecord] = {}  # each changed memory as its changes leave it, in turn
+        for memory_id, change in changed:
+            if memory_id in stored:
+                changes[memory_id] = _changed(changes.get(memory_id, stored[memory_id]), change, now)
+        written = [
+            replace(record, importance=(base := _storable(base_of(record))), base_importance=base) for record in added
+        ]
+        written += [new for new in changes.values() if new.content != stored[new.id].content]  # new text, new vector
+        relabelled = [new for new in changes.values() if new.content == stored[new.id].content]
+        doomed = [memory_id for memory_id in dict.fromkeys(deleted) if memory_id in stored]
+        if not (written or relabelled or doomed):
+            return
+        vectors = self._embedder.embed_passages([record.content for record in written]) if written else None
+        with fenced_write(scope):
+            self._list(scope_pairs(scope, [record.id for record in added]))
+            if written:
+                self._collection.upsert(
+                    ids=[record.id for record in written],
+                    documents=[record.content for record in written],
+                    metadatas=[_metadata(record, policy) for record in written],
+                    embeddings=vectors,
+                )
+            if relabelled:
+                self._collection.update(
+                    ids=[record.id for record in relabelled],
+                    metadatas=[_metadata(record, policy) for record in relabelled],
+                )
+            if doomed:
+                self._collection.delete(ids=doomed)
+                self._deleted()
+        if snapshot := self._written(scope):
+            for row, record in enumerate(written):
+                snapshot.put(record, None if vectors is None else vectors[row])
+            for record in relabelled:
+                snapshot.put(record, None)
+            snapshot.remove(doomed)
+        self._unlist(scope_pairs(scope, doomed))
 
     def delete(self, scope: Scope, ids: Iterable[str]) -> int:
         """Delete the memories of `scope` with these ids; returns how many were deleted."""
@@ -609,6 +667,13 @@ class ChromaKnowledgeBase:
     def _fetch(self, **query: Any) -> list[MemoryRecord]:
         """Records as stored (importance = base), for the reads above to bring up to date."""
         return _records_of(self._collection.get(include=["documents", "metadatas"], **query))
+
+    def _stored(self, scope: Scope, ids: list[str]) -> list[MemoryRecord]:
+        """The records with these ids that belong to `scope`, as stored: from its snapshot where snapshots are kept
+        (the monitor's reads of what a turn showed, a night's writes: chromadb's reads grow with the collection)."""
+        if self._cache is not None:
+            return self._cache.get(scope).records_with(ids)
+        return self._owned(scope, ids)
 
     def _owned(self, scope: Scope, ids: list[str]) -> list[MemoryRecord]:
         """The records with these ids that belong to `scope`, as stored. Checked here, not by a `where`: chromadb

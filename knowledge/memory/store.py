@@ -20,7 +20,8 @@ from knowledge.rules.discretion import PRIVATE, Audience
 class KnowledgeBase(Protocol):
     """What core/ needs from a memory store. The scope always comes first and is never optional.
 
-    Every read returns records with the importance they have at the moment of the read.
+    Every read returns records with the importance they have at the moment of the read, but `with_vectors`'s,
+    which are as stored (for passes that compare memories to each other, not by importance).
     """
 
     def add(
@@ -60,6 +61,15 @@ class KnowledgeBase(Protocol):
     def with_vectors(self, scope: Scope, categories: Iterable[Category]) -> tuple[list[MemoryRecord], np.ndarray]: ...
 
     def update(self, scope: Scope, memory_id: str, change: MemoryChange) -> MemoryRecord | None: ...
+
+    def write_many(
+        self,
+        scope: Scope,
+        *,
+        added: Sequence[MemoryRecord] = (),
+        changed: Sequence[tuple[str, MemoryChange]] = (),
+        deleted: Sequence[str] = (),
+    ) -> None: ...
 
     def delete(self, scope: Scope, ids: Iterable[str]) -> int: ...
 

@@ -54,7 +54,6 @@ _LATIN = re.compile(r"[a-z0-9]+")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _NUMBER = re.compile(r"\d+")
 _FIRST_PERSON_EN = re.compile(r"\b(?:i|me|my|mine|myself|i'm|i've|i'd|i'll|im)\b", re.IGNORECASE)
-_FIRST_PERSON_ZH = re.compile(r"我")
 FIRST_PERSON_WORDS = frozenset({"i", "me", "my", "mine", "myself", "im", "m"})  # and any pair of characters with 我
 
 
@@ -124,7 +123,10 @@ def is_chinese(text: str) -> bool:
 
 def first_person(text: str) -> bool:
     """Whether a fact speaks as the user ("my", "I'm", "我"): in a prompt it would read as the character's own."""
-    return bool(_FIRST_PERSON_ZH.search(text) if is_chinese(text) else _FIRST_PERSON_EN.search(text))
+    english, chinese = _FIRST_PERSON_EN.search(text) is not None, "我" in text
+    if english == chinese:  # neither (most facts: no need to tell the language), or both: the language decides
+        return english
+    return chinese if is_chinese(text) else english
 
 
 def written_from_memories(record: MemoryRecord) -> bool:
@@ -173,8 +175,8 @@ def duplicate_groups(
     fresh = [index for index, record in enumerate(records) if since is None or record.dated >= since]
     if len(records) < 2 or not fresh:
         return []
-    words = [terms(record.content) for record in records]
-    said = [numbers(record.content) for record in records]
+    words: dict[int, frozenset[str]] = {}  # of the facts in a close pair only: most facts are in none
+    said: dict[int, frozenset[str]] = {}
     parent = list(range(len(records)))
 
     def root(index: int) -> int:
@@ -191,6 +193,9 @@ def duplicate_groups(
             if one == other or root(one) == root(other):
                 continue
             a, b = records[one], records[other]
+            for index, record in ((one, a), (other, b)):
+                if index not in said:
+                    said[index], words[index] = numbers(record.content), terms(record.content)
             if (a.about, a.until) != (b.about, b.until) or not (said[one] <= said[other] or said[other] <= said[one]):
                 continue  # a different date or number: a different fact (or a changed one), not a duplicate
             if _same_fact(words[one], words[other], float(vectors[one] @ vectors[other])):

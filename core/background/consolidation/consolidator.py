@@ -6,7 +6,7 @@ say: `knowledge/rules/consolidation.py`.
 
 A night's work is a durable job (`ConsolidationJob`, run by `MemoryLifecycle`). It finds the candidate groups
 (code, no model), saves them in the job's checkpoint, asks the monitor's model about each group once (its
-checked answer saved as planned effects before anything is written), then applies each group's effects. A
+checked answer saved as planned effects before anything is written), then applies every group's effects at once. A
 re-run after a crash asks no model again and writes nothing twice; a group whose facts a forget deleted
 meanwhile is left alone. An answer that breaks a rule is asked for once more, with the reason; a second bad
 answer becomes a dead letter for that group (the others go on). The scope's night is claimed once the job is
@@ -265,10 +265,12 @@ class Consolidator:
     # -- applying (sync) ---------------------------------------------------------------------------
 
     def _apply(self, scope: Scope, saved: dict[str, Any], checkpoint: Checkpoint, report: ConsolidationReport) -> None:
-        """Apply each group's steps that no earlier run finished; a step whose sources are gone (and whose fact
-        was not written yet) is left alone: a forget deleted them meanwhile."""
-        for index in range(checkpoint.applied(Stage.CONSOLIDATION), len(saved["groups"])):
-            answer = saved["answers"][str(index)]
+        """Apply the steps of the groups no earlier run finished, all at once (a store call per kind of write, not two
+        to four per fact); a step whose sources are gone (and whose fact was not written yet) is left alone: a forget
+        deleted them meanwhile."""
+        first = checkpoint.applied(Stage.CONSOLIDATION)
+        answers = [saved["answers"][str(index)] for index in range(first, len(saved["groups"]))]
+        for answer in answers:
             if "letter_id" in answer:
                 self._dead_letters.dead_letter(
                     ACTOR,
@@ -279,19 +281,29 @@ class Consolidator:
                     letter_id=answer["letter_id"],
                 )
                 report.dead_letters += 1
-            for step in answer.get("steps", []):
-                wanted = [*step["sources"], *([step["result"]] if step["result"] else [])]
-                present = {record.id for record in self._knowledge.get(scope, wanted)}
-                if not set(step["sources"]) <= present and step["result"] not in present:
-                    continue
-                self._writer.apply(scope, effects_from_json(step["effects"]), Checkpoint(), stage=Stage.CONSOLIDATION)
-                if step["result"] is None:
-                    report.rewritten += 1
-                else:
-                    report.merged += len(step["sources"])
-                report.changed_ids.append(step["result"] or step["sources"][0])
-            checkpoint.reached(f"consolidation: group {index + 1} written")
-            checkpoint.count_applied(Stage.CONSOLIDATION, index + 1)
+        steps = [step for answer in answers for step in answer.get("steps", [])]
+        present = {
+            record.id
+            for record in self._knowledge.get(scope, [memory_id for step in steps for memory_id in _named(step)])
+        }
+        effects: list[Effect] = []
+        for step in steps:
+            if not set(step["sources"]) <= present and step["result"] not in present:
+                continue
+            effects += effects_from_json(step["effects"])
+            if step["result"] is None:
+                report.rewritten += 1
+            else:
+                report.merged += len(step["sources"])
+            report.changed_ids.append(step["result"] or step["sources"][0])
+        self._writer.apply_at_once(scope, effects, self._clock.now())
+        checkpoint.reached(f"consolidation: groups {first + 1} to {len(saved['groups'])} written")
+        checkpoint.count_applied(Stage.CONSOLIDATION, len(saved["groups"]))
+
+
+def _named(step: dict[str, Any]) -> list[str]:
+    """The ids a planned step names: its sources, and the fact it writes from them, if any."""
+    return [*step["sources"], *([step["result"]] if step["result"] else [])]
 
 
 def _merge(new_id: str, text: str, sources: Sequence[MemoryRecord], now: datetime) -> list[Effect]:

@@ -306,3 +306,47 @@ def test_a_memory_stored_before_dates_existed_has_none(
     [old] = store.get(alice, [model.id])
     assert old == model and (old.about, old.until, old.replaced_by, old.changed_at) == (None, None, None, None)
     assert [hit.record.id for hit in store.search(alice, "locker code")] == [model.id]
+
+
+@pytest.mark.parametrize("cache_scopes", [True, False], ids=["snapshots", "chromadb reads"])
+def test_many_writes_at_once_add_change_and_delete_as_one_by_one_would(
+    tmp_path: Path, embedder: Embedder, clock: FakeClock, alice: Scope, bob: Scope, cache_scopes: bool
+) -> None:
+    store = ChromaKnowledgeBase(
+        open_chroma_client(path=tmp_path / "chroma"), embedder, now=clock.now, cache_scopes=cache_scopes
+    )
+    cello = store.add(alice, "Alice plays the cello", category="fact", source="user")
+    city = store.add(alice, "Alice lives in Beijing", category="fact", source="user")
+    gone = store.add(alice, "Alice has a cold", category="fact", source="user")
+    bobs = store.add(bob, "Bob likes jazz", category="fact", source="user")
+    store.search(alice, "music instrument")  # a snapshot held while the writes land
+    music = store.search(alice, "music instrument", limit=1)[0].similarity
+    later = clock.advance(days=1)
+    new = MemoryRecord("mem_planned", alice, "Alice's dog is called Rex", "fact", 1.2, later, later, "background_ai")
+    writes: dict[str, Any] = {
+        "added": [new],
+        "changed": [
+            (cello.id, MemoryChange(hits=3)),
+            (city.id, MemoryChange(content="Alice lives in Shanghai")),
+            (city.id, MemoryChange(verified=True)),  # a second change of the same memory adds to the first
+            (bobs.id, MemoryChange(content="hijacked")),  # another scope's: skipped
+        ],
+        "deleted": [gone.id, bobs.id],
+    }
+    store.write_many(alice, **writes)
+    store.write_many(alice, **writes)  # again, as a job re-run after a crash: nothing twice
+    assert sorted(record.content for record in store.memories(alice)) == [
+        "Alice lives in Shanghai",
+        "Alice plays the cello",
+        "Alice's dog is called Rex",
+    ]
+    [moved] = store.get(alice, [city.id])
+    assert (moved.verified, moved.changed_at) == (True, later)
+    assert store.search(alice, "Shanghai", limit=1)[0].record.id == city.id  # new text, new vector
+    [played] = store.search(alice, "music instrument", limit=1)
+    assert (played.record.hits, played.similarity) == (3, music)  # a metadata change keeps the vector
+    assert store.search(alice, "dog's name", limit=1)[0].record.id == "mem_planned"
+    assert store.get(bob, [bobs.id])[0].content == "Bob likes jazz"
+    with pytest.raises(ValueError, match="belong"):
+        store.write_many(alice, added=[MemoryRecord("mem_bobs", bob, "Bob's PIN", "fact", 1.0, later, later, "user")])
+    assert store.get(bob, ["mem_bobs"]) == []

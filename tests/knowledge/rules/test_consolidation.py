@@ -113,6 +113,10 @@ def test_a_different_date_or_lifetime_keeps_facts_apart() -> None:
         ("我的储物柜密码是4711", True),
         ("主人对花生过敏", False),
         ("Idaho is where Alice grew up", False),
+        ("主人说 I love 拉面", False),  # Chinese: an English "I" quoted in it does not speak as the user
+        ("我 is how Alice writes her name in Chinese", False),  # English: a 我 quoted in it does not either
+        ("我觉得 my Chinese is getting better", True),
+        ("my favourite word is 我们", True),
     ],
 )
 def test_first_person_is_told_in_english_and_chinese(text: str, expected: bool) -> None:
