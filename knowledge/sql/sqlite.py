@@ -1,4 +1,9 @@
-"""The embedded `Database` (`database.py`): one SQLite file, WAL, one lock, short transactions, deletes that erase.
+"""The embedded `Database` (`database.py`): one SQLite file, WAL, short transactions, deletes that erase.
+
+Writes go through one connection under one lock; reads through a second, read-only one with its own lock. In WAL
+mode a read never waits for a write at the file, so it must not wait for one here either: the event loop reads
+the job queue between turns while worker threads write to it, and a read queued behind a write transaction (which
+may itself wait for another store's write to the same file) stalled every conversation meanwhile.
 
 `secure_delete` makes SQLite overwrite what a delete or update frees with zeros, so a forgotten row
 leaves no bytes in free pages; the write-ahead log still holds older page images until a checkpoint
@@ -19,17 +24,19 @@ from knowledge.sql.rows import Row, row_type
 
 
 class SQLiteDatabase:
-    """One connection used from any thread; every statement runs under one lock."""
+    """A writing and a reading connection, each used from any thread under its own lock."""
 
     def __init__(self, path: Path, schema: str = "") -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
-        self._db.row_factory = _named
+        self._db = _connect(path)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA secure_delete=ON")
         self.create(schema)
+        self._read_lock = threading.Lock()
+        self._reader = _connect(path)  # sees every committed write; none in progress
+        self._reader.execute("PRAGMA query_only=ON")
 
     def create(self, schema: str) -> None:
         """Create the tables and indexes of `schema` that do not exist yet."""
@@ -57,9 +64,9 @@ class SQLiteDatabase:
             self._db.execute("COMMIT")
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        """Rows of one read statement."""
-        with self._lock:
-            return self._db.execute(sql, params).fetchall()
+        """Rows of one read statement, as last committed (a write in progress is not waited for)."""
+        with self._read_lock:
+            return self._reader.execute(sql, params).fetchall()
 
     def checkpoint(self, *, attempts: int = 50) -> bool:
         """Copy the write-ahead log into the database and truncate it to nothing; False if readers kept it busy."""
@@ -72,9 +79,17 @@ class SQLiteDatabase:
         return False
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connections."""
+        with self._read_lock:
+            self._reader.close()
         with self._lock:
             self._db.close()
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+    db.row_factory = _named
+    return db
 
 
 def _named(cursor: sqlite3.Cursor, values: tuple[Any, ...]) -> Row:
