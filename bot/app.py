@@ -9,6 +9,8 @@ ones before it opened. The platforms run with a built app (`bot/cli/main.py`).
 from __future__ import annotations
 
 import asyncio
+import weakref
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, closing
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -252,6 +254,20 @@ class App:
         await self.exit_stack.aclose()
 
 
+# Threads for `asyncio.to_thread`: most of a turn's and a job's work there waits (for an embedding lane, a store's
+# lock, chromadb), so asyncio's default of cores + 4 (6 here) let six searches waiting for their query's embedding
+# hold every thread while the rest of the work queued behind them. Threads are made as needed, up to this.
+WORKER_THREADS = 64
+_widened: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+
+def widen_default_executor(loop: asyncio.AbstractEventLoop) -> None:
+    """Give `loop` a default executor of `WORKER_THREADS` threads (once per loop; `asyncio.run` shuts it down)."""
+    if loop not in _widened:
+        loop.set_default_executor(ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="asyncio"))
+        _widened.add(loop)
+
+
 async def build_app(
     settings: Settings,
     *,
@@ -271,6 +287,7 @@ async def build_app(
     background job; tests raise there to leave what a crash would.
     """
     ensure_writable(settings.storage.data_dir)
+    widen_default_executor(asyncio.get_running_loop())
     queries = QueryEncoder(embedder or load_embedder(settings.memory.embedder))
     basics = Basics(settings, clock or SystemClock(), PersonaRegistry(settings.own_persona_dir, PERSONA_DIR), queries)
     async with AsyncExitStack() as opened:  # a part that fails closes the parts opened before it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import build_app, model_settings
+from bot.app import WORKER_THREADS, App, build_app, model_settings
 from bot.config import LLMSettings, Settings
 from bot.startup import StartupError
 from knowledge.records import Scope
@@ -180,3 +181,11 @@ async def test_background_work_running_at_shutdown_still_has_the_model_and_the_s
     async with await build_app(settings, clock=clock, embedder=embedder) as restarted:
         assert [memory.content for memory in restarted.companion.knowledge.memories(alice)] == ["Alice keeps bees"]
         assert restarted.journal.jobs.pending_jobs() == [] and restarted.journal.jobs.dead_letters() == []
+
+
+async def test_work_sent_to_threads_does_not_queue_behind_work_that_waits(app: App) -> None:
+    # Searches waiting for their query's embedding once held every thread of asyncio's default pool (cores + 4),
+    # and the rest of every turn's work queued behind them: the app's pool lets dozens wait at once.
+    waiting = threading.Barrier(WORKER_THREADS // 2, timeout=10)  # each call waits until all of them have started
+    await asyncio.gather(*(asyncio.to_thread(waiting.wait) for _ in range(WORKER_THREADS // 2)))
+    assert WORKER_THREADS // 2 > (os.cpu_count() or 1) + 4

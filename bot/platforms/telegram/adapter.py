@@ -90,11 +90,13 @@ def build_telegram_application(
     *,
     polling: bool = True,
     timer: Timer | None = None,
+    flood_control: FloodControl | None = None,
 ) -> Application:  # type: ignore[type-arg]
     """A PTB `Application` talking to `base_url` (Telegram, a self-hosted Bot API server, or a fake).
 
     `polling=False` builds it without an updater, for feeding updates with `process_update`; `timer`
-    paces growing replies (tests pass one that does not really wait).
+    paces growing replies (tests pass one that does not really wait); `flood_control`: Telegram's limits as
+    `FloodControl()` keeps them, by default.
     """
     base_url = base_url.rstrip("/")
     builder = (
@@ -105,7 +107,7 @@ def build_telegram_application(
         .request(AiohttpRequest())  # the bot's calls; long polling keeps PTB's own client, one connection
         # many chats at once, each one in order (across processes too, in server mode)
         .concurrent_updates(PerChatUpdateProcessor(order=context.order))
-        .rate_limiter(FloodControl())
+        .rate_limiter(flood_control or FloodControl())
     )
     if not polling:
         builder = builder.updater(None)
