@@ -220,17 +220,28 @@ class ConversationHistory:
         self._locks = locks or SingleProcess()
         self._cache: ScopeCache[_ScopeHistory] = ScopeCache(self._load_scope, versions=versions)
         self._indexing = threading.Lock()  # one catch-up at a time
+        self._wanted = threading.Event()  # a catch-up was asked for since the running one began
         self._writing = threading.Lock()  # indexing's writes and forgetting never interleave
         self._start_index()
 
     def index_pending(self) -> int:
-        """Embed and index every message stored since the last call; returns how many."""
+        """Embed and index every message stored before this call; returns how many this call indexed.
+
+        While another thread is catching up, this one does not wait for it (each background job asks, and dozens
+        once held a thread each, waiting): it asks for one more round, which whoever holds the catch-up runs before
+        it lets go, so every message stored before a call is indexed by a round that began after it."""
+        self._wanted.set()
         indexed = 0
-        with self._indexing, self._locks.hold(INDEXING_LOCK):
-            while batch := self._log.unindexed(INDEX_BATCH):
-                vectors = self._embedder.embed_passages([spoken(message)[:MAX_EMBEDDED_CHARS] for message in batch])
-                self._store(batch, vectors)
-                indexed += len(batch)
+        while self._wanted.is_set() and self._indexing.acquire(blocking=False):
+            try:
+                self._wanted.clear()
+                with self._locks.hold(INDEXING_LOCK):
+                    while batch := self._log.unindexed(INDEX_BATCH):
+                        passages = [spoken(message)[:MAX_EMBEDDED_CHARS] for message in batch]
+                        self._store(batch, self._embedder.embed_passages(passages))
+                        indexed += len(batch)
+            finally:
+                self._indexing.release()
         return indexed
 
     def search(

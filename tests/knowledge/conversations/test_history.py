@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -133,6 +135,34 @@ def test_a_message_forgotten_while_being_indexed_leaves_no_vector(
     say(working_memory, alice, "my bank PIN is 1234")
     assert history.index_pending() == 1
     assert history.indexed_count(alice) == 0 and history.search(alice, "PIN") == []
+
+
+def test_a_catch_up_asked_while_another_runs_does_not_wait_and_is_run_by_the_one_running(
+    working_memory: WorkingMemory, embedder: Embedder, backend: Backend, alice: Scope
+) -> None:
+    embedding, go_on = threading.Event(), threading.Event()
+
+    class Slow:
+        name, dim = embedder.name, embedder.dim
+
+        def embed_queries(self, texts):  # type: ignore[no-untyped-def]
+            return embedder.embed_queries(texts)
+
+        def embed_passages(self, texts):  # type: ignore[no-untyped-def]
+            embedding.set()
+            assert go_on.wait(10)
+            return embedder.embed_passages(texts)
+
+    history = ConversationHistory(working_memory.log, Slow(), backend.open())
+    say(working_memory, alice, "my sister is called Mei")
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(history.index_pending)
+        assert embedding.wait(10)
+        later = say(working_memory, alice, "she lives in Lisbon", minutes=1)  # stored after that round began
+        assert history.index_pending() == 0  # returns at once: the round running runs one more
+        go_on.set()
+        assert running.result(timeout=10) == 2
+    assert [hit.message.id for hit in history.search(alice, "Lisbon", limit=1)] == [later]
 
 
 def test_the_index_survives_a_restart(
