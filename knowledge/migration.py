@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from knowledge.memory.chroma_store import COLLECTION
+from knowledge.memory.chroma_store import COLLECTION, SPARSE_GRAPH
 from knowledge.sql.database import Database
 
 BATCH = 1000  # rows per insert batch; memories per chromadb call
@@ -106,7 +106,9 @@ def copy_memories(source_client: Any, target_client: Any) -> int:
     if COLLECTION not in names:
         return 0
     source = source_client.get_collection(COLLECTION)
-    target = target_client.get_or_create_collection(COLLECTION, embedding_function=None, metadata=source.metadata)
+    # a server's collection keeps chromadb's own graph: a bot without snapshots searches it
+    metadata = {key: value for key, value in (source.metadata or {}).items() if key not in SPARSE_GRAPH}
+    target = target_client.get_or_create_collection(COLLECTION, embedding_function=None, metadata=metadata)
     copied = 0
     while batch := source.get(include=["documents", "metadatas", "embeddings"], limit=BATCH, offset=copied):
         if not batch["ids"]:

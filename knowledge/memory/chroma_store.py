@@ -64,6 +64,11 @@ SERVER_CANDIDATES = 50
 # upsert and an update) cost 27 ms of CPU; every 50, 9 ms (`python -m bench.chroma_writes`).
 INDEX_SAVED_EVERY = 50
 DEFAULT_SYNC_THRESHOLD = 1000  # chromadb's
+# Where snapshots answer every search (an embedded store), chromadb's vector index is never searched: it keeps the
+# vectors, and the graph it links them in is work no read uses. A new such store builds a sparse graph (hnswlib's
+# defaults are 16 links and 100 candidates): at 100,000 memories adding a vector costs about half, changing one a
+# fifth (`python -m bench.consolidation`). A store made before keeps its graph (chromadb cannot change it).
+SPARSE_GRAPH = {"hnsw:M": 4, "hnsw:construction_ef": 8}
 MAINTENANCE_PAGE = 5000  # records per chromadb call in maintenance passes; embedded chromadb caps a batch at 5,461
 NEVER_DUE = 1e15  # the `due_at` of a memory the decay pass never has to act on (about 31 million years away)
 Now = Callable[[], datetime]
@@ -272,10 +277,11 @@ class ChromaKnowledgeBase:
         self._chroma = threading.RLock()  # erasing rewrites chromadb's database: no call of ours may run meanwhile
         chroma_erasure.finish_rebuild(client, COLLECTION)
         # embedding_function=None: vectors always come from our offline embedder, never chromadb's default.
+        unsearched = cache_scopes and client.get_settings().is_persistent  # chromadb's own search is never used
         client.get_or_create_collection(
             COLLECTION,
             embedding_function=None,
-            metadata={"hnsw:space": "cosine", "embedder": embedder.name},
+            metadata={"hnsw:space": "cosine", "embedder": embedder.name, **(SPARSE_GRAPH if unsearched else {})},
         )
         self._collection = _Serialized(saving_index_often(client, COLLECTION), self._chroma)
         stored_embedder = (self._collection.metadata or {}).get("embedder")

@@ -115,6 +115,8 @@ async def test_migrate_round_trips_a_locomo_conversation_with_the_same_recall(
         assert moved.journal.profiles.get(ALICE) == portrait
         assert [thread.title for thread in moved.journal.threads.active(ALICE)] == ["move"]
         assert len(moved.working_memory.log.messages_of(Scope("locomo", f"locomo:{sample.sample_id}"))) == turns
+        graph = moved.companion.knowledge._collection.configuration["hnsw"]
+        assert (graph["max_neighbors"], graph["ef_construction"]) == (16, 100)  # chromadb's, not the embedded one's
     finally:
         await moved.aclose()
 

@@ -6,10 +6,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from knowledge.dates.windows import TimeWindow
-from knowledge.memory.chroma_store import COLLECTION, ChromaKnowledgeBase, _metadata, open_chroma_client
+from knowledge.memory.chroma_store import (
+    COLLECTION,
+    SPARSE_GRAPH,
+    ChromaKnowledgeBase,
+    _metadata,
+    open_chroma_client,
+)
 from knowledge.records import CLEAR, MemoryChange, MemoryRecord, Scope
 from knowledge.rules.decay import default_policy
 from knowledge.rules.discretion import PRIVATE, Audience
@@ -123,6 +130,37 @@ def test_the_store_never_uses_chromadbs_downloading_embedder(store: ChromaKnowle
     collection = store._collection
     assert collection.configuration_json["embedding_function"] is None
     assert collection.metadata["embedder"] == embedder.name
+
+
+def graph_of(store: ChromaKnowledgeBase) -> tuple[int, int]:
+    hnsw = store._collection.configuration["hnsw"]
+    return hnsw["max_neighbors"], hnsw["ef_construction"]
+
+
+def test_a_new_embedded_store_links_its_vectors_sparsely(
+    tmp_path: Path, embedder: Embedder, clock: FakeClock, alice: Scope
+) -> None:
+    store = ChromaKnowledgeBase(open_chroma_client(path=tmp_path / "new"), embedder, now=clock.now)
+    assert graph_of(store) == (SPARSE_GRAPH["hnsw:M"], SPARSE_GRAPH["hnsw:construction_ef"])
+    added = [store.add(alice, f"Alice's fact number {n}", category="fact", source="user") for n in range(30)]
+    reopened = ChromaKnowledgeBase(open_chroma_client(path=tmp_path / "new"), embedder, now=clock.now)
+    assert reopened.search(alice, "Alice's fact number 17", limit=1)[0].record.id == added[17].id
+    _, vectors = reopened.with_vectors(alice, ["fact"])  # the vectors come back whole from chromadb's index
+    assert np.allclose(vectors, embedder.embed_passages([record.content for record in added]), atol=1e-5)
+
+
+def test_a_store_searched_by_chromadb_or_made_before_keeps_chromadbs_graph(
+    tmp_path: Path, embedder: Embedder, clock: FakeClock
+) -> None:
+    unsnapshotted = ChromaKnowledgeBase(
+        open_chroma_client(path=tmp_path / "searched"), embedder, now=clock.now, cache_scopes=False
+    )
+    assert graph_of(unsnapshotted) == (16, 100)
+    open_chroma_client(path=tmp_path / "older").create_collection(
+        COLLECTION, embedding_function=None, metadata={"hnsw:space": "cosine", "embedder": embedder.name}
+    )
+    older = ChromaKnowledgeBase(open_chroma_client(path=tmp_path / "older"), embedder, now=clock.now)
+    assert graph_of(older) == (16, 100)
 
 
 def test_empty_content_is_refused(store: ChromaKnowledgeBase, alice: Scope) -> None:
