@@ -66,8 +66,9 @@ INDEX_SAVED_EVERY = 50
 DEFAULT_SYNC_THRESHOLD = 1000  # chromadb's
 # Where snapshots answer every search (an embedded store), chromadb's vector index is never searched: it keeps the
 # vectors, and the graph it links them in is work no read uses. A new such store builds a sparse graph (hnswlib's
-# defaults are 16 links and 100 candidates): at 100,000 memories adding a vector costs about half, changing one a
-# fifth (`python -m bench.consolidation`). A store made before keeps its graph (chromadb cannot change it).
+# defaults are 16 links and 100 candidates): at 100,000 memories adding a vector costs chromadb about half the CPU,
+# changing one a fifth, and a night's consolidation a third less (docs/performance/benchmarks.md, "What a night
+# costs chromadb"). A store made before keeps its graph (chromadb cannot change it).
 SPARSE_GRAPH = {"hnsw:M": 4, "hnsw:construction_ef": 8}
 MAINTENANCE_PAGE = 5000  # records per chromadb call in maintenance passes; embedded chromadb caps a batch at 5,461
 NEVER_DUE = 1e15  # the `due_at` of a memory the decay pass never has to act on (about 31 million years away)
