@@ -38,7 +38,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -107,14 +107,15 @@ class Rebuild:
     at any point leaves the old collection whole, or the new one whole under the rebuilding name
     (`finish_rebuild` at the next open)."""
 
-    def __init__(self, client: Any, name: str) -> None:
-        """Start a copy of every record `name` holds now (a write from here on is for `finish` to take)."""
+    def __init__(self, client: Any, name: str, settings: Mapping[str, Any] | None = None) -> None:
+        """Start a copy of every record `name` holds now (a write from here on is for `finish` to take); `settings`:
+        chromadb settings the copy is made with instead of the old collection's (its metadata's `hnsw:` keys)."""
         self._client, self._name = client, name
         self._old = client.get_collection(name, embedding_function=None)
         temporary = f"{name}{REBUILDING}"
         if temporary in _names(client):
             client.delete_collection(temporary)  # an earlier copy cut short: the old collection is whole
-        metadata = {**(self._old.metadata or {}), STORE_ID: store_identity(self._old)}
+        metadata = {**(self._old.metadata or {}), **(settings or {}), STORE_ID: store_identity(self._old)}
         self._fresh = client.create_collection(temporary, embedding_function=None, metadata=metadata)
         self._ids: list[str] = self._old.get(include=[])["ids"]
 

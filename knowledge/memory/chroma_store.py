@@ -68,7 +68,7 @@ DEFAULT_SYNC_THRESHOLD = 1000  # chromadb's
 # vectors, and the graph it links them in is work no read uses. A new such store builds a sparse graph (hnswlib's
 # defaults are 16 links and 100 candidates): at 100,000 memories adding a vector costs chromadb about half the CPU,
 # changing one a fifth, and a night's consolidation a third less (docs/performance/benchmarks.md, "What a night
-# costs chromadb"). A store made before keeps its graph (chromadb cannot change it).
+# costs chromadb"). A store made before keeps its graph (chromadb cannot change it) until a compaction rebuilds it.
 SPARSE_GRAPH = {"hnsw:M": 4, "hnsw:construction_ef": 8}
 MAINTENANCE_PAGE = 5000  # records per chromadb call in maintenance passes; embedded chromadb caps a batch at 5,461
 NEVER_DUE = 1e15  # the `due_at` of a memory the decay pass never has to act on (about 31 million years away)
@@ -279,10 +279,11 @@ class ChromaKnowledgeBase:
         chroma_erasure.finish_rebuild(client, COLLECTION)
         # embedding_function=None: vectors always come from our offline embedder, never chromadb's default.
         unsearched = cache_scopes and client.get_settings().is_persistent  # chromadb's own search is never used
+        self._graph = SPARSE_GRAPH if unsearched else {}  # for a new collection, and for each rebuilt copy
         client.get_or_create_collection(
             COLLECTION,
             embedding_function=None,
-            metadata={"hnsw:space": "cosine", "embedder": embedder.name, **(SPARSE_GRAPH if unsearched else {})},
+            metadata={"hnsw:space": "cosine", "embedder": embedder.name, **self._graph},
         )
         self._collection = _Serialized(saving_index_often(client, COLLECTION), self._chroma)
         stored_embedder = (self._collection.metadata or {}).get("embedder")
@@ -532,7 +533,7 @@ class ChromaKnowledgeBase:
             return False
         started = time.perf_counter()
         with self._chroma:
-            rebuild = chroma_erasure.Rebuild(self._client, COLLECTION)
+            rebuild = chroma_erasure.Rebuild(self._client, COLLECTION, self._graph)
             self._collection.written = set()
         listed = self._ids.listed() if self._ids is not None else {}  # before: a write meanwhile is listed first
         copied: dict[str, Scope | None] = {}  # the scope of each record copied; None: deleted meanwhile

@@ -145,8 +145,9 @@ def test_a_new_embedded_store_links_its_vectors_sparsely(
     added = [store.add(alice, f"Alice's fact number {n}", category="fact", source="user") for n in range(30)]
     reopened = ChromaKnowledgeBase(open_chroma_client(path=tmp_path / "new"), embedder, now=clock.now)
     assert reopened.search(alice, "Alice's fact number 17", limit=1)[0].record.id == added[17].id
-    _, vectors = reopened.with_vectors(alice, ["fact"])  # the vectors come back whole from chromadb's index
-    assert np.allclose(vectors, embedder.embed_passages([record.content for record in added]), atol=1e-5)
+    found, vectors = reopened.with_vectors(alice, ["fact"])  # the vectors come back whole from chromadb's index
+    assert {record.id for record in found} == {record.id for record in added}
+    assert np.allclose(vectors, embedder.embed_passages([record.content for record in found]), atol=1e-5)
 
 
 def test_a_store_searched_by_chromadb_or_made_before_keeps_chromadbs_graph(

@@ -20,6 +20,7 @@ from knowledge.memory.chroma_store import (
     COLLECTION,
     DEFAULT_SYNC_THRESHOLD,
     INDEX_SAVED_EVERY,
+    SPARSE_GRAPH,
     ChromaKnowledgeBase,
     open_chroma_client,
     retry_while_locked,
@@ -178,6 +179,29 @@ def test_writes_made_while_the_rebuild_copies_are_all_in_the_rebuilt_store(
         assert {record.id for record in current.memories(alice)} == expected
         assert current.get(alice, [memories[0].id])[0].content == "Alice's note number 0: tonkotsu ramen"
         assert current.search(alice, "a new kitten", limit=1)[0].record.id == meanwhile[0]
+
+
+def test_an_older_store_rebuilt_links_its_vectors_sparsely_and_keeps_them(
+    tmp_path: Path, embedder: Embedder, clock: FakeClock, alice: Scope
+) -> None:
+    directory = tmp_path / "chroma"
+    open_chroma_client(path=directory).create_collection(  # as an earlier version made it: chromadb's graph
+        COLLECTION, embedding_function=None, metadata={"hnsw:space": "cosine", "embedder": embedder.name}
+    )
+
+    def graph() -> tuple[int, int]:
+        hnsw = open_chroma_client(path=directory).get_collection(COLLECTION).configuration["hnsw"]
+        return hnsw["max_neighbors"], hnsw["ef_construction"]
+
+    store = open_store(directory, embedder, clock)
+    assert graph() == (16, 100)
+    memories = [store.add(alice, fact, category="fact", source="user") for fact in FACTS]
+    store.delete(alice, [memories.pop().id])
+    assert store.compact() is True
+    assert graph() == (SPARSE_GRAPH["hnsw:M"], SPARSE_GRAPH["hnsw:construction_ef"])
+    found, vectors = open_store(directory, embedder, clock).with_vectors(alice, ["fact"])
+    assert {record.id for record in found} == {record.id for record in memories}
+    assert np.allclose(vectors, embedder.embed_passages([record.content for record in found]), atol=1e-5)
 
 
 def test_the_vector_index_is_saved_every_50_writes_in_an_older_store_and_its_rebuilt_copy(
