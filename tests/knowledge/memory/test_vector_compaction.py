@@ -181,46 +181,35 @@ def test_writes_made_while_the_rebuild_copies_are_all_in_the_rebuilt_store(
         assert current.search(alice, "a new kitten", limit=1)[0].record.id == meanwhile[0]
 
 
-def test_an_older_store_rebuilt_links_its_vectors_sparsely_and_keeps_them(
+def test_an_older_store_saves_its_index_every_50_writes_and_its_rebuilt_copy_links_its_vectors_sparsely(
     tmp_path: Path, embedder: Embedder, clock: FakeClock, alice: Scope
 ) -> None:
     directory = tmp_path / "chroma"
-    open_chroma_client(path=directory).create_collection(  # as an earlier version made it: chromadb's graph
+    open_chroma_client(path=directory).create_collection(  # as an earlier version made it: chromadb's defaults
         COLLECTION, embedding_function=None, metadata={"hnsw:space": "cosine", "embedder": embedder.name}
     )
 
-    def graph() -> tuple[int, int]:
-        hnsw = open_chroma_client(path=directory).get_collection(COLLECTION).configuration["hnsw"]
-        return hnsw["max_neighbors"], hnsw["ef_construction"]
+    def hnsw() -> dict[str, Any]:
+        return dict(open_chroma_client(path=directory).get_collection(COLLECTION).configuration["hnsw"])
 
+    assert hnsw()["sync_threshold"] == DEFAULT_SYNC_THRESHOLD
     store = open_store(directory, embedder, clock)
-    assert graph() == (16, 100)
+    assert (hnsw()["sync_threshold"], hnsw()["max_neighbors"], hnsw()["ef_construction"]) == (
+        INDEX_SAVED_EVERY,
+        16,
+        100,
+    )
     memories = [store.add(alice, fact, category="fact", source="user") for fact in FACTS]
     store.delete(alice, [memories.pop().id])
     assert store.compact() is True
-    assert graph() == (SPARSE_GRAPH["hnsw:M"], SPARSE_GRAPH["hnsw:construction_ef"])
-    found, vectors = open_store(directory, embedder, clock).with_vectors(alice, ["fact"])
+    sparse = (SPARSE_GRAPH["hnsw:M"], SPARSE_GRAPH["hnsw:construction_ef"])
+    assert (hnsw()["sync_threshold"], hnsw()["max_neighbors"], hnsw()["ef_construction"]) == (
+        INDEX_SAVED_EVERY,
+        *sparse,
+    )
+    found, vectors = open_store(directory, embedder, clock).with_vectors(alice, ["fact"])  # the old one's vectors
     assert {record.id for record in found} == {record.id for record in memories}
     assert np.allclose(vectors, embedder.embed_passages([record.content for record in found]), atol=1e-5)
-
-
-def test_the_vector_index_is_saved_every_50_writes_in_an_older_store_and_its_rebuilt_copy(
-    tmp_path: Path, embedder: Embedder, clock: FakeClock, alice: Scope
-) -> None:
-    directory = tmp_path / "chroma"
-    open_chroma_client(path=directory).create_collection(  # as an earlier version made it: chromadb's default
-        COLLECTION, embedding_function=None, metadata={"hnsw:space": "cosine", "embedder": embedder.name}
-    )
-
-    def saved_every() -> int:
-        return open_chroma_client(path=directory).get_collection(COLLECTION).configuration["hnsw"]["sync_threshold"]
-
-    assert saved_every() == DEFAULT_SYNC_THRESHOLD
-    store = open_store(directory, embedder, clock)
-    assert saved_every() == INDEX_SAVED_EVERY
-    store.delete(alice, [store.add(alice, "Alice loves ramen", category="fact", source="user").id])
-    assert store.compact() is True
-    assert saved_every() == INDEX_SAVED_EVERY
 
 
 def test_a_write_to_a_briefly_locked_store_is_tried_again_and_any_other_error_is_raised() -> None:
