@@ -26,6 +26,7 @@ from knowledge.dates.windows import TimeWindow
 from knowledge.forget.fence import fenced_write
 from knowledge.forget.target import NOTHING, ForgetTarget
 from knowledge.memory import chroma_erasure
+from knowledge.memory.chroma_gathering import GatheredWrites
 from knowledge.memory.scope_ids import STRAY_GRACE, ScopeIds, scope_pairs
 from knowledge.records import (
     CATEGORIES,
@@ -278,6 +279,7 @@ class ChromaKnowledgeBase:
             metadata={"hnsw:space": "cosine", "embedder": embedder.name},
         )
         self._collection = _Serialized(saving_index_often(client, COLLECTION), self._chroma)
+        self._writes = GatheredWrites(self._collection)  # one memory at a time, shared with other jobs' writes
         stored_embedder = (self._collection.metadata or {}).get("embedder")
         if stored_embedder and stored_embedder != embedder.name:
             log.warning(
@@ -336,10 +338,15 @@ class ChromaKnowledgeBase:
         )
         vector = self.queries.passage_vector(content)[np.newaxis]
         metadata = _metadata(record, self.policy_for(scope.persona_id))
-        write = self._collection.add if memory_id is None else self._collection.upsert
         with fenced_write(scope):
             self._list([(scope, record.id)])
-            write(ids=[record.id], documents=[content], metadatas=[metadata], embeddings=vector)
+            self._writes.write(
+                "add" if memory_id is None else "upsert",
+                ids=[record.id],
+                documents=[content],
+                metadatas=[metadata],
+                embeddings=vector,
+            )
         if snapshot := self._written(scope):
             snapshot.put(record, vector[0])
         return record
@@ -424,10 +431,10 @@ class ChromaKnowledgeBase:
         with fenced_write(scope):
             if vector is None:
                 # documents without embeddings would make chromadb embed them with its own (downloaded) model
-                self._collection.update(ids=[record.id], metadatas=[metadata])
+                self._writes.write("update", ids=[record.id], metadatas=[metadata])
             else:
-                self._collection.update(
-                    ids=[record.id], documents=[record.content], metadatas=[metadata], embeddings=vector
+                self._writes.write(
+                    "update", ids=[record.id], documents=[record.content], metadatas=[metadata], embeddings=vector
                 )
         if snapshot := self._written(scope):
             snapshot.put(record, None if vector is None else vector[0])
