@@ -95,7 +95,18 @@ def _records(writes: Iterable[_Write | None]) -> int:
 class GatheredWrites:
     """`add`, `upsert` and `update` of `collection`, made by one thread, gathered while writes come together."""
 
-    def __init__(self, collection: Any, *, gather_seconds: float = GATHER_SECONDS, name: str = "chroma-writes") -> None:
+    def __init__(
+        self,
+        collection: Any,
+        *,
+        at_once: Callable[[], bool] = lambda: False,
+        gather_seconds: float = GATHER_SECONDS,
+        name: str = "chroma-writes",
+    ) -> None:
+        """`at_once`: whether a write is made at once in the writer's own thread (one that holds what the writing
+        thread would wait for)."""
+        self._collection = collection
+        self._at_once = at_once
         self._waiting = _Waiting()
         worker = threading.Thread(
             target=_serve, args=(self._waiting, collection, gather_seconds), name=name, daemon=True
@@ -107,6 +118,9 @@ class GatheredWrites:
         """Make `collection.<method>(**arguments)` (add, upsert or update), shared with other threads' writes."""
         if method not in GATHERED:
             raise ValueError(f"{method!r} is not a write that can be gathered")
+        if self._at_once():
+            getattr(self._collection, method)(**arguments)
+            return
         write = _Write(method, arguments)
         self._waiting.put(write)
         write.done.result()

@@ -270,7 +270,7 @@ class ChromaKnowledgeBase:
         self.policy_for = policy_for
         self._cache = ScopeCache(self._load_scope, versions=versions) if cache_scopes else None
         self._files = files
-        self._chroma = threading.RLock()  # erasing rewrites chromadb's database: no call of ours may run meanwhile
+        self._chroma = _StoreLock()  # erasing rewrites chromadb's database: no call of ours may run meanwhile
         chroma_erasure.finish_rebuild(client, COLLECTION)
         # embedding_function=None: vectors always come from our offline embedder, never chromadb's default.
         client.get_or_create_collection(
@@ -279,7 +279,8 @@ class ChromaKnowledgeBase:
             metadata={"hnsw:space": "cosine", "embedder": embedder.name},
         )
         self._collection = _Serialized(saving_index_often(client, COLLECTION), self._chroma)
-        self._writes = GatheredWrites(self._collection)  # one memory at a time, shared with other jobs' writes
+        # one memory at a time, shared with other jobs' writes; at once where this thread holds the store (erasing)
+        self._writes = GatheredWrites(self._collection, at_once=self._chroma.held_here)
         stored_embedder = (self._collection.metadata or {}).get("embedder")
         if stored_embedder and stored_embedder != embedder.name:
             log.warning(
@@ -794,6 +795,30 @@ class ChromaKnowledgeBase:
 _WRITES = frozenset({"add", "upsert", "update", "delete"})  # collection calls that change records, all by ids=
 
 
+class _StoreLock:
+    """A reentrant lock that knows whether the calling thread holds it: such a thread must not wait for another
+    to write for it, as the other would wait for the lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._holder: int | None = None
+        self._depth = 0
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self._holder = threading.get_ident()
+        self._depth += 1
+
+    def __exit__(self, *_: object) -> None:
+        self._depth -= 1
+        if not self._depth:
+            self._holder = None
+        self._lock.release()
+
+    def held_here(self) -> bool:
+        return self._holder == threading.get_ident()
+
+
 class _Serialized:
     """A chromadb collection whose every call holds `lock`, so erasing never runs beside one of ours.
 
@@ -801,7 +826,7 @@ class _Serialized:
     and a write made while a rebuild copies is named in `written`, for the rebuild to take again at its end.
     """
 
-    def __init__(self, collection: Any, lock: threading.RLock) -> None:
+    def __init__(self, collection: Any, lock: _StoreLock) -> None:
         self.collection = collection
         self.written: set[str] | None = None  # while a rebuild copies: the ids every write names
         self._lock = lock

@@ -27,11 +27,13 @@ class Counted:
     def __init__(self, collection: Any, *, first_lingers: float = 0.2) -> None:
         self.collection = collection
         self.calls: list[tuple[str, list[str]]] = []
+        self.threads: list[int] = []
         self._linger = first_lingers
 
     def __getattr__(self, method: str) -> Any:
         def counted(**arguments: Any) -> Any:
             self.calls.append((method, list(arguments["ids"])))
+            self.threads.append(threading.get_ident())
             if self._linger:
                 time.sleep(self._linger)
                 self._linger = 0
@@ -149,6 +151,14 @@ def test_memories_added_by_many_jobs_at_once_each_land_in_their_own_scope(
             f"{scope.user_id} likes tea number {n}" for n in range(3)
         ]
         assert {memory.importance for memory in memories} == {2.0}
+
+
+def test_a_writer_holding_what_the_writing_thread_would_wait_for_writes_at_once_itself(collection: Any) -> None:
+    counted = Counted(collection, first_lingers=0)
+    writes = GatheredWrites(counted, at_once=lambda: True)
+    writes.write("upsert", ids=["held"], documents=["x"], metadatas=[{"n": 1}], embeddings=vector(3))
+    assert (counted.calls, counted.threads) == ([("upsert", ["held"])], [threading.get_ident()])
+    assert collection.get(ids=["held"])["ids"] == ["held"]
 
 
 def test_only_writes_are_gathered(collection: Any) -> None:
