@@ -26,6 +26,7 @@ from knowledge.dates.windows import TimeWindow
 from knowledge.forget.fence import fenced_write
 from knowledge.forget.target import NOTHING, ForgetTarget
 from knowledge.memory import chroma_erasure
+from knowledge.memory.chroma_gathering import GatheredWrites
 from knowledge.memory.scope_ids import STRAY_GRACE, ScopeIds, scope_pairs
 from knowledge.records import (
     CATEGORIES,
@@ -275,7 +276,7 @@ class ChromaKnowledgeBase:
         self.policy_for = policy_for
         self._cache = ScopeCache(self._load_scope, versions=versions) if cache_scopes else None
         self._files = files
-        self._chroma = threading.RLock()  # erasing rewrites chromadb's database: no call of ours may run meanwhile
+        self._chroma = _StoreLock()  # erasing rewrites chromadb's database: no call of ours may run meanwhile
         chroma_erasure.finish_rebuild(client, COLLECTION)
         # embedding_function=None: vectors always come from our offline embedder, never chromadb's default.
         unsearched = cache_scopes and client.get_settings().is_persistent  # chromadb's own search is never used
@@ -286,6 +287,8 @@ class ChromaKnowledgeBase:
             metadata={"hnsw:space": "cosine", "embedder": embedder.name, **self._graph},
         )
         self._collection = _Serialized(saving_index_often(client, COLLECTION), self._chroma)
+        # one memory at a time, shared with other jobs' writes; at once where this thread holds the store (erasing)
+        self._writes = GatheredWrites(self._collection, at_once=self._chroma.held_here)
         stored_embedder = (self._collection.metadata or {}).get("embedder")
         if stored_embedder and stored_embedder != embedder.name:
             log.warning(
@@ -344,10 +347,15 @@ class ChromaKnowledgeBase:
         )
         vector = self.queries.passage_vector(content)[np.newaxis]
         metadata = _metadata(record, self.policy_for(scope.persona_id))
-        write = self._collection.add if memory_id is None else self._collection.upsert
         with fenced_write(scope):
             self._list([(scope, record.id)])
-            write(ids=[record.id], documents=[content], metadatas=[metadata], embeddings=vector)
+            self._writes.write(
+                "add" if memory_id is None else "upsert",
+                ids=[record.id],
+                documents=[content],
+                metadatas=[metadata],
+                embeddings=vector,
+            )
         if snapshot := self._written(scope):
             snapshot.put(record, vector[0])
         return record
@@ -432,10 +440,10 @@ class ChromaKnowledgeBase:
         with fenced_write(scope):
             if vector is None:
                 # documents without embeddings would make chromadb embed them with its own (downloaded) model
-                self._collection.update(ids=[record.id], metadatas=[metadata])
+                self._writes.write("update", ids=[record.id], metadatas=[metadata])
             else:
-                self._collection.update(
-                    ids=[record.id], documents=[record.content], metadatas=[metadata], embeddings=vector
+                self._writes.write(
+                    "update", ids=[record.id], documents=[record.content], metadatas=[metadata], embeddings=vector
                 )
         if snapshot := self._written(scope):
             snapshot.put(record, None if vector is None else vector[0])
@@ -795,6 +803,30 @@ class ChromaKnowledgeBase:
 _WRITES = frozenset({"add", "upsert", "update", "delete"})  # collection calls that change records, all by ids=
 
 
+class _StoreLock:
+    """A reentrant lock that knows whether the calling thread holds it: such a thread must not wait for another
+    to write for it, as the other would wait for the lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._holder: int | None = None
+        self._depth = 0
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self._holder = threading.get_ident()
+        self._depth += 1
+
+    def __exit__(self, *_: object) -> None:
+        self._depth -= 1
+        if not self._depth:
+            self._holder = None
+        self._lock.release()
+
+    def held_here(self) -> bool:
+        return self._holder == threading.get_ident()
+
+
 class _Serialized:
     """A chromadb collection whose every call holds `lock`, so erasing never runs beside one of ours.
 
@@ -802,7 +834,7 @@ class _Serialized:
     and a write made while a rebuild copies is named in `written`, for the rebuild to take again at its end.
     """
 
-    def __init__(self, collection: Any, lock: threading.RLock) -> None:
+    def __init__(self, collection: Any, lock: _StoreLock) -> None:
         self.collection = collection
         self.written: set[str] | None = None  # while a rebuild copies: the ids every write names
         self._lock = lock
