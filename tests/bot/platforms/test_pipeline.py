@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
@@ -139,23 +140,33 @@ async def test_a_failure_is_told_in_words_safe_to_show(
     assert fake_openai.requests_for("chat-model") == []
 
 
-async def test_at_a_stop_a_message_waiting_behind_a_hung_turn_is_kept_for_the_next_start(
-    pipeline: MessagePipeline, app: App, fake_openai: FakeOpenAIServer
-) -> None:
+@contextlib.asynccontextmanager
+async def a_hung_turn(pipeline: MessagePipeline, fake_openai: FakeOpenAIServer) -> AsyncIterator[None]:
+    """A turn whose model hangs, under way for the block; cancelled at its end, as a stop does (its message is
+    stored already)."""
     fake_openai.hang("chat-model")
     hung = asyncio.create_task(pipeline.receive(arrival("first, answered by a model that hangs"), RecordingChat()))
     while not fake_openai.requests_for("chat-model"):
         await asyncio.sleep(0.01)
-    waiting = asyncio.create_task(pipeline.receive(arrival("second, waiting for its turn"), RecordingChat()))
-    await asyncio.sleep(0.05)
+    try:
+        yield
+    finally:
+        hung.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await hung
 
-    assert await pipeline.keep_waiting() == 1
-    assert waiting.cancelled()
-    spool = MessageSpool(app.settings.storage.data_dir)
-    assert [kept.text for kept in spool.messages()] == ["second, waiting for its turn"]
-    hung.cancel()  # what the stop does to the turn in progress: its message is stored already
-    with contextlib.suppress(asyncio.CancelledError):
-        await hung
+
+async def test_at_a_stop_a_message_waiting_behind_a_hung_turn_is_kept_for_the_next_start(
+    pipeline: MessagePipeline, app: App, fake_openai: FakeOpenAIServer
+) -> None:
+    async with a_hung_turn(pipeline, fake_openai):
+        waiting = asyncio.create_task(pipeline.receive(arrival("second, waiting for its turn"), RecordingChat()))
+        await asyncio.sleep(0.05)
+
+        assert await pipeline.keep_waiting() == 1
+        assert waiting.cancelled()
+        spool = MessageSpool(app.settings.storage.data_dir)
+        assert [kept.text for kept in spool.messages()] == ["second, waiting for its turn"]
     assert await pipeline.keep_waiting() == 0
 
     assert app.companion.store_spooled_messages() == 1
@@ -166,21 +177,15 @@ async def test_at_a_stop_a_message_waiting_behind_a_hung_turn_is_kept_for_the_ne
 async def test_at_a_stop_a_message_deleted_while_it_waited_is_not_kept_and_an_edited_one_is_kept_as_edited(
     pipeline: MessagePipeline, app: App, fake_openai: FakeOpenAIServer
 ) -> None:
-    fake_openai.hang("chat-model")
-    hung = asyncio.create_task(pipeline.receive(arrival("first, answered by a model that hangs"), RecordingChat()))
-    while not fake_openai.requests_for("chat-model"):
-        await asyncio.sleep(0.01)
-    for text, source_id in [("my pin is 1234", "chat:2"), ("meet at 5?", "chat:3")]:
-        asyncio.create_task(pipeline.receive(arrival(text, source_id=source_id), RecordingChat()))
-    await asyncio.sleep(0.05)
-    pipeline.changed("chat:2", None)
-    pipeline.changed("chat:3", "meet at 6?")
+    async with a_hung_turn(pipeline, fake_openai):
+        for text, source_id in [("my pin is 1234", "chat:2"), ("meet at 5?", "chat:3")]:
+            asyncio.create_task(pipeline.receive(arrival(text, source_id=source_id), RecordingChat()))
+        await asyncio.sleep(0.05)
+        pipeline.changed("chat:2", None)
+        pipeline.changed("chat:3", "meet at 6?")
 
-    assert await pipeline.keep_waiting() == 2
-    assert [kept.text for kept in MessageSpool(app.settings.storage.data_dir).messages()] == ["meet at 6?"]
-    hung.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await hung
+        assert await pipeline.keep_waiting() == 2
+        assert [kept.text for kept in MessageSpool(app.settings.storage.data_dir).messages()] == ["meet at 6?"]
 
 
 async def test_a_kept_message_whose_persona_is_gone_waits_for_it_and_stops_no_start(app: App) -> None:
