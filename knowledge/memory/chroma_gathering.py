@@ -95,22 +95,13 @@ def _records(writes: Iterable[_Write | None]) -> int:
 class GatheredWrites:
     """`add`, `upsert` and `update` of `collection`, made by one thread, gathered while writes come together."""
 
-    def __init__(
-        self,
-        collection: Any,
-        *,
-        at_once: Callable[[], bool] = lambda: False,
-        gather_seconds: float = GATHER_SECONDS,
-        name: str = "chroma-writes",
-    ) -> None:
+    def __init__(self, collection: Any, *, at_once: Callable[[], bool] = lambda: False) -> None:
         """`at_once`: whether a write is made at once in the writer's own thread (one that holds what the writing
         thread would wait for)."""
         self._collection = collection
         self._at_once = at_once
         self._waiting = _Waiting()
-        worker = threading.Thread(
-            target=_serve, args=(self._waiting, collection, gather_seconds), name=name, daemon=True
-        )
+        worker = threading.Thread(target=_serve, args=(self._waiting, collection), name="chroma-writes", daemon=True)
         worker.start()
         weakref.finalize(self, self._waiting.put, None)  # the thread ends with its owner
 
@@ -126,8 +117,8 @@ class GatheredWrites:
         write.done.result()
 
 
-def _serve(waiting: _Waiting, collection: Any, gather_seconds: float) -> None:
-    while (batch := waiting.next_batch(gather_seconds)) is not None:
+def _serve(waiting: _Waiting, collection: Any) -> None:
+    while (batch := waiting.next_batch(GATHER_SECONDS)) is not None:
         shapes: dict[tuple[str, tuple[str, ...]], list[_Write]] = {}
         for write in batch:
             shapes.setdefault(write.shape, []).append(write)
