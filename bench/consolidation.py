@@ -12,8 +12,9 @@ What is measured:
   real model would take to embed 100k texts;
 * the model is an in-process fake that answers at once and sensibly (merges duplicates, rewrites first-person
   facts, folds a kind of 20 into 6), and the CPU its answers take is taken off: the figure is the pass's own;
-* two nights are timed: the first ever (every pair of a scope's facts compared) and the next one (1% of facts new
-  since, compared with all).
+* three nights are timed: the first ever (every pair of a scope's facts compared), the next one (1% of facts new
+  since, compared with all, and what the first left: a first night over a store never consolidated changes 5% of
+  it, more than a night folds at once) and a steady one (1% new again, as a store consolidated every night sees).
 * of each night's figure, the part spent in chromadb's write calls (adds, upserts, updates, deletes: the process's CPU
   while one runs, its own threads included; a night makes one call at a time) is shown apart, by kind.
 
@@ -73,6 +74,7 @@ PERSONA = "xiaoxiang"
 DIM = 384
 KIND = re.compile(r"\[(k[^\]]+)\]")
 CHROMADB_WRITES = ("add", "upsert", "update", "delete")
+NIGHTS = ("first", "next", "steady")
 
 
 class KindEmbedder:
@@ -111,7 +113,7 @@ class FastModel:
     async def complete(self, messages: Sequence[ChatMessage], *, role: str, choice: Any = None) -> str:
         started = time.process_time()
         self.calls += 1
-        system, prompt = messages[0].content, messages[-1].content
+        system, prompt = messages[0].content, messages[1].content  # the facts; a retry adds why after them
         listed = prompt.split("<<<FACTS\n", 1)[1].split("\nFACTS>>>", 1)[0].splitlines()
         facts = [line.split("] ", 1)[1] for line in listed]
         if "first person" in system:
@@ -255,11 +257,12 @@ async def run(memories: int, scopes: int) -> dict[str, Any]:
         figures: dict[str, Any] = {"finding_cold": finding(consolidator, passes)}  # snapshots loaded from chromadb
         figures["finding_warm"] = finding(consolidator, passes)  # snapshots held, as a running bot holds them
         figures["first_night"] = await night(consolidator, model, persona)
-        clock.advance(days=1)
-        for fact in new_facts(records, 0.01, clock.now(), random.Random(SEED + 1)):  # as the monitor adds them
-            store.add(fact.scope, fact.content, category="fact", source="background_ai")
-        figures["next_finding_warm"] = finding(consolidator, passes)
-        figures["next_night"] = await night(consolidator, model, persona)
+        for following, seed in zip(NIGHTS[1:], (SEED + 1, SEED + 2), strict=True):
+            clock.advance(days=1)
+            for fact in new_facts(records, 0.01, clock.now(), random.Random(seed)):  # as the monitor adds them
+                store.add(fact.scope, fact.content, category="fact", source="background_ai")
+            figures[f"{following}_finding_warm"] = finding(consolidator, passes)
+            figures[f"{following}_night"] = await night(consolidator, model, persona)
         journal.close()
         talk.close()
         passes.close()
@@ -282,17 +285,15 @@ def main() -> None:
     if not args.json:
         print(f"CPU: {figures['cpu']}")
         print(f"{args.memories} facts over {args.scopes} scopes (seeded in {figures['seed_seconds']} s)")
-        for name in ("finding_cold", "finding_warm", "first_night", "next_finding_warm", "next_night"):
+        following = [f"{night}_{part}" for night in NIGHTS[1:] for part in ("finding_warm", "night")]
+        for name in ("finding_cold", "finding_warm", "first_night", *following):
             print(f"{name.replace('_', ' ')}: {figures[name]}")
-        first, following = (figures[night]["cpu_seconds"] for night in ("first_night", "next_night"))
-        writes = [
-            round(sum(figures[night]["chromadb_writes_cpu_seconds"].values()), 2)
-            for night in ("first_night", "next_night")
+        nights = [
+            f"{night} night {figures[name]['cpu_seconds']} s "
+            f"({round(sum(figures[name]['chromadb_writes_cpu_seconds'].values()), 2)} s in chromadb's writes)"
+            for night, name in ((night, f"{night}_night") for night in NIGHTS)
         ]
-        print(
-            f"the whole pass at {args.memories} memories, CPU besides the model's answers: first night {first} s "
-            f"({writes[0]} s in chromadb's writes), next night {following} s ({writes[1]} s)"
-        )
+        print(f"the whole pass at {args.memories} memories, CPU besides the model's answers: {', '.join(nights)}")
     print(json.dumps(figures))
 
 
