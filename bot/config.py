@@ -273,7 +273,8 @@ class MemorySettings(BaseModel):
     background_workers: int | None = Field(
         None,
         ge=1,
-        description="background memory jobs (monitor, summaries, reviews) run at once; one scope's jobs stay in order "
+        description="background memory jobs (monitor, summaries, reviews) run at once at most, fewer while replies "
+        "wait for the CPU; one scope's jobs stay in order "
         f"(default: {ENDPOINT_BACKGROUND_WORKERS} with a model endpoint, which answers many calls at once and sets "
         f"the pace; {LOCAL_BACKGROUND_WORKERS} with the embedded model; lower it for a server that answers one call "
         "at a time, whose replies would wait behind the background's calls)",

@@ -41,6 +41,55 @@ from knowledge.sql.cluster import ClusterLocks, SingleProcess
 log = logging.getLogger(__name__)
 
 DEFAULT_BACKOFF = (2.0, 15.0, 60.0)  # seconds before the 2nd, 3rd and 4th attempt
+LOOK_EVERY = 0.1  # seconds between two looks at the event loop's pace while jobs run
+LATE = 0.05  # seconds the event loop may run late before the background gives way: replies wait for the CPU
+FEWEST = 8  # jobs that may start at once however late the loop runs, so a backlog keeps shrinking
+
+
+class Slots:
+    """How many scopes' jobs run at once: at most `most`, fewer while the replies need the CPU.
+
+    While the event loop runs late (it answers the users), the limit halves at each look, down to `fewest`;
+    while it keeps time, the limit grows by one a look. Jobs that run finish; only new ones wait. So under a
+    burst of messages the background takes the CPU the replies leave, and its backlog is caught up after."""
+
+    def __init__(self, most: int, *, fewest: int = FEWEST) -> None:
+        self.most = most
+        self.fewest = min(fewest, most)
+        self.limit = most
+        self.running = 0
+        self._room = asyncio.Event()
+        self._room.set()
+
+    async def acquire(self) -> None:
+        while self.running >= self.limit:
+            self._room.clear()
+            await self._room.wait()
+        self.running += 1
+
+    def release(self) -> None:
+        self.running -= 1
+        self._open()
+
+    def observe(self, late: float) -> None:
+        """The event loop ran `late` seconds late at a look."""
+        self.limit = max(self.fewest, self.limit // 2) if late > LATE else min(self.most, self.limit + 1)
+        self._open()
+
+    def reset(self) -> None:
+        """Every slot open again."""
+        self.limit = self.most
+        self._open()
+
+    def _open(self) -> None:
+        if self.running < self.limit:
+            self._room.set()
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+
+    async def __aexit__(self, *_: object) -> None:
+        self.release()
 
 
 class JobPayload(Protocol):
@@ -98,9 +147,10 @@ class BackgroundTasks:
         self._handlers: dict[str, JobHandler] = {}
         self._workers: dict[Scope, asyncio.Task[None]] = {}
         self._unreleased: dict[str, tuple[Job, JobPayload | None]] = {}  # held jobs an outage kept from release
-        self._slots = asyncio.Semaphore(concurrency)
+        self.slots = Slots(concurrency)
         self._closing = False
         self._watching: asyncio.Task[None] | None = None
+        self._pacing: asyncio.Task[None] | None = None
 
     @property
     def max_attempts(self) -> int:
@@ -198,6 +248,8 @@ class BackgroundTasks:
         """Wait until every scheduled job has finished (or been dead-lettered)."""
         while self._workers:
             await asyncio.gather(*list(self._workers.values()), return_exceptions=True)
+        if self._pacing is not None:
+            await asyncio.gather(self._pacing, return_exceptions=True)
 
     async def drain_scope(self, scope: Scope) -> None:
         """Wait until the scope's scheduled jobs have finished (or been dead-lettered)."""
@@ -207,9 +259,10 @@ class BackgroundTasks:
     async def aclose(self, *, grace: float = 10.0) -> None:
         """Let running work finish for up to `grace` seconds; what is left stays pending in the job queue."""
         self._closing = True
-        if self._watching is not None:
-            self._watching.cancel()
-            await asyncio.gather(self._watching, return_exceptions=True)
+        for looking in (self._watching, self._pacing):
+            if looking is not None:
+                looking.cancel()
+                await asyncio.gather(looking, return_exceptions=True)
         try:
             await asyncio.wait_for(self.drain(), timeout=grace)
         except TimeoutError:
@@ -224,6 +277,22 @@ class BackgroundTasks:
             return  # stays pending in the job queue
         if scope not in self._workers:
             self._workers[scope] = asyncio.create_task(self._work(scope), name=f"jobs:{scope}")
+        if self._pacing is None or self._pacing.cancelling():  # none, or one told to stop as the last job ended
+            self._pacing = asyncio.create_task(self._pace(), name="jobs:pace")
+
+    async def _pace(self) -> None:
+        """While jobs run (the last one to end stops it), look how late the event loop runs and size the slots by
+        it; once none runs, every slot is open again (nothing is known then of what the replies need)."""
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                started = loop.time()
+                await asyncio.sleep(LOOK_EVERY)
+                self.slots.observe(loop.time() - started - LOOK_EVERY)
+        finally:
+            if self._pacing is asyncio.current_task():  # not yet followed by another
+                self.slots.reset()
+                self._pacing = None
 
     async def _work(self, scope: Scope) -> None:
         try:
@@ -235,10 +304,12 @@ class BackgroundTasks:
             log.debug("background jobs of a scope wait for the database (%s)", error)
         finally:
             self._workers.pop(scope, None)
+            if not self._workers and self._pacing is not None:
+                self._pacing.cancel()  # the last job is done: nothing to pace
 
     async def _work_through(self, scope: Scope) -> None:
         while True:
-            async with self._slots, self._cluster.try_acquire(f"jobs:{scope}") as ours:
+            async with self.slots, self._cluster.try_acquire(f"jobs:{scope}") as ours:
                 if not ours:
                     return  # another process runs the scope's jobs, and looks for more once it lets go
                 while (job := self._jobs.next_job(scope)) is not None:
@@ -290,9 +361,9 @@ class BackgroundTasks:
         delay = self._backoff[attempts - 1]
         log.warning("%s job %s failed (%s); retrying in %.0fs", job.kind, job.id, reason, delay)
         self._jobs.retry_later(job.id, error=reason, not_before=now + timedelta(seconds=delay))
-        self._slots.release()  # other scopes' jobs may run meanwhile; this scope's next jobs wait behind it
+        self.slots.release()  # other scopes' jobs may run meanwhile; this scope's next jobs wait behind it
         try:
             await asyncio.sleep(delay)
         finally:
-            await self._slots.acquire()
+            await self.slots.acquire()
         return True

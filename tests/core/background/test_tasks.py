@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from typing import ClassVar
 
 import pytest
 
-from core.background.tasks import BackgroundTasks, FlatPayload
+from core.background.tasks import LATE, BackgroundTasks, FlatPayload, Slots
 from knowledge.forget.fence import ForgetFence
 from knowledge.forget.target import REDACTED, ForgetTarget
 from knowledge.journal.job_queue import Job
@@ -72,6 +73,82 @@ async def test_different_scopes_run_side_by_side(journal: Journal, clock: FakeCl
     tasks.submit(bob, Work())
     await tasks.drain()
     assert both_running.is_set()
+
+
+def test_slots_halve_while_the_event_loop_runs_late_and_grow_back_one_at_a_time() -> None:
+    slots = Slots(64, fewest=8)
+    for expected in (32, 16, 8, 8):
+        slots.observe(LATE * 2)
+        assert slots.limit == expected  # replies wait for the CPU: fewer jobs start, never below the floor
+    slots.observe(LATE / 2)
+    slots.observe(0.0)
+    assert slots.limit == 10
+    for _ in range(100):
+        slots.observe(0.0)
+    assert slots.limit == 64
+
+
+async def test_a_job_waits_for_a_slot_while_the_limit_is_reached_and_starts_once_it_grows() -> None:
+    slots = Slots(4, fewest=1)
+    for _ in range(3):
+        slots.observe(LATE * 2)
+    await slots.acquire()
+    waiting = asyncio.create_task(slots.acquire())
+    await asyncio.sleep(0.01)
+    assert not waiting.done() and slots.running == 1
+    slots.observe(0.0)  # the loop keeps time again: a second slot
+    await asyncio.wait_for(waiting, timeout=1)
+    assert slots.running == 2
+    slots.release()
+    slots.release()
+    assert slots.running == 0
+
+
+async def test_the_runner_sees_the_event_loop_run_late_and_starts_fewer_jobs(
+    journal: Journal, clock: FakeClock, alice: Scope
+) -> None:
+    seen: list[int] = []
+
+    async def hogging(job: Job, work: Work) -> None:
+        await asyncio.sleep(0.05)
+        time.sleep(0.3)  # the event loop held, as replies waiting for the CPU hold it
+        await asyncio.sleep(0.15)
+        seen.append(tasks.slots.limit)
+
+    tasks = runner(journal, clock, concurrency=64)
+    tasks.register(Work, hogging)
+    tasks.submit(alice, Work())
+    await tasks.drain()
+    assert seen and seen[0] < 64
+    assert tasks.slots.limit == 64  # the last job ended: every slot open again
+
+
+async def test_a_busy_event_loop_runs_fewer_jobs_at_once_and_every_job_still_runs_once(
+    journal: Journal, clock: FakeClock
+) -> None:
+    at_once: list[tuple[int, int]] = []  # jobs running, and the limit, as each starts
+    done: list[str] = []
+
+    async def tracked(job: Job, work: Work) -> None:
+        at_once.append((tasks.slots.running, tasks.slots.limit))
+        await asyncio.sleep(0.005)
+        done.append(job.scope.user_id)
+
+    tasks = runner(journal, clock, concurrency=16)
+    tasks.slots.fewest = 2
+    for _ in range(5):
+        tasks.slots.observe(LATE * 2)  # as the pacing sees it while replies wait for the CPU
+    tasks.register(Work, tracked)
+    users = [f"user-{number}" for number in range(12)]
+    for user in users:
+        tasks.submit(Scope("p", user), Work())
+    await asyncio.sleep(0)
+    assert tasks.slots.running <= 2
+    await tasks.drain()
+    assert sorted(done) == sorted(users)  # each once: the backlog waits, nothing is lost or run twice
+    assert all(running <= limit for running, limit in at_once)
+    assert tasks.slots.limit == 16  # nothing runs: every slot is open again
+    assert journal.jobs.pending_jobs() == []
 
 
 async def test_a_failing_job_is_retried_then_dead_lettered(journal: Journal, clock: FakeClock, alice: Scope) -> None:
