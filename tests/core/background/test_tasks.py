@@ -111,7 +111,7 @@ async def test_the_runner_sees_the_event_loop_run_late_and_starts_fewer_jobs(
 
     async def hogging(job: Job, work: Work) -> None:
         await asyncio.sleep(0.05)
-        time.sleep(0.3)  # the event loop held, as replies waiting for the CPU hold it
+        time.sleep(0.3)  # noqa: ASYNC251 - the event loop held on purpose, as replies waiting for the CPU hold it
         await asyncio.sleep(0.15)
         seen.append(tasks.slots.limit)
 
