@@ -23,7 +23,7 @@ from core.types import ConversationRef, IncomingMessage, TurnResult, UserRef, cl
 from core.unsaved_messages import UnsavedMessages
 from core.why import Why
 from knowledge.conversations.history import ConversationHistory
-from knowledge.conversations.spool import MessageSpool, SpooledMessage
+from knowledge.conversations.spool import MessageSpool, SpooledMessage, in_order
 from knowledge.dates.windows import TimeWindow
 from knowledge.errors import storage_problem
 from knowledge.journal.journal import Journal
@@ -169,9 +169,10 @@ class Companion:
         becomes a scope. A linked identity speaks to its person's memory, shared by all its identities."""
         return Scope(self.persona(persona_id).id, self.links.person_of(str(user)))
 
-    def keep_for_next_start(self, message: IncomingMessage, *, group: bool) -> None:
+    def keep_for_next_start(self, message: IncomingMessage, *, group: bool, arrival: int = 0) -> None:
         """At a stop: keep a message received but not stored (held through a database outage, or still waiting for
-        its turn) in the spool file, to store at the next start (its image, if any, is not kept: its caption is)."""
+        its turn) in the spool file, to store at the next start (its image, if any, is not kept: its caption is).
+        `arrival`: its place in the order messages arrived, which a stop may keep them out of."""
         if self._spool is None:
             log.error("stopping: a message not yet stored is lost (no spool file)")
             return
@@ -186,6 +187,7 @@ class Companion:
                 sent_at=message.sent_at.isoformat(),
                 source_id=message.source_id,
                 group=group,
+                arrival=arrival,
             )
         )
 
@@ -196,7 +198,7 @@ class Companion:
         if self._spool is None:
             return 0
         stored: list[SpooledMessage] = []
-        for kept in self._spool.messages():
+        for kept in in_order(self._spool.messages()):
             message = IncomingMessage(
                 conversation=ConversationRef.parse(kept.conversation_id),
                 user=UserRef.parse(kept.user_id),

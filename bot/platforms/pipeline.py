@@ -137,18 +137,18 @@ class MessagePipeline:
         if arrival.unreadable:
             await chat.send(phrasebook.NOT_TEXT)
             return
+        number = self.held.number()  # its place in line, should it have to wait out an outage or a stop
         if _STOPPING.get():
-            self._keep(arrival)
+            self._keep(arrival, number)
             return
-        number = self.held.number()  # its place in line, should it have to wait out an outage
         if self.held.outage:  # the messages held before it come first
             await self._hold(number, arrival, chat, "messages are held")
             return
-        away = await self._in_turn(arrival, chat)
+        away = await self._in_turn(arrival, chat, number)
         if away is not None:
             await self._hold(number, arrival, chat, away)
 
-    async def _in_turn(self, arrival: Arrival, chat: Chat) -> str | None:
+    async def _in_turn(self, arrival: Arrival, chat: Chat, number: int) -> str | None:
         """`_turn` once the conversation's earlier messages are answered; cancelled before that (a stop), the
         message is kept for the next start."""
         if self.order is None:  # the platform hands messages over in order
@@ -165,7 +165,7 @@ class MessagePipeline:
                         return None if current is None else await self._turn(current, chat)
                 except asyncio.CancelledError:
                     if task in self._waiting and (kept := self._as_changed(arrival)) is not None:
-                        self._keep(kept)
+                        self._keep(kept, number)
                     raise
         finally:
             self._waiting.discard(task)
@@ -236,17 +236,18 @@ class MessagePipeline:
             async with self.held.order.turn(arrival.place.conversation, retry=True):
                 return await self._turn(arrival, chat) is None
 
-        place, keep = arrival.place, functools.partial(self._keep, arrival)
+        place, keep = arrival.place, functools.partial(self._keep, arrival, number)
         if self.held.hold(Held(number, place.conversation, arrival.user, answer, keep), cause=cause):
             try:
                 await chat.send(phrasebook.HELD_UNTIL_BACK)
             except Exception:
                 log.exception("could not tell the user their message is held")
 
-    def _keep(self, arrival: Arrival) -> None:
-        """Keep `arrival` in the spool file, stored at the next start (the process stops before answering it)."""
+    def _keep(self, arrival: Arrival, number: int) -> None:
+        """Keep `arrival`, the `number`th to arrive, in the spool file, stored at the next start (the process stops
+        before answering it)."""
         incoming = self._incoming(arrival, self._persona_at_stop(arrival))
-        self._companion.keep_for_next_start(incoming, group=not arrival.place.private)
+        self._companion.keep_for_next_start(incoming, group=not arrival.place.private, arrival=number)
 
     def _persona_at_stop(self, arrival: Arrival) -> str:
         """The persona of the place, or the configured one while the database with the `/persona` choices is away."""

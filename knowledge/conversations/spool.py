@@ -44,10 +44,17 @@ class SpooledMessage:
     sent_at: str  # ISO 8601, aware
     source_id: str | None
     group: bool
+    arrival: int = 0  # its place in the order messages arrived at the process that kept it (0: not said)
 
     @property
     def scope(self) -> Scope:
         return Scope(self.persona_id, self.user_id)
+
+
+def in_order(kept: Iterable[SpooledMessage]) -> list[SpooledMessage]:
+    """The messages kept in the order they were sent, those of one second in the order they arrived. A stop keeps
+    the messages still waiting for their turn before those an outage held, which arrived first."""
+    return sorted(kept, key=lambda message: (datetime.fromisoformat(message.sent_at), message.arrival))
 
 
 class MessageSpool:
@@ -63,7 +70,7 @@ class MessageSpool:
             self._write([*self._read(), message])
 
     def messages(self) -> list[SpooledMessage]:
-        """The messages kept that can be read, in the order they arrived."""
+        """The messages kept that can be read, in the order they were kept (`in_order`: as they arrived)."""
         with self._lock:
             return [line for line in self._read() if isinstance(line, SpooledMessage)]
 

@@ -53,7 +53,8 @@ async def serving(app: App, fake: FakeBotAPI, port: int) -> asyncio.Task[None]:
 
 async def post(port: int, update: dict[str, Any], secret: str = SECRET) -> int:
     """What the proxy does with an update Telegram posted: hand it to one process's webhook server."""
-    async with httpx.AsyncClient() as client:
+    # Telegram waits for a webhook's answer far longer than httpx's 5 s, which a loaded machine can pass
+    async with httpx.AsyncClient(timeout=30) as client:
         response = await client.post(
             f"http://127.0.0.1:{port}/telegram/{port}",
             json=update,

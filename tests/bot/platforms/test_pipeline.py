@@ -188,6 +188,18 @@ async def test_at_a_stop_a_message_deleted_while_it_waited_is_not_kept_and_an_ed
         assert [kept.text for kept in MessageSpool(app.settings.storage.data_dir).messages()] == ["meet at 6?"]
 
 
+async def test_messages_kept_out_of_order_at_a_stop_are_stored_in_the_order_they_arrived(app: App) -> None:
+    # a stop keeps the messages waiting for their turn first, then those an outage held, which came before them
+    for text, number in [("third, waiting for its turn", 3), ("second, held", 2), ("first, held", 1)]:
+        incoming = MessagePipeline._incoming(arrival(text), "xiaoxiang")  # all sent within one second
+        app.companion.keep_for_next_start(incoming, group=False, arrival=number)
+
+    assert app.companion.store_spooled_messages() == 3
+
+    said = [message.content for message in app.working_memory.window("xiaoxiang", "chat:dm:101")]
+    assert said == ["first, held", "second, held", "third, waiting for its turn"]
+
+
 async def test_a_kept_message_whose_persona_is_gone_waits_for_it_and_stops_no_start(app: App) -> None:
     spool = MessageSpool(app.settings.storage.data_dir)
     for persona_id, text in [("renamed", "said to a persona since removed"), ("xiaoxiang", "said to this one")]:
