@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 DEFAULT_BACKOFF = (2.0, 15.0, 60.0)  # seconds before the 2nd, 3rd and 4th attempt
 LOOK_EVERY = 0.1  # seconds between two looks at the event loop's pace while jobs run
 LATE = 0.05  # seconds the event loop may run late before the background gives way: replies wait for the CPU
-FEWEST = 8  # jobs that may start at once however late the loop runs, so a backlog keeps shrinking
+FEWEST = 4  # jobs that may start at once however late the loop runs, so a backlog keeps shrinking
 
 
 class Slots:
