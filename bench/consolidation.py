@@ -275,6 +275,11 @@ async def run(memories: int, scopes: int) -> dict[str, Any]:
     } | figures
 
 
+def summary(night: str, figures: dict[str, Any]) -> str:
+    writes = round(sum(figures["chromadb_writes_cpu_seconds"].values()), 2)
+    return f"{night} night {figures['cpu_seconds']} s ({writes} s in chromadb's writes)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.consolidation", description=__doc__.split("\n")[0])
     parser.add_argument("--memories", type=int, default=100_000, help="facts to seed (default 100000)")
@@ -288,12 +293,8 @@ def main() -> None:
         following = [f"{night}_{part}" for night in NIGHTS[1:] for part in ("finding_warm", "night")]
         for name in ("finding_cold", "finding_warm", "first_night", *following):
             print(f"{name.replace('_', ' ')}: {figures[name]}")
-        nights = [
-            f"{night} night {figures[name]['cpu_seconds']} s "
-            f"({round(sum(figures[name]['chromadb_writes_cpu_seconds'].values()), 2)} s in chromadb's writes)"
-            for night, name in ((night, f"{night}_night") for night in NIGHTS)
-        ]
-        print(f"the whole pass at {args.memories} memories, CPU besides the model's answers: {', '.join(nights)}")
+        nights = ", ".join(summary(night, figures[f"{night}_night"]) for night in NIGHTS)
+        print(f"the whole pass at {args.memories} memories, CPU besides the model's answers: {nights}")
     print(json.dumps(figures))
 
 
