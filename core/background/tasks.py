@@ -71,6 +71,17 @@ class Slots:
         self.running -= 1
         self._open()
 
+    async def step_aside(self, seconds: float) -> None:
+        """Give a held slot to others for `seconds`, then take it back. Cancelled meanwhile (a stop), it counts
+        as held again at once, without waiting for room: the holder's `async with` gives it back as it unwinds."""
+        self.release()
+        try:
+            await asyncio.sleep(seconds)
+            await self.acquire()  # counts the slot only once it has it: a cancellation leaves it uncounted
+        except asyncio.CancelledError:
+            self.running += 1
+            raise
+
     def observe(self, late: float) -> None:
         """The event loop ran `late` seconds late at a look."""
         self.limit = max(self.fewest, self.limit // 2) if late > LATE else min(self.most, self.limit + 1)
@@ -361,9 +372,6 @@ class BackgroundTasks:
         delay = self._backoff[attempts - 1]
         log.warning("%s job %s failed (%s); retrying in %.0fs", job.kind, job.id, reason, delay)
         self._jobs.retry_later(job.id, error=reason, not_before=now + timedelta(seconds=delay))
-        self.slots.release()  # other scopes' jobs may run meanwhile; this scope's next jobs wait behind it
-        try:
-            await asyncio.sleep(delay)
-        finally:
-            await self.slots.acquire()
+        # Other scopes' jobs may run meanwhile; this scope's next jobs wait behind it.
+        await self.slots.step_aside(delay)
         return True

@@ -104,6 +104,24 @@ async def test_a_job_waits_for_a_slot_while_the_limit_is_reached_and_starts_once
     assert slots.running == 0
 
 
+async def test_a_job_stopped_while_it_waits_to_be_retried_gives_its_slot_back_at_once_and_once() -> None:
+    slots = Slots(1, fewest=1)
+
+    async def failed_job_waiting_for_its_retry() -> None:
+        async with slots:
+            await slots.step_aside(60)
+
+    retrying = asyncio.create_task(failed_job_waiting_for_its_retry())
+    await asyncio.sleep(0)  # it holds the slot, then lends it out for its wait
+    await asyncio.wait_for(slots.acquire(), timeout=1)  # another scope's job takes it meanwhile
+    retrying.cancel()  # a stop
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(retrying, timeout=1)  # at once: a stop does not wait for the slot to come back
+    assert slots.running == 1  # the other job's, not given back twice
+    slots.release()
+    assert slots.running == 0
+
+
 async def test_the_runner_sees_the_event_loop_run_late_and_starts_fewer_jobs(
     journal: Journal, clock: FakeClock, alice: Scope
 ) -> None:
