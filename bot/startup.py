@@ -28,6 +28,7 @@ RESTORE_MEMORIES = (
 
 
 PRIVATE_DIRECTORY = 0o700
+PRIVATE_FILES = 0o077  # the umask of a companion process: what it creates is its owner's alone
 
 
 class StartupError(UserFacingError):
@@ -37,8 +38,8 @@ class StartupError(UserFacingError):
 def ensure_writable(directory: Path) -> Path:
     """Create the data directory if needed and prove we can write there, or say clearly why not.
 
-    A new directory is its owner's alone (0700): it holds every user's messages and memories, in files
-    SQLite and chromadb create readable by all under the usual umask."""
+    A new directory is its owner's alone (0700): it holds every user's messages and memories (the files in it
+    are too, by the process's umask, `PRIVATE_FILES`)."""
     try:
         directory.mkdir(mode=PRIVATE_DIRECTORY, parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=directory):

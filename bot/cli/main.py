@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine
@@ -19,7 +20,7 @@ from bot.cli.persona import persona
 from bot.cli.support import changing_scope_options, cli_settings, run_app, user_id_for
 from bot.cli.users import users
 from bot.config import CONFIG_ENV, DEFAULT_WEB_PORT, Settings, settings_help
-from bot.startup import DEBUG_HINT
+from bot.startup import DEBUG_HINT, PRIVATE_FILES
 from core.errors import CompanionError
 from knowledge.forget.privacy_scan import scan_directory
 from knowledge.memory.chroma_erasure import COMPACTION_DUE
@@ -64,6 +65,9 @@ class _OneLineErrors(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, data_dir: str | None, debug: bool, accept_empty_memory: bool) -> None:
     """Companion: a character who remembers you, on Discord, Telegram and in your terminal."""
+    # Every file this process creates holds what people said (the databases, the vector index, exports):
+    # its owner's alone, whatever the data directory's own mode, where SQLite and chromadb follow the umask.
+    os.umask(PRIVATE_FILES)
     ctx.obj = {"data_dir": data_dir, "debug": debug, "accept_empty_memory": accept_empty_memory}
 
 

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -15,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from bot.app import App, build_app
+from bot.cli.doctor import check_privacy
 from bot.cli.main import cli
 from bot.config import load_settings, settings_table
 from bot.platforms.terminal import HELP_TEXT
@@ -274,3 +276,23 @@ def test_checkins_list_shows_the_planned_ones_per_user_for_the_operator(
         ("telegram:101", "plan_passed", "planned")
     }
     assert "xiaoxiang/telegram:101  planned   plan_passed" in runner.invoke(cli, ["checkins", "list"]).output
+
+
+def test_every_file_a_chat_writes_is_its_owners_alone_in_a_directory_others_may_list(
+    runner: CliRunner, fake_openai: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    data = tmp_path / "made-beforehand"
+    data.mkdir()
+    data.chmod(0o755)  # as `mkdir` leaves it: the companion does not change a directory it did not make
+    fake_openai.script("chat-model", "Noted!")
+    previous = os.umask(0o022)  # the usual umask, under which SQLite and chromadb create files all may read
+    try:
+        result = runner.invoke(cli, ["--data-dir", str(data), "chat", "--user", "alice"], input="my pin is 4711\n")
+    finally:
+        os.umask(previous)
+    assert result.exit_code == 0, result.output
+    written = [path for path in data.rglob("*") if path.is_file()]
+    assert any(path.name == "companion.sqlite3" for path in written)
+    assert [path for path in written if stat.S_IMODE(path.stat().st_mode) & 0o077] == []
+    settings = load_settings(data_dir=data)
+    assert check_privacy(settings).ok  # the doctor's privacy check passes after an ordinary chat
