@@ -46,6 +46,10 @@ class TurnOrder:
         """How many keys have a turn running or waiting."""
         return len(self._queues)
 
+    def busy(self, key: Hashable) -> bool:
+        """Whether a turn of `key` runs or waits in this process: one asked for now waits behind it."""
+        return key in self._queues
+
     @asynccontextmanager
     async def turn(self, key: Hashable, *, retry: bool = False) -> AsyncIterator[None]:
         """Hold `key`'s turn. While the database is known to be out of reach its lock is not tried (each try

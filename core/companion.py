@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 # Far beyond any chat message; above this we refuse before storing, so one paste cannot fill the disk.
 MAX_MESSAGE_CHARS = 100_000
+KeptMessage = SpooledMessage  # what `keep_for_next_start` kept, handed back to `unkeep`
 
 
 class UnknownPersonaError(UserFacingError):
@@ -169,27 +170,32 @@ class Companion:
         becomes a scope. A linked identity speaks to its person's memory, shared by all its identities."""
         return Scope(self.persona(persona_id).id, self.links.person_of(str(user)))
 
-    def keep_for_next_start(self, message: IncomingMessage, *, group: bool, arrival: int = 0) -> None:
-        """At a stop: keep a message received but not stored (held through a database outage, or still waiting for
-        its turn) in the spool file, to store at the next start (its image, if any, is not kept: its caption is).
-        `arrival`: its place in the order messages arrived, which a stop may keep them out of."""
+    def keep_for_next_start(self, message: IncomingMessage, *, group: bool, arrival: int = 0) -> KeptMessage | None:
+        """Keep a message received but not stored (held through a database outage, or waiting for its turn) in the
+        spool file, which the next start stores (its image, if any, is not kept: its caption is). `arrival`: its
+        place in the order messages arrived, which a stop may keep them out of. Returns what was kept, for
+        `unkeep` once the message is stored (None: there is no spool file)."""
         if self._spool is None:
-            log.error("stopping: a message not yet stored is lost (no spool file)")
-            return
-        persona_id = message.persona_id or self.default_persona
-        self._spool.add(
-            SpooledMessage(
-                persona_id=persona_id,
-                user_id=message.user_id,
-                conversation_id=message.conversation_id,
-                speaker_name=message.speaker_name,
-                text=message.text,
-                sent_at=message.sent_at.isoformat(),
-                source_id=message.source_id,
-                group=group,
-                arrival=arrival,
-            )
+            log.error("a message not yet stored cannot be kept for the next start (no spool file)")
+            return None
+        kept = SpooledMessage(
+            persona_id=message.persona_id or self.default_persona,
+            user_id=message.user_id,
+            conversation_id=message.conversation_id,
+            speaker_name=message.speaker_name,
+            text=message.text,
+            sent_at=message.sent_at.isoformat(),
+            source_id=message.source_id,
+            group=group,
+            arrival=arrival,
         )
+        self._spool.add(kept)
+        return kept
+
+    def unkeep(self, kept: KeptMessage) -> None:
+        """Drop a message `keep_for_next_start` kept: its turn came (a forget may have dropped it already)."""
+        if self._spool is not None:
+            self._spool.remove([kept])
 
     def store_spooled_messages(self) -> int:
         """At start: store the messages the last run kept in its spool file, in order; returns how many. One whose

@@ -37,7 +37,7 @@ class Held:
     conversation: ConversationRef
     user: UserRef
     answer: Callable[[], Awaitable[bool]]
-    keep: Callable[[], None]  # at a stop: keep it for the next start
+    keep: Callable[[], object]  # at a stop: keep it for the next start
 
 
 class HeldMessages:

@@ -7,7 +7,8 @@ the platform delivered twice (stored, answered and learned from once), the `Inco
 turn, the reply as it grows, and what the person is told when something fails. A platform says only
 how it receives (an `Arrival`) and how it sends, edits and shows that it is typing (a `Chat`). While the
 database is out of reach, messages wait in `outage.HeldMessages` and are answered, in order, once it is back.
-At a stop, a message still waiting for its turn is not answered but kept for the next start (`keep_waiting`).
+A message waiting for its turn is kept in the spool file meanwhile (a crash does not lose it); at a stop, it is
+not answered but stays kept for the next start (`keep_waiting`).
 A message deleted or edited on its platform while it waits for its turn is withdrawn or takes its new words
 (`changed`): nothing is stored yet for the companion's own edit and delete to reach.
 """
@@ -30,7 +31,7 @@ from bot.platforms.outage import Held, HeldMessages
 from bot.platforms.streaming import MonotonicTimer, ReplySurface, Timer, Typing, stream_reply
 from bot.routing import Place, Router
 from core import phrasebook
-from core.companion import Companion
+from core.companion import Companion, KeptMessage
 from core.errors import UserFacingError
 from core.types import Image, IncomingMessage, UserRef
 from knowledge.errors import first_line, storage_problem
@@ -149,23 +150,30 @@ class MessagePipeline:
             await self._hold(number, arrival, chat, away)
 
     async def _in_turn(self, arrival: Arrival, chat: Chat, number: int) -> str | None:
-        """`_turn` once the conversation's earlier messages are answered; cancelled before that (a stop), the
-        message is kept for the next start."""
+        """`_turn` once the conversation's earlier messages are answered. A message that has to wait (a reply
+        is being written) is kept in the spool file meanwhile, so a crash does not lose it: the next start stores
+        it. Cancelled before its turn (a stop), it stays kept, as it stands then (edited or withdrawn)."""
         if self.order is None:  # the platform hands messages over in order
             return await self._turn(arrival, chat)
         task = asyncio.current_task()
         assert task is not None
         self._waiting.add(task)
+        kept = self._keep(arrival, number) if self.order.busy(arrival.place.conversation) else None
         try:
             with self._changeable(arrival.source_id):
                 try:
                     async with self.order.turn(arrival.place.conversation):
                         self._waiting.discard(task)
                         current = self._as_changed(arrival)  # deleted while it waited: neither stored nor answered
-                        return None if current is None else await self._turn(current, chat)
+                        try:
+                            return None if current is None else await self._turn(current, chat)
+                        finally:
+                            self._unkeep(kept)  # stored now (kept until then: a crash mid-turn loses nothing)
                 except asyncio.CancelledError:
-                    if task in self._waiting and (kept := self._as_changed(arrival)) is not None:
-                        self._keep(kept, number)
+                    if task in self._waiting:
+                        self._unkeep(kept)
+                        if (current := self._as_changed(arrival)) is not None:
+                            self._keep(current, number)
                     raise
         finally:
             self._waiting.discard(task)
@@ -243,11 +251,15 @@ class MessagePipeline:
             except Exception:
                 log.exception("could not tell the user their message is held")
 
-    def _keep(self, arrival: Arrival, number: int) -> None:
-        """Keep `arrival`, the `number`th to arrive, in the spool file, stored at the next start (the process stops
-        before answering it)."""
+    def _keep(self, arrival: Arrival, number: int) -> KeptMessage | None:
+        """Keep `arrival`, the `number`th to arrive, in the spool file, stored at the next start unless its turn
+        comes first (`_unkeep`)."""
         incoming = self._incoming(arrival, self._persona_at_stop(arrival))
-        self._companion.keep_for_next_start(incoming, group=not arrival.place.private, arrival=number)
+        return self._companion.keep_for_next_start(incoming, group=not arrival.place.private, arrival=number)
+
+    def _unkeep(self, kept: KeptMessage | None) -> None:
+        if kept is not None:
+            self._companion.unkeep(kept)
 
     def _persona_at_stop(self, arrival: Arrival) -> str:
         """The persona of the place, or the configured one while the database with the `/persona` choices is away."""

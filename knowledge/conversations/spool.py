@@ -1,10 +1,12 @@
 """Messages a stop kept in a local file before they were stored, stored at the next start.
 
-A bot that stops may hold messages it has received but not stored: those still waiting for their turn behind
-a reply being written, and during a database outage those it could not store. It writes them here, in
-the order they arrived, one JSON line each, in a file only its owner may read (it holds what people said).
-The next start stores them before anything else and empties the file. A forget of a scope removes that
-scope's lines. A crash during an outage writes nothing: what was held in memory then is lost.
+A bot holds messages it has received but not stored: those waiting for their turn behind a reply being
+written, and during a database outage those it could not store. The first are written here as they arrive and
+removed once their turn stores them, so a crash does not lose them; the others are written at a stop. One JSON
+line each, in a file only its owner may read (it holds what people said). The next start stores them before
+anything else (those stored already, by the platform's message id, only once) and empties the file. A forget of
+a scope removes that scope's lines. A crash during an outage writes nothing more: what was held in memory then is
+lost.
 
 A line that cannot be read (damaged on disk, edited by hand, written by another version) blocks nothing: the
 others are stored, it stays in the file for the operator to mend (its number is logged, never its text), and a

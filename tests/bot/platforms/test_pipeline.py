@@ -174,6 +174,38 @@ async def test_at_a_stop_a_message_waiting_behind_a_hung_turn_is_kept_for_the_ne
     assert said == ["first, answered by a model that hangs", "second, waiting for its turn"]
 
 
+async def test_a_message_waiting_behind_a_reply_is_on_disk_meanwhile_so_a_crash_does_not_lose_it(
+    pipeline: MessagePipeline, app: App, fake_openai: FakeOpenAIServer
+) -> None:
+    spool = MessageSpool(app.settings.storage.data_dir)
+    async with a_hung_turn(pipeline, fake_openai):
+        assert spool.messages() == []  # the first had no one to wait behind: stored at once, never spooled
+        asyncio.create_task(pipeline.receive(arrival("my flight is LH-4040", source_id="chat:7"), RecordingChat()))
+        await asyncio.sleep(0.05)
+        # what a kill -9 leaves: the next start stores it
+        assert [(kept.text, kept.source_id) for kept in spool.messages()] == [("my flight is LH-4040", "chat:7")]
+
+        assert await pipeline.keep_waiting() == 1  # a clean stop keeps it as it stands, once
+        assert [kept.text for kept in spool.messages()] == ["my flight is LH-4040"]
+
+
+async def test_a_message_that_waited_for_its_turn_leaves_the_spool_once_its_turn_stores_it(
+    pipeline: MessagePipeline, app: App, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.set_delay("chat-model", 0.3)
+    fake_openai.script("chat-model", "first answer", "second answer")
+    chats = [RecordingChat(), RecordingChat()]
+    first = asyncio.create_task(pipeline.receive(arrival("first"), chats[0]))
+    await asyncio.sleep(0.05)
+    await asyncio.gather(first, pipeline.receive(arrival("second", source_id="chat:8"), chats[1]))
+
+    assert [chat.calls for chat in chats] == [[("reply", "first answer")], [("reply", "second answer")]]
+    assert MessageSpool(app.settings.storage.data_dir).messages() == []
+    assert app.companion.store_spooled_messages() == 0
+    said = [message.content for message in app.working_memory.window("xiaoxiang", "chat:dm:101")]
+    assert said == ["first", "first answer", "second", "second answer"]
+
+
 async def test_at_a_stop_a_message_deleted_while_it_waited_is_not_kept_and_an_edited_one_is_kept_as_edited(
     pipeline: MessagePipeline, app: App, fake_openai: FakeOpenAIServer
 ) -> None:
