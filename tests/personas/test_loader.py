@@ -225,3 +225,10 @@ def test_your_toml_file_replaces_a_bundled_yaml_one_of_the_same_id(tmp_path: Pat
     mine = write(tmp_path, "xiaoxiang.toml", MIA_TOML.replace('"mia"', '"xiaoxiang"'))
     registry = PersonaRegistry(tmp_path, PERSONA_DIR)
     assert registry.path("xiaoxiang") == mine and registry.get("xiaoxiang").name == "Mia"
+
+
+def test_the_toml_example_of_the_personas_guide_is_a_persona(tmp_path: Path) -> None:
+    guide = (Path(__file__).parents[2] / "docs" / "guide" / "personas.md").read_text(encoding="utf-8")
+    [example] = re.findall(r"```toml\n(.*?)```", guide, flags=re.DOTALL)
+    persona = load_persona(write(tmp_path, "mia.toml", example))
+    assert persona.example_dialogue and persona.lorebook is not None and persona.models["chat"].temperature == 0.8
