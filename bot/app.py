@@ -757,9 +757,9 @@ def build_companion(
     try:
         basics.policy_for(companion.persona().id)
     except UnknownPersonaError as error:
-        path = basics.personas.path(settings.default_persona)
+        files = ", ".join(map(str, basics.personas.files(settings.default_persona)))
         raise StartupError(
-            f"{error}{f' ({path})' if path else ''}; fix the file (`companion persona validate` says what is "
+            f"{error}{f' ({files})' if files else ''}; fix the file (`companion persona validate` says what is "
             "wrong) or choose another COMPANION_DEFAULT_PERSONA"
         ) from error
     return companion

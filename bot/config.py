@@ -34,6 +34,7 @@ from pydantic_settings import (
 )
 
 from bot.routing import PlaceRules
+from core.background.scheduler import decay_trigger
 from core.checkins import CheckinDefaults
 from core.errors import UserFacingError
 from core.reply.images import ImageLimits
@@ -294,6 +295,12 @@ class MemorySettings(BaseModel):
         "that matches one erases it sooner",
         json_schema_extra=env("COMPANION_DEAD_LETTER_DAYS"),
     )
+
+    @field_validator("decay_cron")
+    @classmethod
+    def _crontab(cls, cron: str) -> str:
+        decay_trigger(cron)  # the scheduler's own parser, so a line `run` would refuse fails every command at once
+        return cron
 
 
 class TelegramSettings(PlaceRules):
@@ -774,7 +781,7 @@ def _problem(error: ErrorDetails) -> str:
     """One invalid value, named by its place in the file and by its environment variable."""
     path = tuple(str(part) for part in error["loc"])
     env = next((f" ({setting.env})" for setting in settings_table() if setting.path == path and setting.env), "")
-    return f"{'.'.join(path)}{env}: {error['msg']}"
+    return f"{'.'.join(path)}{env}: {error['msg'].removeprefix('Value error, ')}"
 
 
 def renamed_settings() -> list[str]:

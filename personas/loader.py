@@ -1,4 +1,4 @@
-"""Persona files: YAML data in `personas/`, validated into `Persona` objects."""
+"""Persona files: YAML or TOML data in `personas/`, validated into `Persona` objects."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import logging
 import math
 import re
 import time
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +20,9 @@ log = logging.getLogger(__name__)
 
 PERSONA_DIR = Path(__file__).parent
 DEFAULT_PERSONA_ID = "xiaoxiang"
+PERSONA_SUFFIXES = (".yaml", ".toml")  # a persona file's suffix says how it is read
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+ID_RULE = "a lowercase ASCII slug such as 'xiaoxiang' (a-z, 0-9, '-', '_')"
 # Character Card macros; <BOT> and <USER> are the older spelling of the same.
 _CHAR_MACRO = re.compile(r"\{\{char\}\}|<bot>", re.IGNORECASE)
 _USER_MACRO = re.compile(r"\{\{user\}\}|<user>", re.IGNORECASE)
@@ -84,7 +87,7 @@ class Persona(BaseModel):
     @classmethod
     def _id_is_a_slug(cls, value: str) -> str:
         if not _SLUG.match(value):
-            raise ValueError("must be a lowercase ASCII slug such as 'xiaoxiang' (a-z, 0-9, '-', '_')")
+            raise ValueError(f"must be {ID_RULE}")
         return value
 
     @field_validator("personality")
@@ -121,18 +124,28 @@ def describe_errors(error: ValidationError) -> str:
     return "; ".join(problems)
 
 
-def load_persona(path: Path) -> Persona:
-    """Read and validate one persona file; the file name must match its id."""
+def _fields(path: Path) -> object:
+    """A persona file's data, as YAML or TOML by its suffix."""
+    if path.suffix not in PERSONA_SUFFIXES:
+        raise PersonaError(f"{path.name}: not a persona file (name it <id>.yaml or <id>.toml)")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        return tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
     except OSError as error:
         raise PersonaError(f"{path.name}: cannot be read ({error.strerror})") from error
     except UnicodeDecodeError as error:
         raise PersonaError(f"{path.name}: not UTF-8 text (byte {error.start}; a binary file?)") from error
+    except tomllib.TOMLDecodeError as error:
+        raise PersonaError(f"{path.name}: not valid TOML: {error}") from error
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise PersonaError(f"{path.name}: not valid YAML{where}") from error
+
+
+def load_persona(path: Path) -> Persona:
+    """Read and validate one persona file (`<id>.yaml` or `<id>.toml`); the file name must match its id."""
+    data = _fields(path)
     if not isinstance(data, dict):
         raise PersonaError(f"{path.name}: expected a mapping of fields at the top level")
     try:
@@ -162,6 +175,9 @@ def persona_yaml(persona: Persona) -> str:
     return yaml.dump(data, Dumper=_BlockStyleDumper, allow_unicode=True, sort_keys=False, width=110)
 
 
+_Version = tuple[tuple[Path, float], ...]  # a persona's files as last seen, each with its modification time
+
+
 class PersonaRegistry:
     """The personas of one or more directories, looked up by id; the first directory with a file wins.
 
@@ -175,8 +191,8 @@ class PersonaRegistry:
         """`recheck_after`: seconds a persona is served without looking at its file again (a turn asks
         several times; each look is a few `stat` calls)."""
         self.directories = directories or (PERSONA_DIR,)
-        self._cache: dict[str, tuple[tuple[Path, float] | None, Persona]] = {}
-        self._broken: dict[str, tuple[Path, float] | None] = {}  # the broken version last warned about
+        self._cache: dict[str, tuple[_Version, Persona]] = {}
+        self._broken: dict[str, _Version] = {}  # the broken version last warned about
         self._recheck_after = recheck_after
         self._monotonic = monotonic
         self._checked: dict[str, float] = {}  # when each persona's file was last looked at
@@ -187,14 +203,27 @@ class PersonaRegistry:
         return self.directories[0]
 
     def ids(self) -> list[str]:
-        """The ids of the persona files present."""
-        return sorted({path.stem for directory in self.directories for path in directory.glob("*.yaml")})
+        """The ids of the persona files present, as their names give them (a name that is no valid id has no `path`)."""
+        found = {path.stem for d in self.directories for path in d.glob("*") if path.suffix in PERSONA_SUFFIXES}
+        return sorted(found)
+
+    def files(self, persona_id: str) -> list[Path]:
+        """The files of the first directory that has any for `persona_id`: one, or more for `path` to refuse."""
+        if not _SLUG.match(persona_id):
+            return []
+        for directory in self.directories:
+            found = [path for end in PERSONA_SUFFIXES if (path := directory / f"{persona_id}{end}").exists()]
+            if found:
+                return found
+        return []
 
     def path(self, persona_id: str) -> Path | None:
-        """The file that defines `persona_id`, if any."""
-        if not _SLUG.match(persona_id):
-            return None
-        return next((path for d in self.directories if (path := d / f"{persona_id}.yaml").exists()), None)
+        """The file that defines `persona_id`, if any; two in one directory (`mia.yaml`, `mia.toml`) are an error."""
+        files = self.files(persona_id)
+        if len(files) > 1:
+            names = " and ".join(path.name for path in files)
+            raise PersonaError(f"{names} in {files[0].parent} both define persona {persona_id!r}; keep one of them")
+        return files[0] if files else None
 
     def load(self, persona_id: str) -> Persona:
         """Load one persona by id, with an error that lists the known ones."""
@@ -215,8 +244,7 @@ class PersonaRegistry:
         if cached is not None and now - self._checked.get(persona_id, -math.inf) < self._recheck_after:
             return cached[1]
         self._checked[persona_id] = now
-        path = self.path(persona_id)
-        version = (path, path.stat().st_mtime) if path is not None else None
+        version = tuple((path, path.stat().st_mtime) for path in self.files(persona_id))
         if cached is not None and cached[0] == version:
             return cached[1]
         try:

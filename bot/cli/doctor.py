@@ -334,18 +334,15 @@ def check_time_zone(settings: Settings, machine_zone: Callable[[], str | None] =
 
 def check_personas(settings: Settings) -> Finding:
     """Every persona file (yours and the bundled ones) valid, the default persona among them."""
-    from bot.cli.persona import checked_persona
+    from bot.cli.persona import every_persona
     from personas.loader import PERSONA_DIR, PersonaError, PersonaRegistry
 
     registry = PersonaRegistry(settings.own_persona_dir, PERSONA_DIR)
-    broken = []
-    for persona_id in registry.ids():
-        path = registry.path(persona_id)
-        assert path is not None
-        try:
-            checked_persona(path)
-        except PersonaError as error:
-            broken.append(f"{path}: {error}")
+    broken = [
+        f"{path}: {checked}" if path else str(checked)
+        for _, path, checked in every_persona(registry)
+        if isinstance(checked, PersonaError)
+    ]
     if broken:
         return failed("personas", "; ".join(broken) + "; fix the file (`companion persona validate FILE`)")
     if settings.default_persona not in registry.ids():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -10,7 +11,16 @@ import click
 from bot.cli.support import cli_settings, keep_backup
 from knowledge.rules.decay import MemoryPolicy
 from personas.card import persona_from_card, read_card
-from personas.loader import PERSONA_DIR, Persona, PersonaError, PersonaRegistry, load_persona, persona_yaml
+from personas.loader import (
+    ID_RULE,
+    PERSONA_DIR,
+    PERSONA_SUFFIXES,
+    Persona,
+    PersonaError,
+    PersonaRegistry,
+    load_persona,
+    persona_yaml,
+)
 
 
 @click.group()
@@ -33,6 +43,28 @@ def checked_persona(path: Path) -> Persona:
     return persona
 
 
+def _checked_or_error(path: Path) -> Persona | PersonaError:
+    """The persona of a file, checked, or what is wrong with it."""
+    try:
+        return checked_persona(path)
+    except PersonaError as error:
+        return error
+
+
+def every_persona(registry: PersonaRegistry) -> Iterator[tuple[str, Path | None, Persona | PersonaError]]:
+    """Each persona id present with its file, and the persona checked or what is wrong with it."""
+    for persona_id in registry.ids():
+        try:
+            path = registry.path(persona_id)
+        except PersonaError as error:  # two files define it
+            yield persona_id, None, error
+            continue
+        if path is None:  # found by its file's name, which is no id
+            yield persona_id, None, PersonaError(f"{persona_id}: a persona file is named by its id, {ID_RULE}")
+        else:
+            yield persona_id, path, _checked_or_error(path)
+
+
 def _summary(persona: Persona) -> dict[str, object]:
     return {
         "id": persona.id,
@@ -51,13 +83,12 @@ def persona_list(ctx: click.Context, as_json: bool) -> None:
     """List the personas (yours, then the bundled ones), and any that are broken."""
     registry = _registry(ctx)
     rows: list[dict[str, object]] = []
-    for persona_id in registry.ids():
-        path = registry.path(persona_id)
-        assert path is not None
-        try:
-            rows.append({**_summary(checked_persona(path)), "file": str(path), "error": None})
-        except PersonaError as error:
-            rows.append({"id": persona_id, "file": str(path), "error": str(error)})
+    for persona_id, path, checked in every_persona(registry):
+        file = str(path) if path else None
+        if isinstance(checked, PersonaError):
+            rows.append({"id": persona_id, "file": file, "error": str(checked)})
+        else:
+            rows.append({**_summary(checked), "file": file, "error": None})
     if as_json:
         click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
         return
@@ -99,18 +130,20 @@ def persona_show(ctx: click.Context, persona_id: str, as_json: bool, user_name: 
 @click.pass_context
 def persona_validate(ctx: click.Context, files: tuple[Path, ...]) -> None:
     """Check persona files (default: every persona's file); exits 1 if any is broken."""
-    registry = _registry(ctx)
-    paths = list(files) or [path for persona_id in registry.ids() if (path := registry.path(persona_id))]
+    outcomes: list[tuple[Path | None, Persona | PersonaError]]
+    if files:
+        outcomes = [(path, _checked_or_error(path)) for path in files]
+    else:
+        outcomes = [(path, checked) for _, path, checked in every_persona(_registry(ctx))]
     broken = 0
-    for path in paths:
-        try:
-            checked_persona(path)
-            click.echo(f"ok      {path.name}")
-        except PersonaError as error:
+    for path, checked in outcomes:
+        if isinstance(checked, PersonaError):
             broken += 1
-            click.echo(f"BROKEN  {error}")
+            click.echo(f"BROKEN  {checked}")
+        else:
+            click.echo(f"ok      {path.name if path else checked.id}")
     if broken:
-        raise click.ClickException(f"{broken} of {len(paths)} persona files are broken")
+        raise click.ClickException(f"{broken} of {len(outcomes)} persona files are broken")
 
 
 @persona.command("import")
@@ -130,10 +163,11 @@ def persona_import(ctx: click.Context, card_file: Path, persona_id: str | None, 
     except PersonaError as error:
         raise click.ClickException(str(error)) from error
     target = directory / f"{persona.id}.yaml"
-    existing = registry.path(persona.id)
-    if existing is not None and not force:
-        raise click.ClickException(f"{existing} exists; choose another --id, or --force to replace it")
-    keep_backup(target)
+    existing = registry.files(persona.id)
+    if existing and not force:
+        raise click.ClickException(f"{existing[0]} exists; choose another --id, or --force to replace it")
+    for replaced in PERSONA_SUFFIXES:  # a TOML file of the same id would leave two files defining it
+        keep_backup(directory / f"{persona.id}{replaced}")
     directory.mkdir(parents=True, exist_ok=True)
     target.write_text(persona_yaml(persona), encoding="utf-8")
     summary = _summary(load_persona(target))

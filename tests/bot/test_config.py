@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -161,6 +162,24 @@ def test_an_invalid_value_names_its_environment_variable(monkeypatch: pytest.Mon
     monkeypatch.setenv("COMPANION_LLM_TIMEOUT", "soon")
     with pytest.raises(ConfigError, match=r"llm\.timeout \(COMPANION_LLM_TIMEOUT\): Input should be a valid number"):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    ("cron", "problem"),
+    [("not a cron", "Wrong number of fields"), ("99 * * * *", "higher than the maximum value")],
+)
+def test_a_cron_line_the_scheduler_would_refuse_is_refused_by_every_command(
+    config: Path, monkeypatch: pytest.MonkeyPatch, cron: str, problem: str
+) -> None:
+    config.write_text(f'[memory]\ndecay_cron = "{cron}"\n', encoding="utf-8")
+    named = rf"memory\.decay_cron \(COMPANION_DECAY_CRON\): invalid decay cron '{re.escape(cron)}': .*{problem}"
+    with pytest.raises(ConfigError, match=named):
+        load_settings()
+    doctor = CliRunner().invoke(cli, ["doctor"])
+    assert doctor.exit_code == 1 and doctor.output.count("\n") == 1
+    assert re.match(rf"FAIL  settings: invalid settings: {named}", doctor.output)
+    monkeypatch.setenv("COMPANION_DECAY_CRON", "30 3 * * sun")  # the environment wins over the file
+    assert load_settings().memory.decay_cron == "30 3 * * sun"
 
 
 def test_background_jobs_at_once_are_sized_by_the_endpoint_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from bot.cli.main import cli
 from knowledge.memory.chroma_store import open_chroma_client
+from personas.loader import PERSONA_DIR
 
 LIST = ["memory", "list", "--user", "alice"]
 
@@ -48,6 +49,18 @@ def test_a_binary_persona_file_names_the_file_and_the_fix(runner: CliRunner, dat
     (data / "personas" / "xiaoxiang.yaml").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe binary")
     line = fails_in_one_line(runner, *LIST)
     assert str(data / "personas" / "xiaoxiang.yaml") in line and "not UTF-8" in line and "persona validate" in line
+
+
+def test_a_broken_toml_persona_file_or_two_files_for_one_persona_name_the_files(runner: CliRunner, data: Path) -> None:
+    mine = data / "personas"
+    mine.mkdir(parents=True)
+    (mine / "xiaoxiang.toml").write_text('id = "xiaoxiang"\nname = [\n')
+    line = fails_in_one_line(runner, *LIST)
+    assert "xiaoxiang.toml: not valid TOML: " in line and f"({mine / 'xiaoxiang.toml'})" in line
+    shutil.copy(PERSONA_DIR / "xiaoxiang.yaml", mine)
+    line = fails_in_one_line(runner, *LIST)
+    assert "xiaoxiang.yaml and xiaoxiang.toml" in line and "both define persona 'xiaoxiang'" in line
+    assert "persona validate" in line
 
 
 def test_a_damaged_message_database_names_the_file_and_the_fix(runner: CliRunner, used: Path) -> None:

@@ -200,6 +200,18 @@ def test_every_persona_file_valid_and_the_default_among_them(settings: Settings)
     found = doctor.check_personas(settings)
     assert not found.ok and "broken.yaml" in found.text and "persona validate" in found.text
     (settings.own_persona_dir / "broken.yaml").unlink()
+    (settings.own_persona_dir / "mia.toml").write_text(
+        'id = "mia"\nname = "Mia"\npersonality = "kind"\ngreetings = ["hi"]\n'
+    )
+    assert doctor.check_personas(settings).text == "2 valid: mia, xiaoxiang"
+    (settings.own_persona_dir / "mia.yaml").write_text("id: mia\nname: Mia\npersonality: kind\ngreetings: [hi]\n")
+    found = doctor.check_personas(settings)
+    assert not found.ok and "mia.yaml and mia.toml" in found.text and "both define persona 'mia'" in found.text
+    (settings.own_persona_dir / "mia.yaml").unlink()
+    (settings.own_persona_dir / "broken.toml").write_text('id = "broken"\nname = [\n')
+    found = doctor.check_personas(settings)
+    assert not found.ok and "broken.toml: not valid TOML" in found.text
+    (settings.own_persona_dir / "broken.toml").unlink()
     found = doctor.check_personas(settings.model_copy(update={"default_persona": "nobody"}))
     assert not found.ok and "'nobody'" in found.text and "xiaoxiang" in found.text
 

@@ -95,3 +95,51 @@ def test_an_import_goes_to_the_data_directory_never_beside_the_code(
     assert registry.path("xiaoxiang") == mine and registry.get("xiaoxiang").name == "Xiaoxiang"  # yours wins
     listed = json.loads(runner.invoke(cli, ["persona", "list", "--json"]).output)
     assert [(row["id"], row["file"]) for row in listed] == [("xiaoxiang", str(mine))]
+
+
+GOOD_TOML = 'id = "{id}"\nname = "Good"\npersonality = "kind"\ngreetings = ["hi"]\n'
+
+
+def test_toml_files_are_listed_validated_and_shown(runner: CliRunner, persona_dir: Path) -> None:
+    (persona_dir / "good.toml").write_text(GOOD_TOML.format(id="good"), encoding="utf-8")
+    listed = json.loads(runner.invoke(cli, ["persona", "list", "--json"]).output)
+    assert [(row["id"], row["file"], row["error"]) for row in listed] == [
+        ("good", str(persona_dir / "good.toml"), None),
+        ("xiaoxiang", str(persona_dir / "xiaoxiang.yaml"), None),
+    ]
+    assert runner.invoke(cli, ["persona", "validate"]).output == "ok      good.toml\nok      xiaoxiang.yaml\n"
+    assert "name: Good" in runner.invoke(cli, ["persona", "show", "good"]).output
+
+    (persona_dir / "bad.toml").write_text('id = "bad"\nname = \n', encoding="utf-8")
+    result = runner.invoke(cli, ["persona", "validate"])
+    assert result.exit_code == 1 and "BROKEN  bad.toml: not valid TOML: Invalid value (at line 2" in result.output
+    assert "Traceback" not in result.output and "1 of 3 persona files are broken" in result.output
+
+
+def test_two_files_for_one_id_or_a_file_named_with_no_id_are_reported(runner: CliRunner, persona_dir: Path) -> None:
+    (persona_dir / "good.toml").write_text(GOOD_TOML.format(id="good"), encoding="utf-8")
+    (persona_dir / "good.yaml").write_text("id: good\nname: Good\npersonality: kind\ngreetings: [hi]\n")
+    (persona_dir / "Mia Rose.toml").write_text(GOOD_TOML.format(id="mia"), encoding="utf-8")
+    both = f"good.yaml and good.toml in {persona_dir} both define persona 'good'; keep one of them"
+    unnamed = "Mia Rose: a persona file is named by its id, a lowercase ASCII slug"
+    result = runner.invoke(cli, ["persona", "validate"])
+    assert result.exit_code == 1 and f"BROKEN  {both}\n" in result.output and f"BROKEN  {unnamed}" in result.output
+    listed = runner.invoke(cli, ["persona", "list"])
+    assert listed.exit_code == 0 and f"good                 BROKEN: {both}\n" in listed.output
+    assert f"Mia Rose             BROKEN: {unnamed}" in listed.output
+    shown = runner.invoke(cli, ["persona", "show", "good"])
+    assert shown.exit_code == 1 and both in shown.output
+
+
+def test_a_forced_import_replaces_a_toml_file_of_the_same_id(
+    runner: CliRunner, persona_dir: Path, tmp_path: Path
+) -> None:
+    (persona_dir / "marin.toml").write_text(GOOD_TOML.format(id="marin"), encoding="utf-8")
+    card = tmp_path / "marin.json"
+    card.write_text(json.dumps(card_v2()), encoding="utf-8")
+    refused = runner.invoke(cli, ["persona", "import", str(card), "--id", "marin"])
+    assert refused.exit_code == 1 and "marin.toml exists" in refused.output
+    forced = runner.invoke(cli, ["persona", "import", str(card), "--id", "marin", "--force"])
+    assert forced.exit_code == 0, forced.output
+    assert sorted(path.name for path in persona_dir.glob("marin*")) == ["marin.toml.bak", "marin.yaml"]
+    assert PersonaRegistry(persona_dir).get("marin").name == "Marin Voss"
