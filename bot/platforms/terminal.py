@@ -93,7 +93,7 @@ class TerminalChat:
         if not await self._checkins_due() and self._interactive:
             self._say(f"{self._persona.name}: {self._companion.greeting(self._persona.id, self._user_name)}")
         while (line := await self._next_line()) is not None:
-            if line.strip() == QUIT:
+            if _command(line)[0] == QUIT:  # words after it are ignored, as other commands ignore theirs
                 break
             try:
                 await self._dispatch(line)

@@ -142,3 +142,10 @@ async def test_yes_and_no_in_each_accepted_language_answer_the_question_and_noth
     assert printed.endswith(f"{phrasebook.forgot(1)}\n")
     assert app.companion.knowledge.memories(alice) == []
     assert fake_openai.requests_for("chat-model") == []  # no answer was taken for a message
+
+
+async def test_quit_ignores_the_words_after_it(app: App, fake_openai: FakeOpenAIServer) -> None:
+    terminal, out = chat(app, "/quit now", "hello")
+    await terminal.run()
+    assert "I don't know the command" not in out.getvalue()
+    assert fake_openai.requests_for("chat-model") == []
