@@ -17,7 +17,7 @@ from bot.cli.doctor import doctor
 from bot.cli.memory import memory
 from bot.cli.migrate import migrate
 from bot.cli.persona import persona
-from bot.cli.support import changing_scope_options, cli_settings, run_app, user_id_for
+from bot.cli.support import cli_settings, run_app, scope_options, user_id_for
 from bot.cli.users import users
 from bot.config import CONFIG_ENV, DEFAULT_WEB_PORT, Settings, settings_help
 from bot.startup import DEBUG_HINT, PRIVATE_FILES
@@ -253,16 +253,17 @@ def maintenance(ctx: click.Context) -> None:
 
 
 @cli.command("privacy-check")
-@changing_scope_options
+@scope_options
 @click.argument("text")
 @click.pass_context
-def privacy_check(ctx: click.Context, persona_id: str, user_name: str, text: str) -> None:
+def privacy_check(ctx: click.Context, persona_id: str | None, user_name: str, text: str) -> None:
     """Prove TEXT is gone: scan every file under the data directory (raw bytes and live SQLite rows) for it.
 
     Lists every file scanned and every place TEXT still is; exits 1 if it is anywhere. Nothing is changed.
     """
-    data_dir = cli_settings(ctx).storage.data_dir
-    scope = Scope(persona_id, user_id_for(user_name))
+    settings = cli_settings(ctx)
+    data_dir = settings.storage.data_dir
+    scope = Scope(persona_id or settings.default_persona, user_id_for(user_name))  # whom the report is for
     report = scan_directory(data_dir, text)
     click.echo(f"privacy check for {scope} in {data_dir}: {len(report.scanned)} files scanned")
     for path in report.scanned:

@@ -347,8 +347,8 @@ def memory_import(
     """Read a MEMORY.md or JSON export back into the scope named here.
 
     Edited text, category or importance is applied; blocks with an unknown id become new memories;
-    a block that cannot be read is skipped with a warning. Before anything changes, the scope's
-    current memories are written to FILE.bak.
+    a block that cannot be read is skipped with a warning, and a file of which none can be read is an
+    error. Before anything changes, the scope's current memories are written to FILE.bak.
     """
 
     async def load(app: App, scope: Scope) -> None:
@@ -364,6 +364,8 @@ def memory_import(
             )
         for warning in parsed.warnings:
             click.echo(f"warning: {file.name}: {warning}", err=True)
+        if parsed.warnings and not parsed.entries:
+            raise click.ClickException(f"nothing imported: {file.name} holds no memory that can be read")
         if replace_all and parsed.warnings:
             raise click.ClickException("with --replace every block must be readable: fix the blocks above first")
         stored = await asyncio.to_thread(app.knowledge.memories, scope, categories=FILE_CATEGORIES)

@@ -1,8 +1,9 @@
 """The terminal adapter: interactive chat with streamed replies, or one message per line from a pipe.
 
 A line is a message for the pipeline or one of the chat commands, as on every platform; a question
-(`/forget`) is answered by typing yes. The person at the terminal is `cli:<name>`, and so is their
-conversation: every answer is for them alone.
+(`/forget`) is answered by typing yes or no. A line that answers neither closes the question as a no and is
+then taken for what it is, as a message typed beside a question's buttons is on Telegram and Discord. The
+person at the terminal is `cli:<name>`, and so is their conversation: every answer is for them alone.
 """
 
 from __future__ import annotations
@@ -24,8 +25,19 @@ from knowledge.records import Scope
 PLATFORM = "cli"
 QUIT = "/quit"
 HELP_TEXT = help_text("Write to talk to me; these commands do the rest:", [f"{QUIT} - end the chat"])
-CONFIRMATIONS = {"yes", "y", "是", "确认"}
+# what answers a question; an empty line (just Enter) keeps everything, as a terminal's default no does
+CONFIRMATIONS = {"yes", "y", "是", "是的", "确认"}
+REFUSALS = {"", "no", "n", "否", "不", "不是", "不要", "取消"}
+NOT_AN_ANSWER = "That is not a yes or a no, so I take it as a no."
 ReadLine = Callable[[str], Awaitable[str | None]]
+
+
+def _command(line: str) -> tuple[str, str]:
+    """A typed line's command (`/forget`; empty for a message) and its argument, the rest of the line."""
+    words = line.split(maxsplit=1)
+    if not words or not words[0].startswith("/"):
+        return "", line
+    return words[0], words[1].strip() if len(words) > 1 else ""
 
 
 def terminal_user(name: str) -> UserRef:
@@ -60,6 +72,7 @@ class TerminalChat:
         self._pipeline = MessagePipeline(companion, router)
         self._commands = ChatCommands(companion, router, help=HELP_TEXT)
         self.pace = 0.0 if interactive else None  # a reply is shown as it comes, or printed whole to a pipe
+        self._unanswered: str | None = None  # a line typed at a question that did not answer it, still to handle
 
     @property
     def scope(self) -> Scope:
@@ -79,13 +92,20 @@ class TerminalChat:
             self._say(HELP_TEXT)
         if not await self._checkins_due() and self._interactive:
             self._say(f"{self._persona.name}: {self._companion.greeting(self._persona.id, self._user_name)}")
-        while (line := await self._read_line("> " if self._interactive else "")) is not None:
-            if line.strip() == QUIT:
+        while (line := await self._next_line()) is not None:
+            if _command(line)[0] == QUIT:  # words after it are ignored, as other commands ignore theirs
                 break
             try:
                 await self._dispatch(line)
             except UserFacingError as error:
                 self._say(str(error))
+
+    async def _next_line(self) -> str | None:
+        """The line typed at a question that was not its answer, else the next line read."""
+        if (line := self._unanswered) is not None:
+            self._unanswered = None
+            return line
+        return await self._read_line("> " if self._interactive else "")
 
     async def _checkins_due(self) -> int:
         """A check-in due for this user is shown at the start of the chat, in place of the greeting."""
@@ -97,27 +117,31 @@ class TerminalChat:
             self._companion.stop_checkins_through(outbox)
 
     async def _dispatch(self, line: str) -> None:
-        command, _, argument = line.strip().partition(" ")
-        if not command.startswith("/"):
+        command, argument = _command(line)
+        if not command:
             arrival = Arrival(self.user, self._user_name, self.place, line, self._companion.now())
             await self._pipeline.receive(arrival, self)
             return
-        call = Call(self.user, self._user_name, self.place, argument.strip())
+        call = Call(self.user, self._user_name, self.place, argument)
         if command[1:] in {known.name for known in COMMANDS}:
             await self._answer(call, await self._commands.run(command[1:], call))
         else:
             await self._answer(call, self._commands.unknown(command))
 
     async def _answer(self, call: Call, reply: Reply | None) -> None:
-        """Print the answer; a question after it is answered by typing yes (anything else keeps everything)."""
+        """Print the answer; a question after it is answered by typing yes (anything else keeps everything, and a
+        line that is not a no is then handled as the message or command it is)."""
         if reply is None:
             return
         if reply.text:
             self._say(reply.text)
         if reply.question is not None:
             typed = await self._read_line(f"{reply.question.text} Type 'yes' to confirm: ")
-            confirmed = (typed or "").strip().lower() in CONFIRMATIONS
-            choice = reply.question.yes if confirmed else reply.question.no
+            word = (typed or "").strip().lower().rstrip(".!。！")
+            if typed is not None and word not in CONFIRMATIONS | REFUSALS:
+                self._say(NOT_AN_ANSWER)
+                self._unanswered = typed
+            choice = reply.question.yes if word in CONFIRMATIONS else reply.question.no
             self._say(await self._commands.answer(choice.data, call))
 
     # -- the pipeline's `Chat` --------------------------------------------------------------------------

@@ -165,11 +165,12 @@ def render_json(
 
 
 def parse_memory_file(text: str, scope: Scope) -> MemoryFile:
-    """Read MEMORY.md or JSON (told apart by content); entries that cannot be read become warnings.
+    """Read MEMORY.md or JSON (told apart by content); entries that cannot be read become warnings, and so does
+    a file that holds something else than memories.
 
     JSON entries are read as records of `scope`, whatever scope the file names.
     """
-    if text.lstrip().startswith("{"):
+    if text.lstrip().startswith(("{", "[")):
         return _parse_json(text, scope)
     return _parse_markdown(text)
 
@@ -252,6 +253,8 @@ def _parse_markdown(text: str) -> MemoryFile:
         exported_at=_moment(meta.get("exported")),
         time_zone=meta.get("time zone") or None,
     )
+    if text.strip() and parsed.scope is None and not any(header for _, header, _ in blocks):
+        parsed.warnings.append("no memory blocks ('### [id] category | importance | …'); nothing loaded")
     for number, header, content in blocks:
         if not header:
             continue
@@ -316,6 +319,9 @@ def _parse_json(text: str, scope: Scope) -> MemoryFile:
         time_zone=str(document["time_zone"]) if document.get("time_zone") else None,
     )
     for index, item in enumerate(document["memories"]):
+        if not isinstance(item, dict):
+            parsed.warnings.append(f"memory #{index + 1}: skipped: {json.dumps(item)[:40]} is not a memory object")
+            continue
         try:
             parsed.entries.append(_json_entry(item, scope))
         except (ValueError, TypeError, KeyError, AttributeError) as error:

@@ -9,9 +9,11 @@ import re
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -128,6 +130,24 @@ def test_help_lists_every_setting() -> None:
     for setting in settings_table():
         names = (setting.env, *setting.also, *setting.formerly) if setting.env else (f"[{setting.path[0]}]",)
         assert all(name in output for name in names), setting
+
+
+def test_no_command_says_it_changes_memories_and_that_nothing_is_changed() -> None:
+    def commands(group: click.Group, path: list[str]) -> Iterator[list[str]]:
+        for name, command in group.commands.items():
+            yield [*path, name]
+            if isinstance(command, click.Group):
+                yield from commands(command, [*path, name])
+
+    for path in commands(cli, []):
+        shown = " ".join(CliRunner().invoke(cli, [*path, "--help"]).output.split())
+        assert not ("Nothing is changed" in shown and "changes memories" in shown), path
+
+
+def test_privacy_check_reports_for_the_default_persona_unless_told_another(runner: CliRunner) -> None:
+    checked = runner.invoke(cli, ["privacy-check", "--user", "alice", "QX-5521"])
+    assert checked.exit_code == 0, checked.output
+    assert checked.output.startswith("privacy check for xiaoxiang/cli:alice in ")
 
 
 def test_an_unwritable_data_directory_is_a_clear_error(runner: CliRunner, tmp_path: Path) -> None:

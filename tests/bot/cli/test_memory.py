@@ -123,6 +123,21 @@ def test_json_export_restores_a_scope_exactly(
         )
 
 
+def test_a_file_with_no_readable_memory_is_an_error_and_changes_nothing(
+    runner: CliRunner, memories: dict[str, MemoryRecord], tmp_path: Path
+) -> None:
+    before = contents(ALICE)
+    for name, text in (("numbers.json", "[1,2,3]"), ("numbers-in-an-export.json", '{"memories": [1, 2, 3]}')):
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        refused = memory(runner, "import", str(path))
+        assert refused.exit_code == 1, refused.output
+        assert f"Error: nothing imported: {name} holds no memory that can be read" in refused.stderr
+        assert "updated" not in refused.stdout and not (tmp_path / f"{name}.bak").exists()
+    assert "memory #3: skipped: 3 is not a memory object" in refused.stderr  # each entry says why
+    assert contents(ALICE) == before
+
+
 def test_a_file_of_another_scope_is_refused_unless_asked(
     runner: CliRunner, memories: dict[str, MemoryRecord], tmp_path: Path
 ) -> None:

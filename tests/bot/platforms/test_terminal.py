@@ -1,5 +1,5 @@
 """The terminal adapter: a check-in due is shown when a chat starts, in place of the greeting; `/forget <what>`
-asks the question every platform stores, answered by typing yes."""
+asks the question every platform stores, answered by typing yes; a line that answers no question is never lost."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from bot.app import App
 from bot.platforms.commands import EXPIRED
-from bot.platforms.terminal import TerminalChat
+from bot.platforms.terminal import NOT_AN_ANSWER, TerminalChat
 from core import phrasebook
 from knowledge.forget.requests import REQUEST_TTL
 from knowledge.records import Scope
@@ -108,3 +108,44 @@ async def test_forgetting_everything_elsewhere_meanwhile_takes_the_terminals_que
     printed = await forget_at_the_terminal(app, "Tom", everything_forgotten)
     assert printed.endswith(f"{EXPIRED}\n")  # the question went with everything; what is new stays
     assert [record.content for record in app.companion.knowledge.memories(alice)] == ["Alice likes Tom's band"]
+
+
+async def test_a_line_that_does_not_answer_the_forget_question_declines_it_and_is_then_answered(
+    app: App, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    fake_openai.set_default("monitor-model", "[SKIP]")
+    fake_openai.script("chat-model", "Noted!")
+    app.companion.knowledge.add(alice, "Alice loves ramen", category="fact", source="user")
+    terminal, out = chat(app, "/forget", "remember also EOF-2", "/forget ramen", "/memory", "/forget", "/quit", "hi")
+    await terminal.run()
+    await app.companion.tasks.drain()
+
+    printed = out.getvalue()
+    declined = f"{NOT_AN_ANSWER}\n{phrasebook.FORGETTING_NOTHING}\n"
+    assert printed.count(declined) == 3  # the message, a command, and /quit each closed the question before them
+    assert "小祥: Noted!" in printed  # the line was answered as the message it is
+    assert any(message.content == "remember also EOF-2" for message in app.history.messages(alice))
+    assert "- Alice loves ramen" in printed and "[fact] Alice loves ramen" in printed  # /forget ramen, then /memory
+    assert "Alice loves ramen" in [record.content for record in app.companion.knowledge.memories(alice)]
+    assert len(fake_openai.requests_for("chat-model")) == 1  # /quit ended the chat: "hi" was not read
+
+
+async def test_yes_and_no_in_each_accepted_language_answer_the_question_and_nothing_else(
+    app: App, fake_openai: FakeOpenAIServer, alice: Scope
+) -> None:
+    app.companion.knowledge.add(alice, "Alice loves ramen", category="fact", source="user")
+    terminal, out = chat(app, "/forget ramen", "No.", "/forget ramen", "不", "/forget ramen", "", "/forget ramen", "是")
+    await terminal.run()
+
+    printed = out.getvalue()
+    assert NOT_AN_ANSWER not in printed and printed.count(phrasebook.FORGETTING_NOTHING) == 3
+    assert printed.endswith(f"{phrasebook.forgot(1)}\n")
+    assert app.companion.knowledge.memories(alice) == []
+    assert fake_openai.requests_for("chat-model") == []  # no answer was taken for a message
+
+
+async def test_quit_ignores_the_words_after_it(app: App, fake_openai: FakeOpenAIServer) -> None:
+    terminal, out = chat(app, "/quit now", "hello")
+    await terminal.run()
+    assert "I don't know the command" not in out.getvalue()
+    assert fake_openai.requests_for("chat-model") == []

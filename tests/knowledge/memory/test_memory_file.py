@@ -144,6 +144,22 @@ def test_broken_json_entries_are_skipped() -> None:
     assert parse_memory_file("{not json", ALICE).warnings[0].startswith("not valid JSON")
 
 
+def test_a_file_that_holds_no_memories_says_so() -> None:
+    for not_memories in ("[1, 2, 3]", '"ramen"', "just some notes\nabout Alice", "# Memories\n\n## Active Memories\n"):
+        parsed = parse_memory_file(not_memories, ALICE)
+        assert parsed.entries == [] and len(parsed.warnings) == 1 and "nothing loaded" in parsed.warnings[0]
+    mixed = json.loads(render_json(RECORDS[:1], ALICE, now=NOW))
+    mixed["memories"] += [2, "Alice loves ramen"]
+    parsed = parse_memory_file(json.dumps(mixed), ALICE)
+    assert [entry.id for entry in parsed.entries] == ["mem_low"]
+    assert parsed.warnings == [
+        "memory #2: skipped: 2 is not a memory object",
+        'memory #3: skipped: "Alice loves ramen" is not a memory object',
+    ]
+    for empty_scope in (render_markdown([], ALICE, now=NOW, archive_below=0.5), render_json([], ALICE, now=NOW), " "):
+        assert parse_memory_file(empty_scope, ALICE).warnings == []  # nothing to load, and nothing wrong
+
+
 def test_a_stored_id_listed_twice_counts_once() -> None:
     text = markdown() + "\n### [mem_core] core | 1.00 | 2026-02-20 00:00 | 0\nsomething else\n"
     parsed = parse_memory_file(text, ALICE)
