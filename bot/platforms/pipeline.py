@@ -122,32 +122,55 @@ class MessagePipeline:
         self._waiting: set[asyncio.Task[object]] = set()  # receiving a message, not yet in its turn
         self._waiting_ids: dict[str, int] = {}  # the platform ids of the messages waiting for their turn
         self._changes: dict[str, str | None] = {}  # their new words, or None: deleted
+        # by platform id, what `arrived` learned: each message's place in line, and what was kept while it waited
+        self._arrived: dict[str, tuple[int, KeptMessage | None]] = {}
 
     async def receive(self, arrival: Arrival, chat: Chat) -> None:
         """Answer `arrival` if it is for the companion; the person is told when it cannot be answered."""
+        if (refusal := self._refusal(arrival)) is not None:
+            if refusal:
+                await chat.send(refusal)
+            return
+        # its place in line, should it have to wait out an outage or a stop (taken as it arrived, if told then)
+        number, kept = self._arrived.pop(arrival.source_id, (None, None)) if arrival.source_id else (None, None)
+        number = self.held.number() if number is None else number
+        if _STOPPING.get():
+            if kept is None:
+                self._keep(arrival, number)
+            return
+        try:
+            if self.held.outage:  # the messages held before it come first
+                await self._hold(number, arrival, chat, "messages are held")
+                return
+            away = await self._in_turn(arrival, chat, number)
+            if away is not None:
+                await self._hold(number, arrival, chat, away)
+        finally:
+            self._unkeep(kept)  # stored now, or held in memory through an outage
+
+    def arrived(self, arrival: Arrival, *, waits: bool) -> None:
+        """Where the platform keeps each conversation's order itself (Telegram's update processor), it tells of each
+        message as it arrives, in order, before `receive`: the message takes its place in line now, and one that
+        `waits` for its turn (a reply is being written) is kept in the spool file until `receive` stores it, so a
+        crash meanwhile does not lose it (the platform will not deliver it again)."""
+        source = arrival.source_id
+        if source is None or source in self._arrived or self._refusal(arrival) is not None:
+            return
+        number = self.held.number()
+        self._arrived[source] = (number, self._keep(arrival, number) if waits else None)
+
+    def _refusal(self, arrival: Arrival) -> str | None:
+        """Why `arrival` is not answered: what its sender is told ("": nothing, as in a group), or None: it is."""
         place = arrival.place
         if not self._router.allows(arrival.user, place):
-            if place.private:
-                await chat.send(phrasebook.NOT_ALLOWED)
-            return
+            return phrasebook.NOT_ALLOWED if place.private else ""
         if not (place.private or arrival.addressed or self._router.answers_every_message(place)):
-            return
+            return ""
         if arrival.voice:
-            await chat.send(phrasebook.CANT_HEAR_VOICE)
-            return
+            return phrasebook.CANT_HEAR_VOICE
         if arrival.unreadable:
-            await chat.send(phrasebook.NOT_TEXT)
-            return
-        number = self.held.number()  # its place in line, should it have to wait out an outage or a stop
-        if _STOPPING.get():
-            self._keep(arrival, number)
-            return
-        if self.held.outage:  # the messages held before it come first
-            await self._hold(number, arrival, chat, "messages are held")
-            return
-        away = await self._in_turn(arrival, chat, number)
-        if away is not None:
-            await self._hold(number, arrival, chat, away)
+            return phrasebook.NOT_TEXT
+        return None
 
     async def _in_turn(self, arrival: Arrival, chat: Chat, number: int) -> str | None:
         """`_turn` once the conversation's earlier messages are answered. A message that has to wait (a reply

@@ -74,3 +74,34 @@ def test_sigterm_returns_promptly_while_the_models_hang_and_pending_work_resumes
     assert bot.stop(signal.SIGTERM) < PROMPT_SHUTDOWN
     said = [row[0] for row in stored(data_dir, "SELECT content FROM messages WHERE role = 'user' ORDER BY seq")]
     assert said == ["my cat is called Mochi", "and my dog is called Rex", "and my bird is called Kiwi"]
+
+
+def test_messages_waiting_behind_a_reply_survive_a_kill_and_are_stored_in_order_at_the_next_start(
+    bot: Bot, env: dict[str, str], fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer, data_dir: Path
+) -> None:
+    env["COMPANION_LLM_TIMEOUT"] = "60"
+    fake_openai.set_default("monitor-model", "[SKIP]")
+    fake_openai.hang("chat-model")
+    bot.start()
+    fake_telegram.push_update(text_update("first, answered by a model that hangs", user=ALICE))
+    wait_for_request(fake_openai, "chat-model")
+    later = ["my flight is LH-4040", "it leaves at 9", "from gate B12"]
+    updates = [fake_telegram.push_update(text_update(text, user=ALICE)) for text in later]
+    wait_fetched(fake_telegram, updates[-1])  # taken from Telegram, which will not deliver them again
+    spool = data_dir / SPOOL_FILE
+    deadline = time.monotonic() + 30
+    while not spool.exists() or spool.read_text(encoding="utf-8").count("\n") < len(later):
+        assert time.monotonic() < deadline, "the waiting messages were not kept"
+        time.sleep(0.05)
+
+    bot.stop(signal.SIGKILL)  # no clean stop: what is on disk now is all the next start has
+    fake_openai.set_default("chat-model", "back")
+    bot.start()
+    user_said = "SELECT content FROM messages WHERE role = 'user' ORDER BY seq"
+    deadline = time.monotonic() + 30
+    while len(stored(data_dir, user_said)) < 1 + len(later):
+        assert time.monotonic() < deadline, "the kept messages were not stored"
+        time.sleep(0.1)
+    assert bot.stop(signal.SIGTERM) < PROMPT_SHUTDOWN
+    assert [row[0] for row in stored(data_dir, user_said)] == ["first, answered by a model that hangs", *later]
+    assert not spool.exists()

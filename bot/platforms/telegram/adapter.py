@@ -81,6 +81,11 @@ NEEDS_PRIVATE_CHAT = "I can't message you privately yet: open a private chat wit
 KEEP_SECONDS = 3.0
 OUTAGE_SETTLE_SECONDS = 3.0
 Handler = Callable[[Update, ContextTypes.DEFAULT_TYPE], Coroutine[Any, Any, None]]
+# The new messages a handler answers, by kind: those of the pipeline are stored (a command's are not).
+_NEW_MESSAGES = filters.UpdateType.MESSAGE
+_COMMAND = _NEW_MESSAGES & filters.COMMAND
+_TEXT = _NEW_MESSAGES & filters.TEXT
+_IMAGE = _NEW_MESSAGES & (filters.PHOTO | filters.Document.IMAGE)
 
 
 def build_telegram_application(
@@ -105,14 +110,15 @@ def build_telegram_application(
         .base_url(f"{base_url}/bot")
         .base_file_url(f"{base_url}/file/bot")
         .request(AiohttpRequest())  # the bot's calls; long polling keeps PTB's own client, one connection
-        # many chats at once, each one in order (across processes too, in server mode)
-        .concurrent_updates(PerChatUpdateProcessor(order=context.order))
         .rate_limiter(flood_control or FloodControl())
     )
+    adapter = TelegramAdapter(context, timer or MonotonicTimer())
+    # many chats at once, each one in order (across processes too, in server mode)
+    builder = builder.concurrent_updates(PerChatUpdateProcessor(order=context.order, on_arrival=adapter.arrived))
     if not polling:
         builder = builder.updater(None)
     application = builder.build()
-    TelegramAdapter(context, timer or MonotonicTimer()).register(application)
+    adapter.register(application)
     return application
 
 
@@ -200,18 +206,20 @@ class TelegramAdapter:
         # no turn order here: PTB's update processor hands each chat's updates over in order
         self._pipeline = MessagePipeline(context.companion, context.router, timer=timer, held=context.held)
         self._commands = ChatCommands(context.companion, context.router, help=HELP_TEXT)
+        self._bot: Bot | None = None
 
     def register(self, application: Application) -> None:  # type: ignore[type-arg]
+        self._bot = application.bot
         # Group -1 runs first: updates from bots (including ourselves) stop here, unanswered.
         application.add_handler(TypeHandler(Update, self._drop_bots), group=-1)
-        new_messages = filters.UpdateType.MESSAGE
+        new_messages = _NEW_MESSAGES
         application.add_handler(CommandHandler("start", self.start, filters=new_messages))
         for command in COMMANDS:
             application.add_handler(CommandHandler(command.name, self._command(command), filters=new_messages))
         application.add_handler(CallbackQueryHandler(self.forget_answer, pattern=FORGET_ANSWER))
-        application.add_handler(MessageHandler(new_messages & filters.COMMAND, self.unknown_command))
-        application.add_handler(MessageHandler(new_messages & filters.TEXT, self.text))
-        application.add_handler(MessageHandler(new_messages & (filters.PHOTO | filters.Document.IMAGE), self.photo))
+        application.add_handler(MessageHandler(_COMMAND, self.unknown_command))
+        application.add_handler(MessageHandler(_TEXT, self.text))
+        application.add_handler(MessageHandler(_IMAGE, self.photo))
         application.add_handler(MessageHandler(new_messages & (filters.VOICE | filters.VIDEO_NOTE), self.voice))
         application.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE & filters.TEXT, self.edited))
         application.add_handler(MessageHandler(new_messages & ~filters.TEXT & ~filters.StatusUpdate.ALL, self.not_text))
@@ -304,23 +312,43 @@ class TelegramAdapter:
         voice: bool = False,
         unreadable: bool = False,
     ) -> None:
+        message = update.message
+        assert message is not None
+        arrival = self._arrival(update, context.bot, with_image=with_image, voice=voice, unreadable=unreadable)
+        if arrival is not None:
+            await self._pipeline.receive(arrival, TelegramChat(context.bot, message, streaming=self._streaming))
+
+    def arrived(self, update: Update, waits: bool) -> None:
+        """`update` arrived, and `waits` for its chat's turn or not: a message the pipeline will store takes its place
+        in line now (`MessagePipeline.arrived`); a command, a voice note or a sticker stores nothing."""
+        if self._bot is None or update.message is None or _COMMAND.check_update(update):
+            return
+        with_image = bool(_IMAGE.check_update(update))
+        if not (with_image or _TEXT.check_update(update)):
+            return
+        if (arrival := self._arrival(update, self._bot, with_image=with_image)) is not None:
+            self._pipeline.arrived(arrival, waits=waits)
+
+    def _arrival(
+        self, update: Update, bot: Bot, *, with_image: bool = False, voice: bool = False, unreadable: bool = False
+    ) -> Arrival | None:
+        """What arrived with `update`, a new message (None in a channel: nobody to talk to there)."""
         message, user = update.message, update.effective_user
         assert message is not None and user is not None
         if message.chat.type not in (ChatType.PRIVATE, ChatType.GROUP, ChatType.SUPERGROUP):
-            return  # channels: nobody to talk to
-        arrival = Arrival(
+            return None
+        return Arrival(
             user=user_of(user),
             speaker_name=user.full_name,
             place=place_of(message.chat),
-            text=self._words_of(message, context.bot),
+            text=self._words_of(message, bot),
             sent_at=message.date,
-            addressed=self._addressed(message, context.bot),
+            addressed=self._addressed(message, bot),
             source_id=source_of(message),
             image=(lambda: self._image_of(message)) if with_image else None,
             voice=voice,
             unreadable=unreadable,
         )
-        await self._pipeline.receive(arrival, TelegramChat(context.bot, message, streaming=self._streaming))
 
     @staticmethod
     def _addressed(message: Message, bot: Bot) -> bool:

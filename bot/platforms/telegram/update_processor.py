@@ -7,15 +7,18 @@ conversation's messages are stored and answered in the order they were sent. A b
 query) belongs to the chat of the message carrying the buttons, so it queues behind that chat's
 messages. Updates without a chat (inline queries, polls) have no order to keep.
 
-At a stop, the updates still waiting for their chat's turn are handled at once in the pipeline's `stopping`
-mode: their messages are kept for the next start instead of answered (Telegram will not deliver them again).
+Each update with a chat is shown to `on_arrival` as it arrives, in order, saying whether it has to wait for its
+chat's turn: a message that waits is kept in the spool file meanwhile (Telegram will not deliver it again: a crash
+must not lose it). At a stop, the updates still waiting are handled at once in the pipeline's `stopping` mode:
+their messages stay kept for the next start instead of answered.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from telegram import Update
@@ -24,6 +27,8 @@ from telegram.ext import BaseUpdateProcessor
 from bot.ordering import TurnOrder
 from bot.platforms.pipeline import stopping
 from bot.platforms.telegram.places import chat_conversation
+
+log = logging.getLogger(__name__)
 
 # PTB's bot keeps 256 Bot API connections and gives up on a request that waits a second for one; a
 # running update uses at most one at a time (typing, then the reply), so none of them ever waits.
@@ -44,8 +49,15 @@ def chat_of(update: object) -> int | None:
 class PerChatUpdateProcessor(BaseUpdateProcessor):
     """Concurrent across chats, in arrival order within a chat; install with `concurrent_updates(...)`."""
 
-    def __init__(self, max_running: int = DEFAULT_MAX_RUNNING, *, order: TurnOrder | None = None) -> None:
-        """`order`: the chats' turn order (by default this process's only; in server mode, cluster-wide)."""
+    def __init__(
+        self,
+        max_running: int = DEFAULT_MAX_RUNNING,
+        *,
+        order: TurnOrder | None = None,
+        on_arrival: Callable[[Update, bool], None] | None = None,
+    ) -> None:
+        """`order`: the chats' turn order (by default this process's only; in server mode, cluster-wide);
+        `on_arrival`: told of each update with a chat as it arrives, and whether it has to wait for the chat's turn."""
         super().__init__(max_concurrent_updates=MAX_HELD_UPDATES)
         if max_running < 1:
             raise ValueError("max_running must be a positive integer")
@@ -54,6 +66,7 @@ class PerChatUpdateProcessor(BaseUpdateProcessor):
         self._in_progress: set[asyncio.Task[Any]] = set()
         self._waiting: set[asyncio.Task[Any]] = set()  # not yet in their chat's turn
         self._stopping = False
+        self._on_arrival = on_arrival
 
     @property
     def busy_chats(self) -> int:
@@ -103,6 +116,8 @@ class PerChatUpdateProcessor(BaseUpdateProcessor):
         chat_id = chat_of(update)
         # Turns are taken in the order PTB started the updates' tasks: the order they arrived.
         in_turn = self._order.turn(chat_conversation(chat_id)) if chat_id is not None else contextlib.nullcontext()
+        if chat_id is not None:
+            self._arrives(update, waits=self._order.busy(chat_conversation(chat_id)))
         self._waiting.add(task)
         try:
             async with in_turn, self._running:
@@ -116,6 +131,14 @@ class PerChatUpdateProcessor(BaseUpdateProcessor):
                 await coroutine
         finally:
             self._waiting.discard(task)
+
+    def _arrives(self, update: object, *, waits: bool) -> None:
+        if self._on_arrival is None or not isinstance(update, Update):
+            return
+        try:
+            self._on_arrival(update, waits)
+        except Exception:  # it is still answered in its turn; only a crash before that would lose it
+            log.exception("an update could not be kept while it waits for its chat's turn")
 
     async def initialize(self) -> None:
         """Nothing to set up."""

@@ -15,6 +15,7 @@ from bot.app import App
 from bot.config import Settings
 from bot.platforms.telegram.adapter import build_telegram_application
 from bot.platforms.telegram.update_processor import PerChatUpdateProcessor, chat_of
+from knowledge.conversations.spool import MessageSpool
 from tests.fakes.clock import FakeTimer
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.telegram_server import TOKEN, Call, FakeBotAPI, polling
@@ -103,6 +104,51 @@ async def test_one_chats_messages_are_answered_one_after_another_in_order(
         fake_telegram.push_update(text_update(text, user=ALICE))
     await _replies(fake_telegram, len(texts))
     assert events == [event for text in texts for event in (f"asked: {text}", f"sent: re: {text}")]
+
+
+async def test_a_message_waiting_for_its_chats_turn_is_kept_on_disk_until_its_turn_stores_it(
+    running_bot: Application, app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    first_may_end = threading.Event()
+
+    def answer(body: dict[str, Any]) -> str:
+        said = _last_user_text(body)
+        if said == "first":
+            first_may_end.wait(WAIT)  # a slow reply: the next messages wait for the chat's turn behind it
+        return f"re: {said}"
+
+    fake_openai.set_default("chat-model", answer)
+    spool = MessageSpool(app.settings.storage.data_dir)
+    fake_telegram.push_update(text_update("first", user=ALICE))
+    await _until_true(lambda: bool(fake_openai.requests_for("chat-model")))
+    for text in ("my flight is LH-4040", "/help", "and it leaves at 9"):  # a command stores nothing: not kept
+        fake_telegram.push_update(text_update(text, user=ALICE))
+    await _until_true(lambda: len(spool.messages()) == 2)
+    # what a kill -9 leaves behind now: the next start stores them, in the order they arrived
+    assert [(kept.text, kept.arrival) for kept in spool.messages()] == [
+        ("my flight is LH-4040", 1),
+        ("and it leaves at 9", 2),
+    ]
+
+    first_may_end.set()
+    await _replies(fake_telegram, 4)
+    await _until_true(lambda: not spool.path.exists())  # each left it once its turn stored it
+    said = [message.content for message in app.working_memory.window("xiaoxiang", "telegram:chat:101")]
+    assert said == [
+        "first",
+        "re: first",
+        "my flight is LH-4040",
+        "re: my flight is LH-4040",
+        "and it leaves at 9",
+        "re: and it leaves at 9",
+    ]
+
+
+async def _until_true(condition: Callable[[], bool]) -> None:
+    """Poll `condition` (it reads what other threads change) until it holds, or fail after `WAIT` seconds."""
+    async with asyncio.timeout(WAIT):
+        while not condition():
+            await asyncio.sleep(0.01)
 
 
 def _update(payload: dict[str, Any]) -> Update:
