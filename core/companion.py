@@ -250,7 +250,18 @@ class Companion:
         text = clean_text(text).strip()
         if not text or len(text) > MAX_MESSAGE_CHARS:
             return False  # the stored wording stays; nothing said is lost
-        return await asyncio.to_thread(self.history.edit, source_id, text) is not None
+        if await asyncio.to_thread(self.history.edit, source_id, text) is not None:
+            return True
+        return self.kept_message_changed(source_id, text)  # not stored yet: kept for the next start, maybe
+
+    def kept_message_changed(self, source_id: str, text: str | None) -> bool:
+        """A message kept in the spool file (not yet stored) was edited on its platform (`text`) or deleted (None):
+        the next start stores its new words, or nothing. Whether it was kept is returned."""
+        if text is not None:
+            text = clean_text(text).strip()
+            if not text or len(text) > MAX_MESSAGE_CHARS:
+                return False  # the kept wording stays; nothing said is lost
+        return self._spool is not None and self._spool.change(source_id, text) > 0
 
     def now(self) -> datetime:
         """The companion's "now" (the clock tests set)."""

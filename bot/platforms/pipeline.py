@@ -206,6 +206,8 @@ class MessagePipeline:
         its turn, it is answered with its new words or withdrawn (stored already, the companion changes it)."""
         if source_id in self._waiting_ids:
             self._changes[source_id] = text
+        if source_id in self._waiting_ids or source_id in self._arrived:  # kept on disk meanwhile: there too
+            self._companion.kept_message_changed(source_id, text)
 
     @contextlib.contextmanager
     def _changeable(self, source_id: str | None) -> Iterator[None]:

@@ -22,7 +22,7 @@ import tempfile
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, astuple, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -77,16 +77,33 @@ class MessageSpool:
             return [line for line in self._read() if isinstance(line, SpooledMessage)]
 
     def remove(self, stored: Iterable[SpooledMessage]) -> None:
-        """Drop these messages (stored now); the others, and lines that cannot be read, stay in their order."""
+        """Drop these messages (stored now), also if edited since they were kept; the others, and lines that cannot
+        be read, stay in their order."""
         with self._lock:
-            gone = Counter(stored)
+            gone = Counter(_key(message) for message in stored)
             left = []
             for line in self._read():
-                if isinstance(line, SpooledMessage) and gone[line] > 0:
-                    gone[line] -= 1
+                if isinstance(line, SpooledMessage) and gone[_key(line)] > 0:
+                    gone[_key(line)] -= 1
                 else:
                     left.append(line)
             self._write(left)
+
+    def change(self, source_id: str, text: str | None) -> int:
+        """The message with this platform id was edited on its platform (`text`, its new words) or deleted (None)
+        while it was kept; returns how many lines changed."""
+        with self._lock:
+            changed, left = 0, list[SpooledMessage | str]()
+            for line in self._read():
+                if isinstance(line, SpooledMessage) and line.source_id == source_id:
+                    changed += 1
+                    if text is not None:
+                        left.append(replace(line, text=text))
+                else:
+                    left.append(line)
+            if changed:
+                self._write(left)
+            return changed
 
     def forget(self, scope: Scope, said: Callable[[str], bool] | None = None) -> int:
         """Drop the messages of `scope` (given `said`, those whose text it matches), and the lines that cannot be
@@ -121,6 +138,14 @@ class MessageSpool:
         with os.fdopen(handle, "w", encoding="utf-8", errors="surrogateescape") as file:
             file.write("\n".join(text) + "\n")
         os.replace(temporary, self.path)
+
+
+def _key(message: SpooledMessage) -> tuple[object, ...]:
+    """What tells one kept message from another: its platform id and place in line, where it has them (its words
+    may change while it is kept)."""
+    if message.source_id is None:
+        return astuple(message)
+    return (message.user_id, message.source_id, message.arrival)
 
 
 def _message(line: str) -> SpooledMessage | str:

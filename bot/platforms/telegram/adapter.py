@@ -320,8 +320,14 @@ class TelegramAdapter:
 
     def arrived(self, update: Update, waits: bool) -> None:
         """`update` arrived, and `waits` for its chat's turn or not: a message the pipeline will store takes its place
-        in line now (`MessagePipeline.arrived`); a command, a voice note or a sticker stores nothing."""
-        if self._bot is None or update.message is None or _COMMAND.check_update(update):
+        in line now (`MessagePipeline.arrived`); a command, a voice note or a sticker stores nothing. An edit of a
+        message still waiting changes what is kept of it at once (the edit itself waits behind it)."""
+        if self._bot is None:
+            return
+        if (edited := update.edited_message) is not None and edited.text is not None:
+            self._pipeline.changed(source_of(edited), self._words_of(edited, self._bot))
+            return
+        if update.message is None or _COMMAND.check_update(update):
             return
         with_image = bool(_IMAGE.check_update(update))
         if not (with_image or _TEXT.check_update(update)):

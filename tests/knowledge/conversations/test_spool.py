@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from knowledge.conversations.spool import MessageSpool, SpooledMessage
@@ -64,3 +65,26 @@ def test_a_forget_of_a_text_removes_the_lines_that_cannot_be_read_only_where_the
 
     assert b"QQP-31337" not in spool.path.read_bytes()
     assert b"[1, 2, 3]" in spool.path.read_bytes()
+
+
+def test_a_kept_message_edited_or_deleted_on_its_platform_is_kept_as_it_stands_and_still_leaves_once_stored(
+    tmp_path: Path,
+) -> None:
+    spool = MessageSpool(tmp_path)
+    flight, gate, other = (
+        replace(message(ALICE, text), source_id=source, arrival=number)
+        for number, (text, source) in enumerate(
+            [("my flight is LH-4040", "telegram:1:7"), ("gate B12", "telegram:1:8"), ("hi", "telegram:2:9")], start=1
+        )
+    )
+    for kept in (flight, gate, other):
+        spool.add(kept)
+
+    assert spool.change("telegram:1:7", "my flight leaves at 9") == 1  # the user took the number out
+    assert spool.change("telegram:1:8", None) == 1  # and deleted this one
+    assert spool.change("telegram:1:404", "nothing kept") == 0
+    assert [kept.text for kept in spool.messages()] == ["my flight leaves at 9", "hi"]
+    assert "LH-4040" not in spool.path.read_text(encoding="utf-8")
+
+    spool.remove([flight])  # its turn stored it: the line goes, although its words changed since it was kept
+    assert spool.messages() == [other]

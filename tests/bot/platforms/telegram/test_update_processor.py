@@ -144,6 +144,39 @@ async def test_a_message_waiting_for_its_chats_turn_is_kept_on_disk_until_its_tu
     ]
 
 
+async def test_an_edit_of_a_waiting_message_changes_what_is_kept_of_it_at_once(
+    running_bot: Application, app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    first_may_end = threading.Event()
+
+    def answer(body: dict[str, Any]) -> str:
+        if _last_user_text(body) == "first":
+            first_may_end.wait(WAIT)
+        return "noted"
+
+    fake_openai.set_default("chat-model", answer)
+    spool = MessageSpool(app.settings.storage.data_dir)
+    fake_telegram.push_update(text_update("first", user=ALICE))
+    await _until_true(lambda: bool(fake_openai.requests_for("chat-model")))
+    waiting = text_update("my flight is LH-4040", user=ALICE)
+    fake_telegram.push_update(waiting)
+    await _until_true(lambda: len(spool.messages()) == 1)
+    edited = {**waiting["message"], "text": "my flight leaves at 9", "edit_date": waiting["message"]["date"] + 1}
+    fake_telegram.push_update({"update_id": waiting["update_id"] + 1000, "edited_message": edited})
+    # the edit waits behind the message it edits, but what a crash would leave has the new words already
+    await _until_true(lambda: [kept.text for kept in spool.messages()] == ["my flight leaves at 9"])
+    assert "LH-4040" not in spool.path.read_text(encoding="utf-8")
+
+    first_may_end.set()
+    await _replies(fake_telegram, 2)
+    await _until_true(lambda: not spool.path.exists())
+
+    def said() -> list[str]:
+        return [message.content for message in app.working_memory.window("xiaoxiang", "telegram:chat:101")]
+
+    await _until_true(lambda: said() == ["first", "noted", "my flight leaves at 9", "noted"])
+
+
 async def _until_true(condition: Callable[[], bool]) -> None:
     """Poll `condition` (it reads what other threads change) until it holds, or fail after `WAIT` seconds."""
     async with asyncio.timeout(WAIT):
