@@ -192,11 +192,9 @@ class MessagePipeline:
                             return None if current is None else await self._turn(current, chat)
                         finally:
                             self._unkeep(kept)  # stored now (kept until then: a crash mid-turn loses nothing)
-                except asyncio.CancelledError:
-                    if task in self._waiting:
-                        self._unkeep(kept)
-                        if (current := self._as_changed(arrival)) is not None:
-                            self._keep(current, number)
+                except asyncio.CancelledError:  # kept already, with any edit (`changed`), or kept now as it stands
+                    if task in self._waiting and kept is None and (current := self._as_changed(arrival)) is not None:
+                        self._keep(current, number)
                     raise
         finally:
             self._waiting.discard(task)
