@@ -88,6 +88,12 @@ _TEXT = _NEW_MESSAGES & filters.TEXT
 _IMAGE = _NEW_MESSAGES & (filters.PHOTO | filters.Document.IMAGE)
 
 
+def _from_a_bot(update: Update) -> bool:
+    """Whether `update` comes from a bot (ourselves included) or from no one: such updates go unanswered."""
+    user = update.effective_user
+    return user is None or user.is_bot
+
+
 def build_telegram_application(
     context: PlatformContext,
     token: str,
@@ -228,8 +234,7 @@ class TelegramAdapter:
     # --- commands --------------------------------------------------------------------------------
 
     async def _drop_bots(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        user = update.effective_user
-        if user is None or user.is_bot:
+        if _from_a_bot(update):
             raise ApplicationHandlerStop
 
     def _command(self, command: Command) -> Handler:
@@ -322,7 +327,7 @@ class TelegramAdapter:
         """`update` arrived, and `waits` for its chat's turn or not: a message the pipeline will store takes its place
         in line now (`MessagePipeline.arrived`); a command, a voice note or a sticker stores nothing. An edit of a
         message still waiting changes what is kept of it at once (the edit itself waits behind it)."""
-        if self._bot is None:
+        if self._bot is None or _from_a_bot(update):  # never answered, so never kept
             return
         if (edited := update.edited_message) is not None and edited.text is not None:
             self._pipeline.changed(source_of(edited), self._words_of(edited, self._bot))

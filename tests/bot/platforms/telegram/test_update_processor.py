@@ -18,7 +18,7 @@ from bot.platforms.telegram.update_processor import PerChatUpdateProcessor, chat
 from knowledge.conversations.spool import MessageSpool
 from tests.fakes.clock import FakeTimer
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.fakes.telegram_server import TOKEN, Call, FakeBotAPI, polling
+from tests.fakes.telegram_server import BOT_USERNAME, TOKEN, Call, FakeBotAPI, polling
 from tests.fakes.telegram_updates import person, text_update
 
 ALICE = person(101, "Alice")
@@ -175,6 +175,38 @@ async def test_an_edit_of_a_waiting_message_changes_what_is_kept_of_it_at_once(
         return [message.content for message in app.working_memory.window("xiaoxiang", "telegram:chat:101")]
 
     await _until_true(lambda: said() == ["first", "noted", "my flight leaves at 9", "noted"])
+
+
+async def test_what_a_bot_says_while_the_chat_waits_is_not_kept(
+    running_bot: Application, app: App, fake_telegram: FakeBotAPI, fake_openai: FakeOpenAIServer
+) -> None:
+    first_may_end = threading.Event()
+
+    def answer(body: dict[str, Any]) -> str:
+        if "first" in _last_user_text(body):
+            first_may_end.wait(WAIT)
+        return "noted"
+
+    fake_openai.set_default("chat-model", answer)
+    spool = MessageSpool(app.settings.storage.data_dir)
+    mention = f"@{BOT_USERNAME}"
+
+    def addressed(text: str, user: dict[str, Any]) -> dict[str, Any]:
+        update = text_update(f"{mention} {text}", user=user, chat=GROUP)
+        update["message"]["entities"] = [{"type": "mention", "offset": 0, "length": len(mention)}]
+        return update
+
+    fake_telegram.push_update(addressed("first", ALICE))
+    await _until_true(lambda: bool(fake_openai.requests_for("chat-model")))
+    other_bot = {**person(303, "Helper"), "is_bot": True}
+    fake_telegram.push_update(addressed("beep, from a bot", other_bot))
+    fake_telegram.push_update(addressed("and a second", ALICE))
+    await _until_true(lambda: len(spool.messages()) == 1)
+    assert [kept.text for kept in spool.messages()] == ["and a second"]  # a bot's words would be stored at a start
+
+    first_may_end.set()
+    await _replies(fake_telegram, 2)
+    await _until_true(lambda: not spool.path.exists())
 
 
 async def _until_true(condition: Callable[[], bool]) -> None:
