@@ -247,21 +247,20 @@ class Companion:
         Nothing is re-answered (the reply stays as it was), and memories already drawn from the old
         wording stay until corrected or forgotten. Whether the message was one we keep is returned.
         """
-        text = clean_text(text).strip()
-        if not text or len(text) > MAX_MESSAGE_CHARS:
-            return False  # the stored wording stays; nothing said is lost
-        if await asyncio.to_thread(self.history.edit, source_id, text) is not None:
+        words = _edited_words(text)
+        if words is None:
+            return False
+        if await asyncio.to_thread(self.history.edit, source_id, words) is not None:
             return True
-        return self.kept_message_changed(source_id, text)  # not stored yet: kept for the next start, maybe
+        return self.kept_message_changed(source_id, words)  # not stored yet: kept for the next start, maybe
 
     def kept_message_changed(self, source_id: str, text: str | None) -> bool:
         """A message kept in the spool file (not yet stored) was edited on its platform (`text`) or deleted (None):
         the next start stores its new words, or nothing. Whether it was kept is returned."""
-        if text is not None:
-            text = clean_text(text).strip()
-            if not text or len(text) > MAX_MESSAGE_CHARS:
-                return False  # the kept wording stays; nothing said is lost
-        return self._spool is not None and self._spool.change(source_id, text) > 0
+        words = None if text is None else _edited_words(text)
+        if text is not None and words is None:
+            return False
+        return self._spool is not None and self._spool.change(source_id, words) > 0
 
     def now(self) -> datetime:
         """The companion's "now" (the clock tests set)."""
@@ -442,6 +441,13 @@ class Companion:
             self.knowledge.search, scope, query, limit=limit, categories=FORGETTABLE, during=during
         )
         return rank_for_prompt(hits, self.clock.now())
+
+
+def _edited_words(text: str) -> str | None:
+    """An edit's new words as they are kept, or None where they may not replace the old ones (empty, or absurdly
+    long): the old wording stays, and nothing said is lost."""
+    words = clean_text(text).strip()
+    return words if words and len(words) <= MAX_MESSAGE_CHARS else None
 
 
 def _notice(message: IncomingMessage, text: str) -> TurnResult:
